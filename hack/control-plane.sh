@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Installs the control-plane binaries that envtest and `strata up` use:
+# etcd from Debian's etcd-server package and kube-apiserver built from the Go
+# module proxy (no release downloads are reachable here). Idempotent: every
+# step is skipped when its result is already present.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+BIN="$ROOT/bin/k8s"
+K8S_VERSION="${K8S_VERSION:-1.36.3}"
+mkdir -p "$BIN"
+
+say() { echo "control-plane: $*" >&2; }
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+install_etcd() {
+  if [ -x "$BIN/etcd" ]; then return; fi
+  if ! command -v etcd >/dev/null && [ ! -x /usr/bin/etcd ]; then
+    say "installing Debian package etcd-server"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q etcd-server >/dev/null ||
+      { as_root apt-get update -q >/dev/null && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q etcd-server >/dev/null; }
+    # The package starts a system etcd on :2379; tests run their own.
+    as_root systemctl disable --now etcd >/dev/null 2>&1 || true
+    as_root pkill -x etcd >/dev/null 2>&1 || true
+  fi
+  ln -sf "$(command -v etcd || echo /usr/bin/etcd)" "$BIN/etcd"
+  say "etcd ready: $("$BIN/etcd" --version | head -1)"
+}
+
+# k8s.io/kubernetes replaces its staging modules with ./staging/... paths,
+# which do not exist in the module cache; point each at its published version.
+staging_replaces() {
+  local gomod
+  gomod="$(go mod download -json "k8s.io/kubernetes@v$K8S_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
+  grep -E '^\s*k8s.io/[a-z0-9-]+ => ./staging/' "$gomod" | awk '{print $1}' |
+    while read -r m; do echo "replace $m => $m v0.${K8S_VERSION#1.}"; done
+}
+
+build_apiserver() {
+  if [ -x "$BIN/kube-apiserver" ]; then return; fi
+  say "building kube-apiserver v$K8S_VERSION from the Go module proxy (first time only, ~7 min on 2 cores)"
+  local work
+  work="$(mktemp -d)"
+  trap 'rm -rf "$work"' RETURN
+  (
+    cd "$work"
+    go mod init strata.local/apiserver >/dev/null 2>&1
+    go mod edit -require "k8s.io/kubernetes@v$K8S_VERSION"
+    staging_replaces >>go.mod
+    printf 'package main\nimport _ "k8s.io/kubernetes/cmd/kube-apiserver"\n' >tools.go
+    GOFLAGS=-mod=mod go mod tidy >/dev/null 2>&1 || true
+    GOFLAGS=-mod=mod go build -o "$BIN/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver
+  )
+  mv "$BIN/kube-apiserver.tmp" "$BIN/kube-apiserver"
+  say "kube-apiserver ready"
+}
+
+install_kubectl() {
+  if [ -x "$BIN/kubectl" ]; then return; fi
+  if command -v kubectl >/dev/null; then ln -sf "$(command -v kubectl)" "$BIN/kubectl"; fi
+}
+
+install_etcd
+build_apiserver
+install_kubectl
+echo "$BIN"

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the Go tools the Makefile uses into bin/ with `go install`.
+# Idempotent: a tool already at the pinned version is not rebuilt.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+BIN="$ROOT/bin"
+mkdir -p "$BIN"
+export GOTOOLCHAIN=local
+
+install_tool() {
+  local name="$1" pkg="$2" version="$3"
+  local stamp="$BIN/.$name-$version"
+  if [ -x "$BIN/$name" ] && [ -f "$stamp" ]; then return; fi
+  echo "tools: installing $name $version" >&2
+  GOBIN="$BIN" go install "$pkg@$version"
+  touch "$stamp"
+}
+
+for tool in "$@"; do
+  case "$tool" in
+    controller-gen) install_tool controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen v0.23.0 ;;
+    golangci-lint) install_tool golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint v2.15.0 ;;
+    *) echo "tools: unknown tool $tool" >&2; exit 2 ;;
+  esac
+done

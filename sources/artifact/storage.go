@@ -1,0 +1,277 @@
+// Package artifact stores source artifacts on local disk: one gzipped
+// tarball per content digest, written atomically, extracted once for
+// readers, and garbage-collected when no longer referenced.
+package artifact
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	meta "github.com/fluxcd/pkg/apis/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// File is one regular file of an artifact.
+type File struct {
+	Path       string // slash-separated, relative to the artifact root
+	Executable bool
+	Open       func() (io.ReadCloser, error)
+}
+
+// Storage is a directory of artifacts. BaseURL is where the artifact file
+// server is reachable, used to fill Artifact.URL as Flux does.
+type Storage struct {
+	Root    string
+	BaseURL string
+
+	extractMu sync.Mutex
+	// extracting holds one lock per digest so concurrent readers of the same
+	// revision extract it once.
+	extracting map[string]*sync.Mutex
+}
+
+// NewStorage returns a storage rooted at root, creating it.
+func NewStorage(root, baseURL string) (*Storage, error) {
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, fmt.Errorf("creating artifact directory %s: %w", root, err)
+	}
+	return &Storage{Root: root, BaseURL: strings.TrimSuffix(baseURL, "/"), extracting: map[string]*sync.Mutex{}}, nil
+}
+
+// ObjectDir is the relative directory of one source object's artifacts.
+func ObjectDir(kind, namespace, name string) string {
+	return filepath.ToSlash(filepath.Join(strings.ToLower(kind), namespace, name))
+}
+
+// Store writes files as a tarball named by its sha256 digest under the
+// object's directory. The file appears under its final name only when
+// complete, so a crash never leaves a partial artifact behind.
+func (s *Storage) Store(objectDir, revision string, files []File) (*meta.Artifact, error) {
+	dir := filepath.Join(s.Root, objectDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	tmp, err := os.CreateTemp(dir, ".tmp-*.tar.gz")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(tmp.Name())
+	hash := sha256.New()
+	size, err := writeTarball(io.MultiWriter(tmp, hash), files)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("writing artifact for %s: %w", revision, err)
+	}
+	digest := hex.EncodeToString(hash.Sum(nil))
+	rel := objectDir + "/" + digest + ".tar.gz"
+	if err := os.Rename(tmp.Name(), filepath.Join(s.Root, rel)); err != nil {
+		return nil, err
+	}
+	return &meta.Artifact{
+		Path:           rel,
+		URL:            s.BaseURL + "/" + rel,
+		Revision:       revision,
+		Digest:         "sha256:" + digest,
+		LastUpdateTime: metav1.NewTime(time.Now().Truncate(time.Second)),
+		Size:           &size,
+	}, nil
+}
+
+// Has reports whether the artifact's tarball is on disk.
+func (s *Storage) Has(a *meta.Artifact) bool {
+	if a == nil {
+		return false
+	}
+	_, err := os.Stat(filepath.Join(s.Root, a.Path))
+	return err == nil
+}
+
+func writeTarball(w io.Writer, files []File) (int64, error) {
+	counter := &countingWriter{w: w}
+	gz := gzip.NewWriter(counter)
+	tw := tar.NewWriter(gz)
+	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+	for _, f := range files {
+		if err := addFile(tw, f); err != nil {
+			return 0, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return 0, err
+	}
+	if err := gz.Close(); err != nil {
+		return 0, err
+	}
+	return counter.n, nil
+}
+
+func addFile(tw *tar.Writer, f File) error {
+	r, err := f.Open()
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", f.Path, err)
+	}
+	defer r.Close()
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", f.Path, err)
+	}
+	mode := int64(0o644)
+	if f.Executable {
+		mode = 0o755
+	}
+	// Fixed header fields keep the digest a function of content alone.
+	hdr := &tar.Header{Name: f.Path, Mode: mode, Size: int64(len(data)), Typeflag: tar.TypeReg, Format: tar.FormatPAX}
+	if err := tw.WriteHeader(hdr); err != nil {
+		return err
+	}
+	_, err = tw.Write(data)
+	return err
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// Dir returns a directory holding the artifact's files, extracting the
+// tarball the first time. Readers must not modify it: it is shared by every
+// build of the same revision.
+func (s *Storage) Dir(a *meta.Artifact) (string, error) {
+	tarball := filepath.Join(s.Root, a.Path)
+	dir := strings.TrimSuffix(tarball, ".tar.gz")
+	lock := s.digestLock(dir)
+	lock.Lock()
+	defer lock.Unlock()
+	if _, err := os.Stat(dir); err == nil {
+		return dir, nil
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), ".extract-*")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	if err := extract(tarball, tmp); err != nil {
+		return "", fmt.Errorf("extracting artifact %s (revision %s): %w", a.Path, a.Revision, err)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+func (s *Storage) digestLock(key string) *sync.Mutex {
+	s.extractMu.Lock()
+	defer s.extractMu.Unlock()
+	l, ok := s.extracting[key]
+	if !ok {
+		l = &sync.Mutex{}
+		s.extracting[key] = l
+	}
+	return l
+}
+
+func extract(tarball, dest string) error {
+	f, err := os.Open(tarball)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	gz, err := gzip.NewReader(f)
+	if err != nil {
+		return err
+	}
+	tr := tar.NewReader(gz)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := extractEntry(tr, hdr, dest); err != nil {
+			return err
+		}
+	}
+}
+
+func extractEntry(r io.Reader, hdr *tar.Header, dest string) error {
+	target := filepath.Join(dest, filepath.FromSlash(hdr.Name))
+	if !strings.HasPrefix(target, filepath.Clean(dest)+string(os.PathSeparator)) {
+		return fmt.Errorf("entry %q escapes the artifact root", hdr.Name)
+	}
+	if hdr.Typeflag != tar.TypeReg {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+		return err
+	}
+	out, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, os.FileMode(hdr.Mode)&0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, r); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// GarbageCollect removes every artifact of the object directory that is not
+// in keep (artifact paths), along with its extracted tree.
+func (s *Storage) GarbageCollect(objectDir string, keep ...*meta.Artifact) error {
+	dir := filepath.Join(s.Root, objectDir)
+	entries, err := os.ReadDir(dir)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	kept := map[string]bool{}
+	for _, a := range keep {
+		if a != nil {
+			base := filepath.Base(a.Path)
+			kept[base] = true
+			kept[strings.TrimSuffix(base, ".tar.gz")] = true
+		}
+	}
+	for _, e := range entries {
+		if kept[e.Name()] || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Remove deletes every artifact of the object directory.
+func (s *Storage) Remove(objectDir string) error {
+	return os.RemoveAll(filepath.Join(s.Root, objectDir))
+}
+
+// Handler serves the artifact tarballs over HTTP, as Flux's source-controller does.
+func (s *Storage) Handler() *fileServer { return &fileServer{root: s.Root} }

@@ -1,0 +1,205 @@
+package git
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/predicates"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/strata-gitops/strata/internal/status"
+	"github.com/strata-gitops/strata/sources/artifact"
+)
+
+// Finalizer is Flux's finalizer, so objects move between Flux and strata.
+const Finalizer = "finalizers.fluxcd.io"
+
+const defaultTimeout = 60 * time.Second
+
+// Reconciler reconciles GitRepository objects into artifacts.
+type Reconciler struct {
+	client.Client
+	Storage  *artifact.Storage
+	Events   events.EventRecorder
+	// MirrorDir holds one bare mirror per GitRepository.
+	MirrorDir string
+}
+
+// SetupWithManager registers the reconciler.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrent int) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&sourcev1.GitRepository{}, builder.WithPredicates(
+			predicate.Or(predicate.GenerationChangedPredicate{}, predicates.ReconcileRequestedPredicate{}))).
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrent}).
+		Complete(r)
+}
+
+// Reconcile fetches the wanted ref and stores its artifact.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	obj := &sourcev1.GitRepository{}
+	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !obj.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.finalize(ctx, obj)
+	}
+	if !controllerutil.ContainsFinalizer(obj, Finalizer) {
+		patch := client.MergeFrom(obj.DeepCopy())
+		controllerutil.AddFinalizer(obj, Finalizer)
+		if err := r.Patch(ctx, obj, patch); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if obj.Spec.Suspend {
+		return ctrl.Result{}, nil
+	}
+
+	before := obj.DeepCopy()
+	status.HandleRequest(obj, &obj.Status.LastHandledReconcileAt)
+	err := r.reconcileArtifact(ctx, obj)
+	obj.Status.ObservedGeneration = obj.Generation
+	if perr := status.Patch(ctx, r.Client, before, obj); perr != nil {
+		return ctrl.Result{}, perr
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: obj.GetRequeueAfter()}, nil
+}
+
+// reconcileArtifact is the whole fetch: on failure the previous artifact
+// stays in status and on disk, so consumers keep the last good revision.
+func (r *Reconciler) reconcileArtifact(ctx context.Context, obj *sourcev1.GitRepository) error {
+	timeout := defaultTimeout
+	if obj.Spec.Timeout != nil {
+		timeout = obj.Spec.Timeout.Duration
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	objectDir := artifact.ObjectDir(sourcev1.GitRepositoryKind, obj.Namespace, obj.Name)
+	m, auth, err := r.connect(ctx, obj, objectDir)
+	if err != nil {
+		r.fail(obj, sourcev1.AuthenticationFailedReason, err)
+		return err
+	}
+	want := newWantedRef(obj.Spec.Reference)
+	if err := m.fetch(ctx, want, auth); err != nil {
+		reason := sourcev1.GitOperationFailedReason
+		if errors.Is(err, transport.ErrAuthenticationRequired) || errors.Is(err, transport.ErrAuthorizationFailed) {
+			reason = sourcev1.AuthenticationFailedReason
+		}
+		err = fmt.Errorf("failed to fetch %s from '%s': %w", want, obj.Spec.URL, err)
+		r.fail(obj, reason, err)
+		return err
+	}
+	commit, rev, err := m.resolve(want)
+	if err != nil {
+		r.fail(obj, sourcev1.GitOperationFailedReason, err)
+		return err
+	}
+
+	if !r.artifactOutdated(obj, rev) {
+		r.succeed(obj)
+		return nil
+	}
+	files, err := treeFiles(commit, obj.Spec.Ignore)
+	if err == nil {
+		var a *meta.Artifact
+		if a, err = r.Storage.Store(objectDir, rev, files); err == nil {
+			previous := obj.Status.Artifact
+			obj.Status.Artifact = a
+			obj.Status.ObservedIgnore = obj.Spec.Ignore
+			err = r.Storage.GarbageCollect(objectDir, a, previous)
+			r.Events.Eventf(obj, nil, corev1.EventTypeNormal, "NewArtifact", "Store",
+				"stored artifact for commit '%s'", firstLine(commit.Message))
+		}
+	}
+	if err != nil {
+		err = fmt.Errorf("storing artifact for revision '%s': %w", rev, err)
+		r.fail(obj, sourcev1.ArchiveOperationFailedReason, err)
+		return err
+	}
+	r.succeed(obj)
+	return nil
+}
+
+// artifactOutdated is true when the stored artifact is not the one the
+// current spec asks for.
+func (r *Reconciler) artifactOutdated(obj *sourcev1.GitRepository, rev string) bool {
+	a := obj.Status.Artifact
+	return a == nil || a.Revision != rev || !r.Storage.Has(a) ||
+		!equalPtr(obj.Status.ObservedIgnore, obj.Spec.Ignore)
+}
+
+func (r *Reconciler) connect(ctx context.Context, obj *sourcev1.GitRepository, objectDir string) (*mirror, transport.AuthMethod, error) {
+	var secret *corev1.Secret
+	if obj.Spec.SecretRef != nil {
+		secret = &corev1.Secret{}
+		key := types.NamespacedName{Namespace: obj.Namespace, Name: obj.Spec.SecretRef.Name}
+		if err := r.Get(ctx, key, secret); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, nil, fmt.Errorf("secret '%s' named in spec.secretRef does not exist: create it or fix the name", key)
+			}
+			return nil, nil, err
+		}
+	}
+	dir := filepath.Join(r.MirrorDir, objectDir)
+	auth, err := authFromSecret(obj.Spec.URL, secret, dir+".ssh")
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := openMirror(dir, obj.Spec.URL)
+	return m, auth, err
+}
+
+func (r *Reconciler) succeed(obj *sourcev1.GitRepository) {
+	msg := fmt.Sprintf("stored artifact for revision '%s'", obj.Status.Artifact.Revision)
+	status.Remove(obj, sourcev1.FetchFailedCondition)
+	status.Set(obj, sourcev1.ArtifactInStorageCondition, metav1.ConditionTrue, meta.SucceededReason, msg)
+	status.MarkReady(obj, meta.SucceededReason, msg)
+}
+
+func (r *Reconciler) fail(obj *sourcev1.GitRepository, reason string, err error) {
+	status.Set(obj, sourcev1.FetchFailedCondition, metav1.ConditionTrue, reason, err.Error())
+	status.MarkFailed(obj, reason, err.Error(), false)
+	r.Events.Eventf(obj, nil, corev1.EventTypeWarning, reason, "Fetch", "%s", err.Error())
+}
+
+func (r *Reconciler) finalize(ctx context.Context, obj *sourcev1.GitRepository) error {
+	objectDir := artifact.ObjectDir(sourcev1.GitRepositoryKind, obj.Namespace, obj.Name)
+	if err := r.Storage.Remove(objectDir); err != nil {
+		return err
+	}
+	if err := removeAll(filepath.Join(r.MirrorDir, objectDir), filepath.Join(r.MirrorDir, objectDir)+".ssh"); err != nil {
+		return err
+	}
+	patch := client.MergeFrom(obj.DeepCopy())
+	controllerutil.RemoveFinalizer(obj, Finalizer)
+	return r.Patch(ctx, obj, patch)
+}
+
+func equalPtr(a, b *string) bool {
+	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
+}
+
+func firstLine(s string) string {
+	return strings.SplitN(strings.TrimSpace(s), "\n", 2)[0]
+}
