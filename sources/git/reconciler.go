@@ -36,8 +36,8 @@ const defaultTimeout = 60 * time.Second
 // Reconciler reconciles GitRepository objects into artifacts.
 type Reconciler struct {
 	client.Client
-	Storage  *artifact.Storage
-	Events   events.EventRecorder
+	Storage *artifact.Storage
+	Events  events.EventRecorder
 	// MirrorDir holds one bare mirror per GitRepository.
 	MirrorDir string
 }

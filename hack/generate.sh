@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Regenerates the CRDs in charts/strata/crds from Go types with controller-gen.
+# Flux's kinds come from Flux's own API modules, never from copies.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+OUT="$ROOT/charts/strata/crds"
+TMP="$(mktemp -d)"
+trap 'rm -rf "$TMP"' EXIT
+export GOTOOLCHAIN=local
+
+"$ROOT/bin/controller-gen" crd \
+  paths=github.com/fluxcd/source-controller/api/v1 \
+  paths=github.com/fluxcd/kustomize-controller/api/v1 \
+  paths=github.com/fluxcd/notification-controller/api/v1 \
+  output:crd:dir="$TMP"
+
+mkdir -p "$OUT"
+# The source/v1 package also defines Bucket, HelmChart and others that strata
+# does not serve; ship only the kinds it reconciles.
+for crd in source.toolkit.fluxcd.io_gitrepositories kustomize.toolkit.fluxcd.io_kustomizations notification.toolkit.fluxcd.io_receivers; do
+  cp "$TMP/$crd.yaml" "$OUT/$crd.yaml"
+done
+if ls "$ROOT"/api/*/v1alpha1/*.go >/dev/null 2>&1; then
+  "$ROOT/bin/controller-gen" object paths="$ROOT/api/..."
+  "$ROOT/bin/controller-gen" crd paths="$ROOT/api/..." output:crd:dir="$OUT"
+fi
+echo "generate: CRDs written to ${OUT#$ROOT/}" >&2

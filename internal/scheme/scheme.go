@@ -1,0 +1,28 @@
+// Package scheme builds the runtime scheme every strata process uses: the
+// Kubernetes built-ins plus Flux's source, kustomize and notification kinds.
+package scheme
+
+import (
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	notificationv1 "github.com/fluxcd/notification-controller/api/v1"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+)
+
+// New returns a scheme with every kind strata reads or writes.
+func New() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme,
+		apiextensionsv1.AddToScheme,
+		sourcev1.AddToScheme,
+		kustomizev1.AddToScheme,
+		notificationv1.AddToScheme,
+	} {
+		utilruntime.Must(add(s))
+	}
+	return s
+}

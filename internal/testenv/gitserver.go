@@ -1,0 +1,149 @@
+package testenv
+
+import (
+	"net/http"
+	"net/http/cgi"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// GitServer serves bare repositories over git's smart HTTP protocol on
+// loopback, with git's own http-backend, so tests fetch exactly as from a
+// real forge. Set Username/Password or Token to require credentials.
+type GitServer struct {
+	URL      string
+	Root     string
+	Username string
+	Password string
+	Token    string
+}
+
+// NewGitServer starts a server that stops with the test.
+func NewGitServer(t testing.TB) *GitServer {
+	t.Helper()
+	out, err := exec.Command("git", "--exec-path").Output()
+	if err != nil {
+		Unavailable(t, "git is not installed")
+	}
+	s := &GitServer{Root: t.TempDir()}
+	backend := &cgi.Handler{
+		Path: filepath.Join(strings.TrimSpace(string(out)), "git-http-backend"),
+		Env:  []string{"GIT_PROJECT_ROOT=" + s.Root, "GIT_HTTP_EXPORT_ALL=1"},
+	}
+	srv := httptest.NewServer(s.authenticate(backend))
+	t.Cleanup(srv.Close)
+	s.URL = srv.URL
+	return s
+}
+
+func (s *GitServer) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case s.Token != "":
+			if r.Header.Get("Authorization") != "Bearer "+s.Token {
+				http.Error(w, "unauthorized", http.StatusUnauthorized)
+				return
+			}
+		case s.Username != "":
+			u, p, ok := r.BasicAuth()
+			if !ok || u != s.Username || p != s.Password {
+				w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
+				http.Error(w, "unauthorized", http.StatusUnauthorized)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// Repo is a bare repository on the server and a work tree that pushes to it.
+type Repo struct {
+	URL  string
+	Bare string
+	Work string
+	t    testing.TB
+}
+
+// NewRepo creates an empty repository named name (served at URL/name.git).
+func (s *GitServer) NewRepo(t testing.TB, name string) *Repo {
+	t.Helper()
+	r := &Repo{URL: s.URL + "/" + name + ".git", Bare: filepath.Join(s.Root, name+".git"), Work: t.TempDir(), t: t}
+	r.git(s.Root, "init", "-q", "--bare", "-b", "main", r.Bare)
+	r.git(r.Bare, "config", "http.receivepack", "true")
+	r.git(r.Work, "init", "-q", "-b", "main")
+	r.git(r.Work, "config", "user.email", "test@strata.dev")
+	r.git(r.Work, "config", "user.name", "strata test")
+	r.git(r.Work, "remote", "add", "origin", r.Bare)
+	return r
+}
+
+// Write writes files (path -> content) into the work tree.
+func (r *Repo) Write(files map[string]string) {
+	r.t.Helper()
+	for path, content := range files {
+		full := filepath.Join(r.Work, path)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			r.t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+}
+
+// Remove deletes paths from the work tree.
+func (r *Repo) Remove(paths ...string) {
+	r.t.Helper()
+	for _, p := range paths {
+		if err := os.RemoveAll(filepath.Join(r.Work, p)); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+}
+
+// Commit commits everything in the work tree and returns the commit hash.
+func (r *Repo) Commit(message string) string {
+	r.t.Helper()
+	r.git(r.Work, "add", "-A")
+	r.git(r.Work, "commit", "-q", "--allow-empty", "-m", message)
+	return r.git(r.Work, "rev-parse", "HEAD")
+}
+
+// Push pushes refs (default: main) to the served repository.
+func (r *Repo) Push(refs ...string) {
+	r.t.Helper()
+	if len(refs) == 0 {
+		refs = []string{"main"}
+	}
+	r.git(r.Work, append([]string{"push", "-q", "-f", "origin"}, refs...)...)
+}
+
+// CommitAndPush writes files, commits and pushes main, returning the hash.
+func (r *Repo) CommitAndPush(message string, files map[string]string) string {
+	r.t.Helper()
+	r.Write(files)
+	hash := r.Commit(message)
+	r.Push()
+	return hash
+}
+
+// Git runs a git command in the work tree and returns its trimmed output.
+func (r *Repo) Git(args ...string) string {
+	r.t.Helper()
+	return r.git(r.Work, args...)
+}
+
+func (r *Repo) git(dir string, args ...string) string {
+	r.t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		r.t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}

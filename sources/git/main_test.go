@@ -1,0 +1,10 @@
+package git_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/strata-gitops/strata/internal/testenv"
+)
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
