@@ -91,3 +91,10 @@ func HandleRequest(obj client.Object, handled *string) {
 		*handled = v
 	}
 }
+
+// IsFailedWith reports whether Ready is already False with this reason and
+// message, so a repeated failure is not announced again.
+func IsFailedWith(obj Conditioned, reason, message string) bool {
+	c := apimeta.FindStatusCondition(obj.GetConditions(), meta.ReadyCondition)
+	return c != nil && c.Status == metav1.ConditionFalse && c.Reason == reason && c.Message == message
+}

@@ -4,16 +4,19 @@
 package testenv
 
 import (
-	"errors"
 	"fmt"
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/kubernetes"
 	"os"
 	"path/filepath"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"testing"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/strata-gitops/strata/internal/controlplane"
 	"github.com/strata-gitops/strata/internal/scheme"
 )
 
@@ -21,11 +24,8 @@ import (
 type Env struct {
 	Config *rest.Config
 	Client client.Client
-	env    *envtest.Environment
+	cp     *controlplane.ControlPlane
 }
-
-// ErrNoControlPlane means the control-plane binaries are not installed.
-var ErrNoControlPlane = errors.New("control-plane binaries not found in bin/k8s: run hack/control-plane.sh (make test does)")
 
 // InCI reports whether the tests run in CI, where nothing may be skipped.
 func InCI() bool { return os.Getenv("CI") == "true" }
@@ -54,36 +54,25 @@ func AssetsDir() string {
 }
 
 // StartAPIServer starts kube-apiserver and etcd with strata's CRDs.
-// apiserverFlags are extra kube-apiserver flags as name, value pairs.
-func StartAPIServer(apiserverFlags ...string) (*Env, error) {
-	assets := AssetsDir()
-	if _, err := os.Stat(filepath.Join(assets, "kube-apiserver")); err != nil {
-		return nil, ErrNoControlPlane
-	}
-	env := &envtest.Environment{
-		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "charts", "strata", "crds")},
-		ErrorIfCRDPathMissing: true,
-	}
-	args := env.ControlPlane.GetAPIServer().Configure()
-	for i := 0; i+1 < len(apiserverFlags); i += 2 {
-		args.Set(apiserverFlags[i], apiserverFlags[i+1])
-	}
-	cfg, err := env.Start()
+func StartAPIServer(apiserverFlags map[string]string) (*Env, error) {
+	cp, err := controlplane.Start(controlplane.Options{
+		AssetsDir:      AssetsDir(),
+		CRDDir:         filepath.Join(RepoRoot(), "charts", "strata", "crds"),
+		APIServerFlags: apiserverFlags,
+	})
 	if err != nil {
-		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", assets, err)
-	}
-	cfg.QPS, cfg.Burst = 500, 1000
-	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
-	if err != nil {
-		_ = env.Stop()
 		return nil, err
 	}
-	return &Env{Config: cfg, Client: c, env: env}, nil
+	c, err := client.New(cp.Config, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		_ = cp.Stop()
+		return nil, err
+	}
+	return &Env{Config: cp.Config, Client: c, cp: cp}, nil
 }
 
 // Stop stops the API server and etcd.
-func (e *Env) Stop() error { return e.env.Stop() }
+func (e *Env) Stop() error { return e.cp.Stop() }
 
 var shared *Env
 var sharedErr error
@@ -92,7 +81,12 @@ var sharedErr error
 // it. Without the binaries, tests that call Get skip outside CI and the
 // package fails in CI.
 func Main(m *testing.M) int {
-	shared, sharedErr = StartAPIServer()
+	if os.Getenv("STRATA_TEST_LOG") != "" {
+		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
+	} else {
+		ctrl.SetLogger(logr.Discard())
+	}
+	shared, sharedErr = StartAPIServer(nil)
 	if sharedErr != nil && InCI() {
 		fmt.Fprintln(os.Stderr, "testenv:", sharedErr)
 		return 1
@@ -122,4 +116,10 @@ func Unavailable(t testing.TB, reason string) {
 		t.Fatalf("required in CI: %s", reason)
 	}
 	t.Skip(reason)
+}
+
+// Clientset returns a client-go clientset, for tests that watch the order
+// in which objects change.
+func (e *Env) Clientset() *kubernetes.Clientset {
+	return kubernetes.NewForConfigOrDie(e.Config)
 }

@@ -50,7 +50,24 @@ func RunManager(t testing.TB, env *Env, setup func(mgr manager.Manager) error) (
 	if err := setup(mgr); err != nil {
 		t.Fatal(err)
 	}
+	return RunManagerFrom(t, func(context.Context) (Manager, error) { return mgr, nil })
+}
+
+// Manager is what RunManagerFrom starts.
+type Manager interface {
+	Start(ctx context.Context) error
+}
+
+// RunManagerFrom starts the manager build returns (given the run's
+// context), stopping it when the test ends or when stop is called.
+func RunManagerFrom(t testing.TB, build func(ctx context.Context) (Manager, error)) (stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
+	mgr, err := build(ctx)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	stopped := false

@@ -1,0 +1,181 @@
+// Package manager wires strata's reconcilers, the artifact file server and
+// the webhook receiver into one controller-runtime manager. `strata
+// controller` and `strata up` both run it.
+package manager
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	notificationv1 "github.com/fluxcd/notification-controller/api/v1"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/strata-gitops/strata/internal/scheme"
+	"github.com/strata-gitops/strata/reconciler/kustomization"
+	"github.com/strata-gitops/strata/sources/artifact"
+	"github.com/strata-gitops/strata/sources/git"
+	"github.com/strata-gitops/strata/sources/receiver"
+)
+
+// Options are the controller's flags.
+type Options struct {
+	MetricsAddr        string
+	HealthProbeAddr    string
+	LeaderElect        bool
+	ArtifactDir        string
+	ArtifactAddr       string
+	ArtifactAdvAddr    string
+	ReceiverAddr       string
+	Concurrent         int
+	WatchLabelSelector string
+	// SkipNameValidation lets tests run several managers in one process.
+	SkipNameValidation bool
+}
+
+// Defaults are the flag defaults.
+func Defaults() Options {
+	return Options{
+		MetricsAddr:     ":8080",
+		HealthProbeAddr: ":9440",
+		ArtifactDir:     "/data",
+		ArtifactAddr:    ":9090",
+		ReceiverAddr:    ":9292",
+		Concurrent:      10,
+	}
+}
+
+// New builds the manager with every strata controller registered.
+func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, error) {
+	cacheOpts, err := shardCache(o.WatchLabelSelector)
+	if err != nil {
+		return nil, err
+	}
+	mgr, err := ctrl.NewManager(cfg, manager.Options{
+		Scheme:                 scheme.New(),
+		Metrics:                metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress: o.HealthProbeAddr,
+		LeaderElection:         o.LeaderElect,
+		LeaderElectionID:       "strata-controller-leader",
+		Cache:                  cacheOpts,
+		Controller:             controllerConfig(o),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := register(ctx, mgr, cfg, o); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+// shardCache restricts the watched Flux objects to a label selector, as
+// Flux's --watch-label-selector does for sharding.
+func shardCache(selector string) (cache.Options, error) {
+	if selector == "" {
+		return cache.Options{}, nil
+	}
+	sel, err := labels.Parse(selector)
+	if err != nil {
+		return cache.Options{}, fmt.Errorf("--watch-label-selector %q is invalid: %w", selector, err)
+	}
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&sourcev1.GitRepository{}:    {Label: sel},
+		&kustomizev1.Kustomization{}: {Label: sel},
+		&notificationv1.Receiver{}:   {Label: sel},
+	}}, nil
+}
+
+func register(ctx context.Context, mgr manager.Manager, cfg *rest.Config, o Options) error {
+	advAddr := o.ArtifactAdvAddr
+	if advAddr == "" {
+		advAddr = "http://" + localAddr(o.ArtifactAddr)
+	}
+	storage, err := artifact.NewStorage(filepath.Join(o.ArtifactDir, "artifacts"), advAddr)
+	if err != nil {
+		return err
+	}
+	direct, err := client.New(cfg, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return err
+	}
+	events := mgr.GetEventRecorder("strata")
+	gitRec := &git.Reconciler{Client: mgr.GetClient(), Storage: storage, Events: events, MirrorDir: filepath.Join(o.ArtifactDir, "mirrors")}
+	if err := gitRec.SetupWithManager(mgr, o.Concurrent); err != nil {
+		return err
+	}
+	ksRec := &kustomization.Reconciler{Client: mgr.GetClient(), Direct: direct, Config: cfg, Storage: storage, Events: events}
+	if err := ksRec.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.Concurrent}); err != nil {
+		return err
+	}
+	if err := (&receiver.Reconciler{Client: mgr.GetClient()}).SetupWithManager(ctx, mgr); err != nil {
+		return err
+	}
+	if o.ArtifactAddr != "" && o.ArtifactAddr != "0" {
+		if err := mgr.Add(httpServer(o.ArtifactAddr, storage.Handler())); err != nil {
+			return err
+		}
+	}
+	if o.ReceiverAddr != "" && o.ReceiverAddr != "0" {
+		mux := http.NewServeMux()
+		mux.Handle("/hook/", &receiver.Handler{Reader: mgr.GetClient(), Writer: direct})
+		if err := mgr.Add(httpServer(o.ReceiverAddr, mux)); err != nil {
+			return err
+		}
+	}
+	if o.HealthProbeAddr != "" && o.HealthProbeAddr != "0" {
+		if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+			return err
+		}
+		return mgr.AddReadyzCheck("ping", healthz.Ping)
+	}
+	return nil
+}
+
+func controllerConfig(o Options) config.Controller {
+	return config.Controller{SkipNameValidation: &o.SkipNameValidation}
+}
+
+// httpServer runs an HTTP server for as long as the manager runs.
+func httpServer(addr string, h http.Handler) manager.RunnableFunc {
+	return func(ctx context.Context) error {
+		srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("listening on %s: %w", addr, err)
+		}
+		go func() {
+			<-ctx.Done()
+			shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(shutdown)
+		}()
+		if err := srv.Serve(ln); err != nil && err != http.ErrServerClosed {
+			return err
+		}
+		return nil
+	}
+}
+
+// localAddr turns a bind address like ":9090" into one clients can reach.
+func localAddr(bind string) string {
+	host, port, err := net.SplitHostPort(bind)
+	if err != nil || host == "" || host == "0.0.0.0" || host == "::" {
+		return net.JoinHostPort("localhost", port)
+	}
+	return bind
+}

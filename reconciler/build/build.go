@@ -1,0 +1,183 @@
+// Package build renders a Flux Kustomization from a source directory into
+// the objects the engine applies: generate kustomization.yaml (Flux's
+// generator), kustomize build, then postBuild substitution. The controller,
+// `strata build` and `strata plan` all render through Render.
+package build
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	fluxkustomize "github.com/fluxcd/pkg/kustomize"
+	fluxfs "github.com/fluxcd/pkg/kustomize/filesys"
+	"github.com/fluxcd/pkg/ssa/normalize"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/api/resmap"
+	kustypes "sigs.k8s.io/kustomize/api/types"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+)
+
+// Error is a render failure, with the Kustomization path it happened in.
+type Error struct {
+	Path string
+	Err  error
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("kustomize build of path '%s' failed: %v", e.Path, e.Err)
+}
+func (e *Error) Unwrap() error { return e.Err }
+
+// Render builds ks from the source tree at root. root is read only: the
+// generated kustomization.yaml lives in memory, so concurrent renders can
+// share one extracted artifact. vars is read for postBuild.substituteFrom;
+// it may be nil when the Kustomization has none. Rendering only reads
+// through it.
+func Render(ctx context.Context, root string, ks *kustomizev1.Kustomization, vars client.Client) ([]*unstructured.Unstructured, error) {
+	path := ks.Spec.Path
+	dir, err := securePath(root, path)
+	if err != nil {
+		return nil, &Error{Path: path, Err: err}
+	}
+	resMap, err := kustomizeBuild(root, dir, ks)
+	if err != nil {
+		return nil, &Error{Path: path, Err: err}
+	}
+	objects, err := substitute(ctx, resMap, ks, vars)
+	if err != nil {
+		return nil, &Error{Path: path, Err: err}
+	}
+	return objects, nil
+}
+
+// securePath resolves the spec.path inside root, refusing to leave it.
+func securePath(root, path string) (string, error) {
+	dir := filepath.Join(root, filepath.Clean("/"+path))
+	info, err := os.Stat(dir)
+	if err != nil {
+		return "", fmt.Errorf("path '%s' not found in the source revision: check spec.path", path)
+	}
+	if !info.IsDir() {
+		return "", fmt.Errorf("path '%s' is a file, not a directory: spec.path must name a directory", path)
+	}
+	return dir, nil
+}
+
+func kustomizeBuild(root, dir string, ks *kustomizev1.Kustomization) (resmap.ResMap, error) {
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ks)
+	if err != nil {
+		return nil, err
+	}
+	gen := fluxkustomize.NewGenerator(root, unstructured.Unstructured{Object: u})
+	manifest, kfile, _, err := gen.GenerateManifest(dir)
+	if err != nil {
+		return nil, err
+	}
+	disk, err := fluxfs.MakeFsOnDiskSecure(root)
+	if err != nil {
+		return nil, err
+	}
+	fs := fluxfs.MakeFsInMemory(disk)
+	if err := fs.WriteFile(kfile, manifest); err != nil {
+		return nil, err
+	}
+	return run(fs, dir, usesOpenAPI(root))
+}
+
+// run is krusty with Flux's options: no plugins but the built-ins, loading
+// from anywhere inside the source root.
+func run(fs filesys.FileSystem, dir string, exclusive bool) (res resmap.ResMap, err error) {
+	unlock := lockSchema(exclusive)
+	defer unlock()
+	// A malformed object can panic inside kustomize; report it as a build
+	// error instead of taking the controller down.
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("kustomize panicked: %v", r)
+		}
+	}()
+	k := krusty.MakeKustomizer(&krusty.Options{
+		LoadRestrictions: kustypes.LoadRestrictionsNone,
+		PluginConfig:     kustypes.DisabledPluginConfig(),
+	})
+	return k.Run(fs, dir)
+}
+
+// substitute applies postBuild variables. substituteFrom is read once per
+// render instead of once per object as Flux does.
+func substitute(ctx context.Context, resMap resmap.ResMap, ks *kustomizev1.Kustomization, vars client.Client) ([]*unstructured.Unstructured, error) {
+	var inline *unstructured.Unstructured
+	if ks.Spec.PostBuild != nil {
+		merged, err := Variables(ctx, ks, vars)
+		if err != nil {
+			return nil, err
+		}
+		inline = &unstructured.Unstructured{Object: map[string]any{
+			"spec": map[string]any{"postBuild": map[string]any{"substitute": toAny(merged)}},
+		}}
+		inline.SetName(ks.Name)
+		inline.SetNamespace(ks.Namespace)
+	}
+	objects := make([]*unstructured.Unstructured, 0, resMap.Size())
+	for _, res := range resMap.Resources() {
+		if inline != nil {
+			out, err := fluxkustomize.SubstituteVariables(ctx, nil, *inline, res, fluxkustomize.SubstituteWithDryRun(true))
+			if err != nil {
+				return nil, fmt.Errorf("postBuild substitution in %s/%s: %w", res.GetKind(), res.GetName(), err)
+			}
+			if out == nil { // substitution disabled for this object
+				out = res
+			}
+			res = out
+		}
+		m, err := res.Map()
+		if err != nil {
+			return nil, err
+		}
+		obj := &unstructured.Unstructured{Object: m}
+		objects = append(objects, obj)
+	}
+	if err := normalize.UnstructuredList(objects); err != nil {
+		return nil, err
+	}
+	return objects, nil
+}
+
+// Variables merges substituteFrom (in order) with the inline substitute
+// map, which wins, as Flux documents.
+func Variables(ctx context.Context, ks *kustomizev1.Kustomization, vars client.Client) (map[string]string, error) {
+	merged := map[string]string{}
+	if len(ks.Spec.PostBuild.SubstituteFrom) > 0 {
+		if vars == nil {
+			return nil, fmt.Errorf("postBuild.substituteFrom needs the cluster to read ConfigMaps and Secrets")
+		}
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ks)
+		if err != nil {
+			return nil, err
+		}
+		from, err := fluxkustomize.LoadVariables(ctx, vars, unstructured.Unstructured{Object: u})
+		if err != nil {
+			return nil, err
+		}
+		merged = from
+	}
+	for k, v := range ks.Spec.PostBuild.Substitute {
+		merged[k] = strings.ReplaceAll(v, "\n", "")
+	}
+	return merged, nil
+}
+
+func toAny(m map[string]string) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,135 @@
+// Package guard decides whether deleting an object can lose data, and
+// blocks such deletions unless the live object or its Kustomization opts
+// in with strata.dev/allow-data-loss: "true". Prune, deletionPolicy and
+// force-recreate all delete through it.
+package guard
+
+import (
+	"context"
+	"fmt"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// OptInAnnotation allows deleting an object that holds data.
+const OptInAnnotation = "strata.dev/allow-data-loss"
+
+// StrataStorageGroup is the API group of strata's storage kinds, all of
+// which hold or describe data.
+const StrataStorageGroup = "storage.strata.dev"
+
+// dataKinds hold or reference data by their nature.
+var dataKinds = map[schema.GroupKind]bool{
+	{Group: "", Kind: "PersistentVolume"}:                             true,
+	{Group: "", Kind: "PersistentVolumeClaim"}:                        true,
+	{Group: "snapshot.storage.k8s.io", Kind: "VolumeSnapshot"}:        true,
+	{Group: "snapshot.storage.k8s.io", Kind: "VolumeSnapshotContent"}: true,
+}
+
+// OptedIn reports whether any of the metadata carries the opt-in.
+func OptedIn(objs ...client.Object) bool {
+	for _, o := range objs {
+		if o != nil && o.GetAnnotations()[OptInAnnotation] == "true" {
+			return true
+		}
+	}
+	return false
+}
+
+// Reason returns why deleting the live object would lose data, or "" when
+// it would not. It reads the cluster for Namespaces (do they still hold
+// PersistentVolumeClaims?) and CRDs (do they still have objects?).
+func Reason(ctx context.Context, c client.Reader, obj client.Object) (string, error) {
+	gk := obj.GetObjectKind().GroupVersionKind().GroupKind()
+	switch {
+	case dataKinds[gk] || gk.Group == StrataStorageGroup:
+		return fmt.Sprintf("%s holds data", gk.Kind), nil
+	case gk == schema.GroupKind{Kind: "Namespace"}:
+		return namespaceReason(ctx, c, obj.GetName())
+	case gk == schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}:
+		return crdReason(ctx, c, obj.GetName())
+	}
+	return "", nil
+}
+
+func namespaceReason(ctx context.Context, c client.Reader, ns string) (string, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "PersistentVolumeClaimList"})
+	if err := c.List(ctx, list, client.InNamespace(ns), client.Limit(1)); err != nil {
+		return "", fmt.Errorf("listing PersistentVolumeClaims in namespace %s: %w", ns, err)
+	}
+	if len(list.Items) > 0 {
+		return fmt.Sprintf("Namespace still contains PersistentVolumeClaims (e.g. %s)", list.Items[0].GetName()), nil
+	}
+	return "", nil
+}
+
+func crdReason(ctx context.Context, c client.Reader, name string) (string, error) {
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+		return "", client.IgnoreNotFound(err)
+	}
+	version := ""
+	for _, v := range crd.Spec.Versions {
+		if v.Storage {
+			version = v.Name
+		}
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(schema.GroupVersionKind{Group: crd.Spec.Group, Version: version, Kind: crd.Spec.Names.ListKind})
+	if err := c.List(ctx, list, client.Limit(1)); err != nil {
+		return "", fmt.Errorf("listing objects of CustomResourceDefinition %s: %w", name, err)
+	}
+	if len(list.Items) > 0 {
+		o := list.Items[0]
+		return fmt.Sprintf("CustomResourceDefinition still has objects (e.g. %s %s)", crd.Spec.Names.Kind, objectName(&o)), nil
+	}
+	return "", nil
+}
+
+// Blocked is a deletion the guard refused.
+type Blocked struct {
+	// Object is "Kind/namespace/name".
+	Object string
+	Reason string
+	// Cause is why the deletion was attempted, e.g. an immutable field
+	// change under force.
+	Cause string
+}
+
+func (b *Blocked) Error() string {
+	msg := fmt.Sprintf("deletion of %s blocked: %s", b.Object, b.Reason)
+	if b.Cause != "" {
+		msg += "; it would be deleted because " + b.Cause
+	}
+	return msg + fmt.Sprintf("; to allow it, annotate the object or its Kustomization with %s: \"true\"", OptInAnnotation)
+}
+
+// Check returns a Blocked error when deleting live would lose data and
+// neither it nor owner carries the opt-in.
+func Check(ctx context.Context, c client.Reader, live client.Object, owner client.Object) error {
+	if OptedIn(live, owner) {
+		return nil
+	}
+	reason, err := Reason(ctx, c, live)
+	if err != nil || reason == "" {
+		return err
+	}
+	return &Blocked{Object: ObjectID(live), Reason: reason}
+}
+
+// ObjectID formats an object as Kind/namespace/name (Kind/name when
+// cluster-scoped), as Flux's messages do.
+func ObjectID(o client.Object) string {
+	return o.GetObjectKind().GroupVersionKind().Kind + "/" + objectName(o)
+}
+
+func objectName(o client.Object) string {
+	if o.GetNamespace() == "" {
+		return o.GetName()
+	}
+	return o.GetNamespace() + "/" + o.GetName()
+}

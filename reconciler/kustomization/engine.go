@@ -1,0 +1,50 @@
+package kustomization
+
+import (
+	"fmt"
+
+	"github.com/fluxcd/cli-utils/pkg/kstatus/polling"
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/fluxcd/pkg/ssa"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/strata-gitops/strata/reconciler/guard"
+)
+
+// engine is the apply machinery for one reconcile: Flux's server-side
+// apply manager, talking through the data-loss guard, as the Kustomization's
+// service account when it names one.
+type engine struct {
+	manager *ssa.ResourceManager
+	client  *guard.Client
+}
+
+func (r *Reconciler) engine(obj *kustomizev1.Kustomization) (*engine, error) {
+	c, err := r.clientFor(obj)
+	if err != nil {
+		return nil, err
+	}
+	guarded := guard.NewClient(c, obj)
+	poller := polling.NewStatusPoller(guarded, guarded.RESTMapper(), polling.Options{})
+	manager := ssa.NewResourceManager(guarded, poller, ssa.Owner{Field: FieldManager, Group: kustomizev1.GroupVersion.Group})
+	manager.SetConcurrency(4)
+	return &engine{manager: manager, client: guarded}, nil
+}
+
+// clientFor impersonates spec.serviceAccountName, as Flux does for
+// multi-tenancy; without one the controller's own identity is used.
+func (r *Reconciler) clientFor(obj *kustomizev1.Kustomization) (client.Client, error) {
+	if obj.Spec.ServiceAccountName == "" {
+		return r.Direct, nil
+	}
+	cfg := rest.CopyConfig(r.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{
+		UserName: fmt.Sprintf("system:serviceaccount:%s:%s", obj.Namespace, obj.Spec.ServiceAccountName),
+	}
+	c, err := client.New(cfg, client.Options{Scheme: r.Direct.Scheme(), Mapper: r.Direct.RESTMapper()})
+	if err != nil {
+		return nil, fmt.Errorf("impersonating service account '%s': %w", obj.Spec.ServiceAccountName, err)
+	}
+	return c, nil
+}

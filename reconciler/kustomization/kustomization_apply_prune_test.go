@@ -1,0 +1,91 @@
+package kustomization_test
+
+import (
+	"testing"
+
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func cm(name string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}
+}
+
+func TestApplyInventoryAndPrune(t *testing.T) {
+	s := newStack(t)
+	rev := s.push(map[string]string{"app/a.yaml": configMap("a"), "app/b.yaml": configMap("b")})
+	s.source(rev)
+	s.kustomization("app", "./app", nil)
+	ks := s.waitReady("app", rev)
+	if got := len(ks.Status.Inventory.Entries); got != 2 {
+		t.Fatalf("inventory has %d entries, want 2: %+v", got, ks.Status.Inventory)
+	}
+	want := s.ns + "_a__ConfigMap"
+	if ks.Status.Inventory.Entries[0].ID != want || ks.Status.Inventory.Entries[0].Version != "v1" {
+		t.Errorf("inventory entry = %+v, want id %s v1", ks.Status.Inventory.Entries[0], want)
+	}
+	a := cm("a")
+	if !s.exists(a) || a.Labels["kustomize.toolkit.fluxcd.io/name"] != "app" || a.Labels["kustomize.toolkit.fluxcd.io/namespace"] != s.ns {
+		t.Fatalf("applied ConfigMap lacks Flux's owner labels: %v", a.Labels)
+	}
+
+	rev = s.push(map[string]string{"app/b.yaml": ""})
+	s.refresh(rev)
+	s.waitReady("app", rev)
+	if s.exists(cm("b")) {
+		t.Error("ConfigMap b was removed from Git but not pruned")
+	}
+	if !s.exists(cm("a")) {
+		t.Error("ConfigMap a was pruned although it is still in Git")
+	}
+}
+
+func TestPruneDisabledOrphans(t *testing.T) {
+	s := newStack(t)
+	rev := s.push(map[string]string{"app/a.yaml": configMap("a"), "app/b.yaml": configMap("b")})
+	s.source(rev)
+	s.kustomization("app", "./app", func(k *kustomizev1.Kustomization) { k.Spec.Prune = false })
+	s.waitReady("app", rev)
+	rev = s.push(map[string]string{"app/b.yaml": ""})
+	s.refresh(rev)
+	ks := s.waitReady("app", rev)
+	if !s.exists(cm("b")) {
+		t.Error("prune: false deleted ConfigMap b")
+	}
+	if len(ks.Status.Inventory.Entries) != 1 {
+		t.Errorf("orphaned object still in inventory: %+v", ks.Status.Inventory)
+	}
+}
+
+func TestPruneDisabledAnnotationKeepsObject(t *testing.T) {
+	s := newStack(t)
+	keep := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: keep\n  annotations:\n    kustomize.toolkit.fluxcd.io/prune: disabled\n"
+	rev := s.push(map[string]string{"app/keep.yaml": keep, "app/a.yaml": configMap("a")})
+	s.source(rev)
+	s.kustomization("app", "./app", nil)
+	s.waitReady("app", rev)
+	rev = s.push(map[string]string{"app/keep.yaml": ""})
+	s.refresh(rev)
+	s.waitReady("app", rev)
+	if !s.exists(cm("keep")) {
+		t.Error("object annotated prune: disabled was pruned")
+	}
+}
+
+func TestReconcileDisabledAnnotationSkipsApply(t *testing.T) {
+	s := newStack(t)
+	rev := s.push(map[string]string{"app/a.yaml": configMap("a", "key", "one")})
+	s.source(rev)
+	s.kustomization("app", "./app", nil)
+	s.waitReady("app", rev)
+	disabled := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  annotations:\n    kustomize.toolkit.fluxcd.io/reconcile: disabled\ndata:\n  key: two\n"
+	rev = s.push(map[string]string{"app/a.yaml": disabled})
+	s.refresh(rev)
+	s.waitReady("app", rev)
+	a := cm("a")
+	s.exists(a)
+	if a.Data["key"] != "one" {
+		t.Errorf("object with reconcile: disabled was applied: %v", a.Data)
+	}
+}

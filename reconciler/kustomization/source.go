@@ -1,0 +1,47 @@
+package kustomization
+
+import (
+	"context"
+	"fmt"
+
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+// source is a fetched artifact ready to build.
+type source struct {
+	revision       string
+	originRevision string
+	// dir is the extracted artifact, shared and read only.
+	dir string
+}
+
+// getSource resolves spec.sourceRef to its current artifact on local disk.
+func (r *Reconciler) getSource(ctx context.Context, obj *kustomizev1.Kustomization) (*source, error) {
+	ref := obj.Spec.SourceRef
+	key := sourceKey(obj)
+	if ref.Kind != sourcev1.GitRepositoryKind {
+		return nil, fmt.Errorf("source kind '%s' in spec.sourceRef is not supported: strata serves GitRepository sources", ref.Kind)
+	}
+	repo := &sourcev1.GitRepository{}
+	if err := r.Client.Get(ctx, key, repo); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("Source '%s/%s' not found", ref.Kind, key)
+		}
+		return nil, err
+	}
+	a := repo.Status.Artifact
+	if a == nil {
+		return nil, fmt.Errorf("Source '%s/%s' is not ready, artifact not found", ref.Kind, key)
+	}
+	dir, err := r.Storage.Dir(a)
+	if err != nil {
+		return nil, fmt.Errorf("Source '%s/%s' artifact for revision %s is unavailable: %w", ref.Kind, key, a.Revision, err)
+	}
+	origin := ""
+	if a.Metadata != nil {
+		origin = a.Metadata["org.opencontainers.image.revision"]
+	}
+	return &source{revision: a.Revision, originRevision: origin, dir: dir}, nil
+}
