@@ -3,6 +3,7 @@ package kustomization
 import (
 	"context"
 	"fmt"
+	"time"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/ssa"
@@ -37,6 +38,7 @@ func (r *Reconciler) apply(ctx context.Context, e *engine, obj *kustomizev1.Kust
 		ForceSelector:        map[string]string{forceKey: kustomizev1.EnabledValue},
 		ExclusionSelector:    map[string]string{reconcileKey: kustomizev1.DisabledValue, ssaKey: kustomizev1.IgnoreValue},
 		IfNotPresentSelector: map[string]string{ssaKey: kustomizev1.IfNotPresentValue},
+		WaitInterval:         500 * time.Millisecond,
 		WaitTimeout:          obj.GetTimeout(),
 		Cleanup: ssa.ApplyCleanupOptions{
 			Annotations: []string{lastAppliedConfig},
