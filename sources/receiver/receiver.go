@@ -66,6 +66,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 // Token reads the Receiver's token from the `token` key of its Secret.
 func Token(ctx context.Context, c client.Reader, obj *notificationv1.Receiver) (string, error) {
+	if obj.Spec.SecretRef == nil {
+		return "", fmt.Errorf("receiver %s/%s has no spec.secretRef: name a Secret with a 'token' key", obj.Namespace, obj.Name)
+	}
 	secret := &corev1.Secret{}
 	key := types.NamespacedName{Namespace: obj.Namespace, Name: obj.Spec.SecretRef.Name}
 	if err := c.Get(ctx, key, secret); err != nil {
