@@ -2,13 +2,14 @@ package testenv
 
 import (
 	"net/http"
-	"net/http/cgi"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/strata-gitops/strata/internal/gitserver"
 )
 
 // GitServer serves bare repositories over git's smart HTTP protocol on
@@ -25,14 +26,10 @@ type GitServer struct {
 // NewGitServer starts a server that stops with the test.
 func NewGitServer(t testing.TB) *GitServer {
 	t.Helper()
-	out, err := exec.Command("git", "--exec-path").Output()
-	if err != nil {
-		Unavailable(t, "git is not installed")
-	}
 	s := &GitServer{Root: t.TempDir()}
-	backend := &cgi.Handler{
-		Path: filepath.Join(strings.TrimSpace(string(out)), "git-http-backend"),
-		Env:  []string{"GIT_PROJECT_ROOT=" + s.Root, "GIT_HTTP_EXPORT_ALL=1"},
+	backend, err := gitserver.Handler(s.Root, nil)
+	if err != nil {
+		Unavailable(t, err.Error())
 	}
 	srv := httptest.NewServer(s.authenticate(backend))
 	t.Cleanup(srv.Close)
@@ -72,8 +69,9 @@ type Repo struct {
 func (s *GitServer) NewRepo(t testing.TB, name string) *Repo {
 	t.Helper()
 	r := &Repo{URL: s.URL + "/" + name + ".git", Bare: filepath.Join(s.Root, name+".git"), Work: t.TempDir(), t: t}
-	r.git(s.Root, "init", "-q", "--bare", "-b", "main", r.Bare)
-	r.git(r.Bare, "config", "http.receivepack", "true")
+	if err := gitserver.InitBare(r.Bare, "main"); err != nil {
+		t.Fatal(err)
+	}
 	r.git(r.Work, "init", "-q", "-b", "main")
 	r.git(r.Work, "config", "user.email", "test@strata.dev")
 	r.git(r.Work, "config", "user.name", "strata test")

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/strata-gitops/strata/internal/manager"
+)
+
+func controllerCommand() *cobra.Command {
+	o := manager.Defaults()
+	var kubeconfig string
+	cmd := &cobra.Command{
+		Use:   "controller",
+		Short: "Run the GitOps controllers (GitRepository, Kustomization, Receiver)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctrl.SetLogger(zap.New())
+			cfg, err := restConfig(kubeconfig)
+			if err != nil {
+				return err
+			}
+			ctx := ctrl.SetupSignalHandler()
+			mgr, err := manager.New(ctx, cfg, o)
+			if err != nil {
+				return err
+			}
+			return mgr.Start(ctx)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster configuration when empty")
+	f.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address of the Prometheus metrics endpoint, 0 to disable")
+	f.StringVar(&o.HealthProbeAddr, "health-probe-bind-address", o.HealthProbeAddr, "address of the /healthz and /readyz probes, 0 to disable")
+	f.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect a leader so that only one replica reconciles")
+	f.StringVar(&o.ArtifactDir, "artifact-dir", o.ArtifactDir, "directory for git mirrors and artifacts")
+	f.StringVar(&o.ArtifactAddr, "artifact-bind-address", o.ArtifactAddr, "address of the artifact file server, 0 to disable")
+	f.StringVar(&o.ArtifactAdvAddr, "artifact-adv-address", o.ArtifactAdvAddr, "base URL written into artifact URLs (default: derived from --artifact-bind-address)")
+	f.StringVar(&o.ReceiverAddr, "receiver-bind-address", o.ReceiverAddr, "address of the webhook receiver, 0 to disable")
+	f.IntVar(&o.Concurrent, "concurrent", o.Concurrent, "Kustomizations and GitRepositories reconciled in parallel")
+	f.StringVar(&o.WatchLabelSelector, "watch-label-selector", o.WatchLabelSelector, "reconcile only objects matching this label selector (sharding, e.g. sharding.fluxcd.io/key=shard1)")
+	return cmd
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		return ctrl.GetConfig()
+	}
+	return clientcmd.BuildConfigFromFlags("", kubeconfig)
+}

@@ -1,0 +1,24 @@
+// Command strata is the one binary of strata: the controller, the local
+// development environment and the developer tools are its subcommands.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	root := &cobra.Command{
+		Use:           "strata",
+		Short:         "GitOps control plane for node-local storage",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(controllerCommand(), upCommand(), buildCommand(), versionCommand())
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "strata:", err)
+		os.Exit(1)
+	}
+}

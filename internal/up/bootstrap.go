@@ -1,0 +1,70 @@
+package up
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	notificationv1 "github.com/fluxcd/notification-controller/api/v1"
+	"github.com/fluxcd/pkg/apis/meta"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+const (
+	fluxNamespace = "flux-system"
+	hookToken     = "strata-up-local-token"
+)
+
+// bootstrap applies what `flux bootstrap` would: the flux-system
+// GitRepository and root Kustomization, plus a Receiver that the local git
+// server calls on push. It returns the Receiver's webhook path.
+func bootstrap(ctx context.Context, c client.Client, repoURL string) (string, error) {
+	objects := []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fluxNamespace}},
+		&sourcev1.GitRepository{
+			ObjectMeta: metav1.ObjectMeta{Name: fluxNamespace, Namespace: fluxNamespace},
+			Spec: sourcev1.GitRepositorySpec{
+				URL:       repoURL,
+				Interval:  metav1.Duration{Duration: time.Minute},
+				Reference: &sourcev1.GitRepositoryRef{Branch: "main"},
+			},
+		},
+		&kustomizev1.Kustomization{
+			ObjectMeta: metav1.ObjectMeta{Name: fluxNamespace, Namespace: fluxNamespace},
+			Spec: kustomizev1.KustomizationSpec{
+				Interval:  metav1.Duration{Duration: 10 * time.Minute},
+				Path:      "./cluster",
+				Prune:     true,
+				SourceRef: kustomizev1.CrossNamespaceSourceReference{Kind: sourcev1.GitRepositoryKind, Name: fluxNamespace},
+			},
+		},
+		&corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "receiver-token", Namespace: fluxNamespace},
+			StringData: map[string]string{"token": hookToken},
+		},
+		receiver(),
+	}
+	for _, o := range objects {
+		if err := c.Create(ctx, o); client.IgnoreAlreadyExists(err) != nil {
+			return "", fmt.Errorf("creating %T %s: %w", o, o.GetName(), err)
+		}
+	}
+	return receiver().GetWebhookPath(hookToken), nil
+}
+
+func receiver() *notificationv1.Receiver {
+	return &notificationv1.Receiver{
+		ObjectMeta: metav1.ObjectMeta{Name: "git-push", Namespace: fluxNamespace},
+		Spec: notificationv1.ReceiverSpec{
+			Type:      notificationv1.GenericReceiver,
+			SecretRef: &meta.LocalObjectReference{Name: "receiver-token"},
+			Resources: []notificationv1.ReceiverResource{{CrossNamespaceObjectReference: notificationv1.CrossNamespaceObjectReference{
+				APIVersion: sourcev1.GroupVersion.String(), Kind: sourcev1.GitRepositoryKind, Name: fluxNamespace,
+			}}},
+		},
+	}
+}
