@@ -1,0 +1,46 @@
+# strata: `make up` runs it locally, `make test` runs every test.
+SHELL := /usr/bin/env bash
+export GOTOOLCHAIN := local
+GO ?= go
+BIN := $(CURDIR)/bin
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+export KUBEBUILDER_ASSETS := $(BIN)/k8s
+
+.PHONY: all build test lint generate bench up tools control-plane clean
+
+all: build
+
+build:
+	@echo "► building bin/strata"
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/strata ./cmd/strata
+
+control-plane:
+	@bash hack/control-plane.sh >/dev/null
+
+tools:
+	@bash hack/tools.sh controller-gen golangci-lint
+
+generate:
+	@bash hack/tools.sh controller-gen
+	@bash hack/generate.sh
+
+# Every test, against a real kube-apiserver and etcd and real git servers.
+# Packages run one after another: each starts its own API server.
+test: control-plane
+	@echo "► running tests"
+	$(GO) test -count=1 -p 1 -timeout 20m ./...
+
+lint:
+	@bash hack/tools.sh golangci-lint
+	$(GO) vet ./...
+	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(BIN)/golangci-lint run ./...
+
+bench: control-plane build
+	@bash hack/bench.sh
+
+up: control-plane build
+	$(BIN)/strata up
+
+clean:
+	rm -rf .strata $(BIN)/strata
