@@ -27,17 +27,17 @@ func (r *Reconciler) getSource(ctx context.Context, obj *kustomizev1.Kustomizati
 	repo := &sourcev1.GitRepository{}
 	if err := r.Client.Get(ctx, key, repo); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("Source '%s/%s' not found", ref.Kind, key)
+			return nil, fmt.Errorf("source '%s/%s' not found", ref.Kind, key)
 		}
 		return nil, err
 	}
 	a := repo.Status.Artifact
 	if a == nil {
-		return nil, fmt.Errorf("Source '%s/%s' is not ready, artifact not found", ref.Kind, key)
+		return nil, fmt.Errorf("source '%s/%s' is not ready, artifact not found", ref.Kind, key)
 	}
 	dir, err := r.Storage.Dir(a)
 	if err != nil {
-		return nil, fmt.Errorf("Source '%s/%s' artifact for revision %s is unavailable: %w", ref.Kind, key, a.Revision, err)
+		return nil, fmt.Errorf("source '%s/%s' artifact for revision %s is unavailable: %w", ref.Kind, key, a.Revision, err)
 	}
 	origin := ""
 	if a.Metadata != nil {

@@ -69,24 +69,6 @@ func (w wantedRef) String() string {
 	}
 }
 
-// remoteRefName is the single remote ref whose hash decides the revision, or
-// "" when the ref needs the full tag list (semver) or is a bare commit.
-func (w wantedRef) remoteRefName() plumbing.ReferenceName {
-	s := w.spec
-	switch {
-	case s.Commit != "":
-		return ""
-	case s.Name != "":
-		return plumbing.ReferenceName(s.Name)
-	case s.SemVer != "":
-		return ""
-	case s.Tag != "":
-		return plumbing.NewTagReferenceName(s.Tag)
-	default:
-		return plumbing.NewBranchReferenceName(s.Branch)
-	}
-}
-
 // revision formats a resolved commit exactly as Flux writes it:
 // "<branch|tag|name>@sha1:<hex>", or "sha1:<hex>" for a bare commit.
 func revision(named string, hash plumbing.Hash) string {
