@@ -13,6 +13,8 @@ import (
 func controllerCommand() *cobra.Command {
 	o := manager.Defaults()
 	var kubeconfig string
+	var qps float32
+	var burst int
 	cmd := &cobra.Command{
 		Use:   "controller",
 		Short: "Run the GitOps controllers (GitRepository, Kustomization, Receiver)",
@@ -22,6 +24,7 @@ func controllerCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			cfg.QPS, cfg.Burst = qps, burst
 			ctx := ctrl.SetupSignalHandler()
 			mgr, err := manager.New(ctx, cfg, o)
 			if err != nil {
@@ -32,6 +35,8 @@ func controllerCommand() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster configuration when empty")
+	f.Float32Var(&qps, "kube-api-qps", 50, "requests per second to the API server, sustained")
+	f.IntVar(&burst, "kube-api-burst", 300, "requests to the API server in a burst")
 	f.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address of the Prometheus metrics endpoint, 0 to disable")
 	f.StringVar(&o.HealthProbeAddr, "health-probe-bind-address", o.HealthProbeAddr, "address of the /healthz and /readyz probes, 0 to disable")
 	f.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect a leader so that only one replica reconciles")
