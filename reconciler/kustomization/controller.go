@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
@@ -58,8 +59,8 @@ type Reconciler struct {
 	Config  *rest.Config
 	Storage *artifact.Storage
 	Events  events.EventRecorder
-	// Concurrent is how many Kustomizations build and apply at once.
-	Concurrent int
+	// applied holds an appliedRender per Kustomization.
+	applied sync.Map
 }
 
 // SetupWithManager registers the reconciler and the watches that make
@@ -71,8 +72,8 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&kustomizev1.Kustomization{}, builder.WithPredicates(
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicates.ReconcileRequestedPredicate{}))).
-		Watches(&kustomizev1.Kustomization{}, dependentsOf(r.Client), builder.WithPredicates(readyOrSpecChanged{})).
-		Watches(&sourcev1.GitRepository{}, kustomizationsOfSource(r.Client), builder.WithPredicates(artifactChanged{})).
+		Watches(&kustomizev1.Kustomization{}, dependentsOf(r.Client, r.Storage), builder.WithPredicates(readyOrSpecChanged{})).
+		Watches(&sourcev1.GitRepository{}, kustomizationsOfSource(r.Client, r.Storage), builder.WithPredicates(artifactChanged{})).
 		WithOptions(opts).
 		Complete(r)
 }
@@ -116,19 +117,21 @@ func (r *Reconciler) reconcile(ctx context.Context, obj, before *kustomizev1.Kus
 	if err := r.checkDependencies(ctx, obj, src.revision); err != nil {
 		return r.dependencyFailure(obj, err)
 	}
-	if src.revision != obj.Status.LastAppliedRevision {
-		// Say a new revision is in progress before the slow part, as Flux
-		// does; a reconcile of an applied revision writes nothing here.
-		status.MarkReconciling(obj, fmt.Sprintf("Building manifests for revision %s", src.revision))
-		obj.Status.LastAttemptedRevision = src.revision
-		_ = status.Patch(ctx, r.Client, before, obj)
-		before.Status = *obj.Status.DeepCopy()
-	}
 	obj.Status.LastAttemptedRevision = src.revision
-
 	objects, err := build.Render(ctx, src.dir, obj, r.Direct)
 	if err != nil {
 		return r.failure(obj, meta.BuildFailedReason, err)
+	}
+	digest := renderDigest(objects)
+	if r.unchangedRender(obj, src.revision, digest) {
+		return r.succeed(obj, before, src, ssa.NewChangeSet())
+	}
+	if src.revision != obj.Status.LastAppliedRevision {
+		// Say a new revision is being applied before the slow part, as Flux
+		// does; a reconcile of an applied revision writes nothing here.
+		status.MarkReconciling(obj, fmt.Sprintf("Applying revision %s", src.revision))
+		_ = status.Patch(ctx, r.Client, before, obj)
+		before.Status = *obj.Status.DeepCopy()
 	}
 	engine, err := r.engine(obj)
 	if err != nil {
@@ -149,10 +152,15 @@ func (r *Reconciler) reconcile(ctx context.Context, obj, before *kustomizev1.Kus
 	if err := r.checkHealth(ctx, engine, obj, objects); err != nil {
 		return r.failure(obj, meta.HealthCheckFailedReason, err)
 	}
+	r.rememberRender(obj, digest)
+	return r.succeed(obj, before, src, changeSet)
+}
+
+func (r *Reconciler) succeed(obj, before *kustomizev1.Kustomization, src *source, cs *ssa.ChangeSet) ctrl.Result {
 	obj.Status.LastAppliedRevision = src.revision
 	obj.Status.LastAppliedOriginRevision = src.originRevision
 	status.MarkReady(obj, meta.ReconciliationSucceededReason, "Applied revision: "+src.revision)
-	r.announce(obj, before, changeSet)
+	r.announce(obj, before, cs)
 	return ctrl.Result{RequeueAfter: obj.GetRequeueAfter()}
 }
 

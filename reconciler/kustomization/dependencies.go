@@ -22,6 +22,9 @@ type dependencyError struct {
 	msg     string
 	reason  string
 	stalled bool
+	// behind means the dependency is Ready but has not yet applied the
+	// revision this Kustomization is about to apply.
+	behind bool
 }
 
 func (e *dependencyError) Error() string { return e.msg }
@@ -98,7 +101,7 @@ func readyBuiltIn(obj, dep *kustomizev1.Kustomization, key graph.Key, revision s
 	if sourceKey(dep) == sourceKey(obj) && dep.Spec.SourceRef.Kind == obj.Spec.SourceRef.Kind &&
 		dep.Status.LastAppliedRevision != revision {
 		return &dependencyError{msg: fmt.Sprintf("dependency '%s' is not ready: it has not applied revision %s yet", key, revision),
-			reason: meta.DependencyNotReadyReason}
+			reason: meta.DependencyNotReadyReason, behind: true}
 	}
 	return nil
 }
@@ -135,6 +138,12 @@ func (r *Reconciler) dependencyFailure(obj *kustomizev1.Kustomization, err error
 	de, ok := err.(*dependencyError)
 	if !ok {
 		return r.failure(obj, meta.DependencyNotReadyReason, err)
+	}
+	// A Ready Kustomization whose dependency is only catching up with a new
+	// revision stays Ready at its applied revision: it is re-queued when the
+	// dependency applies, and a Ready=False flap on every push helps no one.
+	if de.behind && status.IsReady(obj) {
+		return ctrl.Result{RequeueAfter: min(dependencyRequeue, obj.GetRetryInterval())}
 	}
 	status.MarkFailed(obj, de.reason, de.msg, de.stalled)
 	if de.stalled {

@@ -1,11 +1,15 @@
 package kustomization_test
 
 import (
+	"context"
+	"fmt"
 	"testing"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/strata-gitops/strata/internal/testenv"
 )
 
 func cm(name string) *corev1.ConfigMap {
@@ -88,4 +92,39 @@ func TestReconcileDisabledAnnotationSkipsApply(t *testing.T) {
 	if a.Data["key"] != "one" {
 		t.Errorf("object with reconcile: disabled was applied: %v", a.Data)
 	}
+}
+
+// TestUnchangedRenderRecordsNewRevisionWithoutApplying pushes a change to
+// one Kustomization's path: the other records the new revision without an
+// apply (a hand edit survives), and a requested reconcile, at the same
+// revision, corrects the drift as usual.
+func TestUnchangedRenderRecordsNewRevisionWithoutApplying(t *testing.T) {
+	s := newStack(t)
+	rev := s.push(map[string]string{"a/cm.yaml": configMap("a", "key", "one"), "b/cm.yaml": configMap("b", "key", "git")})
+	s.source(rev)
+	s.kustomization("a", "./a", nil)
+	s.kustomization("b", "./b", nil)
+	s.waitReady("a", rev)
+	s.waitReady("b", rev)
+	b := cm("b")
+	s.exists(b)
+	b.Data["key"] = "hand-edited"
+	if err := s.c.Update(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+
+	rev = s.push(map[string]string{"a/cm.yaml": configMap("a", "key", "two")})
+	s.refresh(rev)
+	s.waitReady("a", rev)
+	s.waitReady("b", rev)
+	if s.exists(b); b.Data["key"] != "hand-edited" {
+		t.Fatalf("b was re-applied although its render did not change: %v", b.Data)
+	}
+	s.request(s.get("b"))
+	testenv.Eventually(t, timeout, func() error {
+		if s.exists(b); b.Data["key"] != "git" {
+			return fmt.Errorf("drift not corrected on request: %v", b.Data)
+		}
+		return nil
+	})
 }

@@ -2,12 +2,16 @@ package kustomization
 
 import (
 	"context"
+	"time"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -15,6 +19,7 @@ import (
 
 	"github.com/strata-gitops/strata/internal/status"
 	"github.com/strata-gitops/strata/reconciler/graph"
+	"github.com/strata-gitops/strata/sources/artifact"
 )
 
 const (
@@ -48,19 +53,106 @@ func sourceKey(ks *kustomizev1.Kustomization) types.NamespacedName {
 
 // dependentsOf enqueues the Kustomizations that depend on the changed one,
 // so a dependency becoming Ready starts its dependents at once instead of
-// at their next poll.
-func dependentsOf(c client.Client) handler.EventHandler {
-	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-		return listRequests(ctx, c, dependsOnIndex, client.ObjectKeyFromObject(o).String())
-	})
+// at their next poll. Dependents that the latest revision touched go first.
+func dependentsOf(c client.Client, storage *artifact.Storage) handler.EventHandler {
+	enqueue := func(ctx context.Context, o client.Object, q queue) {
+		list := &kustomizev1.KustomizationList{}
+		if err := c.List(ctx, list, client.MatchingFields{dependsOnIndex: client.ObjectKeyFromObject(o).String()}); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "listing dependents", "kustomization", client.ObjectKeyFromObject(o))
+			return
+		}
+		for i := range list.Items {
+			ks := &list.Items[i]
+			add(q, client.ObjectKeyFromObject(ks), touchedBySource(ctx, c, storage, ks), 0)
+		}
+	}
+	return eventHandler(enqueue)
 }
 
+// touchedBySource reports whether the current artifact of the
+// Kustomization's source changed files under its path.
+func touchedBySource(ctx context.Context, c client.Client, storage *artifact.Storage, ks *kustomizev1.Kustomization) bool {
+	repo := &sourcev1.GitRepository{}
+	if err := c.Get(ctx, sourceKey(ks), repo); err != nil || repo.Status.Artifact == nil {
+		return false
+	}
+	return storage.Touches(repo.Status.Artifact.Digest, ks.Spec.Path)
+}
+
+type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+
+// urgentPriority orders Kustomizations that a push changed ahead of the
+// ones it merely re-labels with a new revision.
+const urgentPriority = 10
+
+// add queues a Kustomization, urgent ones first; others wait `after`.
+func add(q queue, key types.NamespacedName, urgent bool, after time.Duration) {
+	req := reconcile.Request{NamespacedName: key}
+	pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request])
+	switch {
+	case ok && urgent:
+		pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(urgentPriority)}, req)
+	case urgent || after == 0:
+		q.Add(req)
+	default:
+		q.AddAfter(req, after)
+	}
+}
+
+func eventHandler(enqueue func(ctx context.Context, o client.Object, q queue)) handler.EventHandler {
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) { enqueue(ctx, e.Object, q) },
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) { enqueue(ctx, e.ObjectNew, q) },
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) { enqueue(ctx, e.Object, q) },
+	}
+}
+
+// deferred is how long Kustomizations that a new revision does not touch
+// wait, so the ones it does touch are applied first.
+const deferred = 2 * time.Second
+
 // kustomizationsOfSource enqueues the Kustomizations built from a source
-// whose artifact changed.
-func kustomizationsOfSource(c client.Client) handler.EventHandler {
-	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-		return listRequests(ctx, c, sourceIndex, client.ObjectKeyFromObject(o).String())
-	})
+// whose artifact changed: at once those whose path the revision touched,
+// and their dependencies; the rest shortly after. Every one is reconciled.
+func kustomizationsOfSource(c client.Client, storage *artifact.Storage) handler.EventHandler {
+	enqueue := func(ctx context.Context, o client.Object, q queue) {
+		list := &kustomizev1.KustomizationList{}
+		if err := c.List(ctx, list, client.MatchingFields{sourceIndex: client.ObjectKeyFromObject(o).String()}); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "listing Kustomizations of a source", "source", client.ObjectKeyFromObject(o))
+			return
+		}
+		first := touched(o, list.Items, storage)
+		for i := range list.Items {
+			key := client.ObjectKeyFromObject(&list.Items[i])
+			add(q, key, first[key], deferred)
+		}
+	}
+	return eventHandler(enqueue)
+}
+
+// touched returns the Kustomizations whose path the source's new revision
+// changed, plus everything they depend on (a dependent waits for its
+// dependencies to record the revision).
+func touched(o client.Object, items []kustomizev1.Kustomization, storage *artifact.Storage) map[types.NamespacedName]bool {
+	first := map[types.NamespacedName]bool{}
+	repo, ok := o.(*sourcev1.GitRepository)
+	g := graph.Of(items)
+	var mark func(k types.NamespacedName)
+	mark = func(k types.NamespacedName) {
+		if first[k] {
+			return
+		}
+		first[k] = true
+		for _, d := range g[k] {
+			mark(d)
+		}
+	}
+	for i := range items {
+		if !ok || repo.Status.Artifact == nil || storage.Touches(repo.Status.Artifact.Digest, items[i].Spec.Path) {
+			mark(client.ObjectKeyFromObject(&items[i]))
+		}
+	}
+	return first
 }
 
 func listRequests(ctx context.Context, c client.Client, index, value string) []reconcile.Request {

@@ -38,6 +38,8 @@ type Storage struct {
 	// extracting holds one lock per digest so concurrent readers of the same
 	// revision extract it once.
 	extracting map[string]*sync.Mutex
+	// changes maps an artifact digest to the files its revision changed.
+	changes sync.Map
 }
 
 // NewStorage returns a storage rooted at root, creating it.

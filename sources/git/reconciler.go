@@ -11,6 +11,7 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/predicates"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -125,6 +126,7 @@ func (r *Reconciler) reconcileArtifact(ctx context.Context, obj *sourcev1.GitRep
 		var a *meta.Artifact
 		if a, err = r.Storage.Store(objectDir, rev, files); err == nil {
 			previous := obj.Status.Artifact
+			r.recordChanges(m, previous, commit, a)
 			obj.Status.Artifact = a
 			obj.Status.ObservedIgnore = obj.Spec.Ignore
 			err = r.Storage.GarbageCollect(objectDir, a, previous)
@@ -194,6 +196,19 @@ func (r *Reconciler) finalize(ctx context.Context, obj *sourcev1.GitRepository) 
 	patch := client.MergeFrom(obj.DeepCopy())
 	controllerutil.RemoveFinalizer(obj, Finalizer)
 	return r.Patch(ctx, obj, patch)
+}
+
+// recordChanges tells consumers which files the new revision changed, so
+// the Kustomizations it concerns can be reconciled first.
+func (r *Reconciler) recordChanges(m *mirror, previous *meta.Artifact, commit *object.Commit, a *meta.Artifact) {
+	if previous == nil {
+		return
+	}
+	files, err := m.changedFiles(previous.Revision, commit)
+	if err != nil {
+		return
+	}
+	r.Storage.RecordChanges(a.Digest, files)
 }
 
 func equalPtr(a, b *string) bool {
