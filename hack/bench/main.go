@@ -88,7 +88,7 @@ func run(cfg config) error {
 	if err != nil {
 		return err
 	}
-	defer cp.Stop()
+	defer func() { _ = cp.Stop() }()
 	kc, err := cp.Kubeconfig()
 	if err != nil {
 		return err

@@ -155,19 +155,6 @@ func touched(o client.Object, items []kustomizev1.Kustomization, storage *artifa
 	return first
 }
 
-func listRequests(ctx context.Context, c client.Client, index, value string) []reconcile.Request {
-	list := &kustomizev1.KustomizationList{}
-	if err := c.List(ctx, list, client.MatchingFields{index: value}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "listing Kustomizations to enqueue", "index", index, "value", value)
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for _, ks := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&ks)})
-	}
-	return reqs
-}
-
 // readyOrSpecChanged passes a Kustomization update that can unblock its
 // dependents: it became Ready, applied a new revision, its spec changed
 // (a cycle may be broken) or it is gone.
