@@ -79,7 +79,9 @@ func run(cfg config) error {
 	if b.dir, err = os.MkdirTemp("", "strata-bench-"); err != nil {
 		return err
 	}
-	defer os.RemoveAll(b.dir)
+	if os.Getenv("STRATA_BENCH_KEEP") == "" {
+		defer os.RemoveAll(b.dir)
+	}
 	cp, err := controlplane.Start(controlplane.Options{
 		AssetsDir: filepath.Join(b.root, "bin", "k8s"), CRDDir: filepath.Join(b.root, "charts", "strata", "crds"),
 		// envtest's default service range holds only ~250 Services.
@@ -108,6 +110,7 @@ func run(cfg config) error {
 	if err != nil {
 		return err
 	}
+	b.lastRevision = rev
 	if err := b.createObjects(); err != nil {
 		return err
 	}
@@ -306,23 +309,33 @@ func stop(cmd *exec.Cmd) {
 
 func (b *bench) waitAllReady(rev string, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
+	var lagging *kustomizev1.Kustomization
+	lastReady := 0
 	for time.Now().Before(deadline) {
 		list := &kustomizev1.KustomizationList{}
 		if err := b.c.List(context.Background(), list, client.InNamespace("flux-system")); err != nil {
 			return err
 		}
 		ready := 0
+		lagging = nil
 		for i := range list.Items {
 			if status.IsReady(&list.Items[i]) && list.Items[i].Status.LastAppliedRevision == rev {
 				ready++
+			} else {
+				lagging = &list.Items[i]
 			}
 		}
 		if ready == b.kustomizations {
 			return nil
 		}
+		lastReady = ready
 		time.Sleep(time.Second)
 	}
-	return fmt.Errorf("not all Kustomizations Ready within %s; controller log in %s", limit, b.dir)
+	if lagging != nil {
+		return fmt.Errorf("%d of %d Kustomizations not Ready at %s within %s, e.g. %s: applied %s, conditions %+v",
+			b.kustomizations-lastReady, b.kustomizations, rev, limit, lagging.Name, lagging.Status.LastAppliedRevision, lagging.Status.Conditions)
+	}
+	return fmt.Errorf("not all Kustomizations Ready within %s", limit)
 }
 
 // waitReconciles polls the controller's metrics until n Kustomization
@@ -441,7 +454,20 @@ func (b *bench) pushLatencies() ([]time.Duration, error) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		out = append(out, time.Since(start))
+		if fetched == 0 {
+			fetched = out[len(out)-1]
+			repo := &sourcev1.GitRepository{}
+			if err := b.c.Get(ctx, client.ObjectKey{Namespace: "flux-system", Name: "bench"}, repo); err != nil || repo.Status.Artifact == nil {
+				return nil, fmt.Errorf("reading the source revision: %v", err)
+			}
+			b.lastRevision = repo.Status.Artifact.Revision
+		}
 		b.fetchLatencies = append(b.fetchLatencies, fetched)
+		// Measure each push from a settled controller: the next push waits
+		// until every Kustomization has recorded this revision.
+		if err := b.waitAllReady(b.lastRevision, 2*time.Minute); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }

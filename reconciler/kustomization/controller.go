@@ -118,6 +118,9 @@ func (r *Reconciler) reconcile(ctx context.Context, obj, before *kustomizev1.Kus
 		return r.dependencyFailure(obj, err)
 	}
 	obj.Status.LastAttemptedRevision = src.revision
+	if r.untouchedSource(obj, src) {
+		return r.succeed(obj, before, src, ssa.NewChangeSet())
+	}
 	objects, err := build.Render(ctx, src.dir, obj, r.Direct)
 	if err != nil {
 		return r.failure(obj, meta.BuildFailedReason, err)

@@ -128,3 +128,27 @@ func TestUnchangedRenderRecordsNewRevisionWithoutApplying(t *testing.T) {
 		return nil
 	})
 }
+
+// TestChangeInSharedBaseIsApplied changes a file outside a Kustomization's
+// path that its kustomization.yaml reads (../base): the change must be
+// applied although nothing under the path itself changed.
+func TestChangeInSharedBaseIsApplied(t *testing.T) {
+	s := newStack(t)
+	rev := s.push(map[string]string{
+		"base/cm.yaml":               configMap("shared", "key", "one"),
+		"base/kustomization.yaml":    "resources:\n- cm.yaml\n",
+		"site/kustomization.yaml":    "resources:\n- ../base\n",
+		"unrelated/cm.yaml":          configMap("other"),
+		"unrelated/more/placeholder": "x",
+	})
+	s.source(rev)
+	s.kustomization("site", "./site", nil)
+	s.waitReady("site", rev)
+	rev = s.push(map[string]string{"base/cm.yaml": configMap("shared", "key", "two")})
+	s.refresh(rev)
+	s.waitReady("site", rev)
+	shared := cm("shared")
+	if s.exists(shared); shared.Data["key"] != "two" {
+		t.Fatalf("change in ../base was not applied: %v", shared.Data)
+	}
+}

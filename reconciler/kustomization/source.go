@@ -13,6 +13,7 @@ import (
 type source struct {
 	revision       string
 	originRevision string
+	digest         string
 	// dir is the extracted artifact, shared and read only.
 	dir string
 }
@@ -43,5 +44,5 @@ func (r *Reconciler) getSource(ctx context.Context, obj *kustomizev1.Kustomizati
 	if a.Metadata != nil {
 		origin = a.Metadata["org.opencontainers.image.revision"]
 	}
-	return &source{revision: a.Revision, originRevision: origin, dir: dir}, nil
+	return &source{revision: a.Revision, originRevision: origin, digest: a.Digest, dir: dir}, nil
 }

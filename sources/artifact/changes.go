@@ -5,23 +5,38 @@ import (
 	"strings"
 )
 
-// RecordChanges notes which files changed between an object's previous
-// artifact and the one with this digest, so consumers can tell which of
-// them a new revision concerns. It is a hint kept in memory: consumers must
-// treat an unknown digest as "anything may have changed".
-func (s *Storage) RecordChanges(digest string, files []string) {
-	s.changes.Store(digest, files)
+// change is what a revision changed relative to the one before it.
+type change struct {
+	from  string
+	files []string
 }
 
-// Touches reports whether the artifact with this digest changed anything
-// under dir (a Kustomization path). Unknown digests touch everything.
+// RecordChanges notes which files changed between the artifact of revision
+// from and the one with this digest, so consumers can tell which of them a
+// new revision concerns. It is a hint kept in memory: consumers must treat
+// an unknown digest as "anything may have changed".
+func (s *Storage) RecordChanges(digest, from string, files []string) {
+	s.changes.Store(digest, change{from: from, files: files})
+}
+
+// Touches reports whether the artifact with this digest may have changed
+// anything under dir (a Kustomization path). Unknown digests touch
+// everything.
 func (s *Storage) Touches(digest, dir string) bool {
 	v, ok := s.changes.Load(digest)
-	if !ok {
-		return true
-	}
+	return !ok || touches(v.(change).files, dir)
+}
+
+// Untouched reports whether the artifact with this digest is known to
+// change nothing under dir relative to revision from.
+func (s *Storage) Untouched(digest, from, dir string) bool {
+	v, ok := s.changes.Load(digest)
+	return ok && v.(change).from == from && !touches(v.(change).files, dir)
+}
+
+func touches(files []string, dir string) bool {
 	dir = strings.Trim(path.Clean("/"+dir), "/")
-	for _, f := range v.([]string) {
+	for _, f := range files {
 		if dir == "" || f == dir || strings.HasPrefix(f, dir+"/") {
 			return true
 		}

@@ -208,7 +208,7 @@ func (r *Reconciler) recordChanges(m *mirror, previous *meta.Artifact, commit *o
 	if err != nil {
 		return
 	}
-	r.Storage.RecordChanges(a.Digest, files)
+	r.Storage.RecordChanges(a.Digest, previous.Revision, files)
 }
 
 func equalPtr(a, b *string) bool {
