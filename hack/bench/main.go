@@ -391,10 +391,32 @@ func revisionDelta(before, after string) int {
 }
 
 func (b *bench) pushLatencies() ([]time.Duration, error) {
+	if err := b.setupReceiver(); err != nil {
+		return nil, err
+	}
+	var out []time.Duration
+	for i := 1; i <= b.pushes; i++ {
+		d, err := b.measurePush(i)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+		// Measure each push from a settled controller: the next push waits
+		// until every Kustomization has recorded this revision.
+		if err := b.waitAllReady(b.lastRevision, 2*time.Minute); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// setupReceiver creates a generic Receiver for the source and waits until
+// it answers; the git server calls it after every push.
+func (b *bench) setupReceiver() error {
 	ctx := context.Background()
 	if err := b.c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hook", Namespace: "flux-system"},
 		StringData: map[string]string{"token": "bench"}}); err != nil {
-		return nil, err
+		return err
 	}
 	rcv := &notificationv1.Receiver{
 		ObjectMeta: metav1.ObjectMeta{Name: "bench", Namespace: "flux-system"},
@@ -403,73 +425,75 @@ func (b *bench) pushLatencies() ([]time.Duration, error) {
 				APIVersion: sourcev1.GroupVersion.String(), Kind: sourcev1.GitRepositoryKind, Name: "bench"}}}},
 	}
 	if err := b.c.Create(ctx, rcv); err != nil {
-		return nil, err
+		return err
 	}
-	b.hookURL.Store("http://" + b.receiver + rcv.GetWebhookPath("bench"))
-	// Wait until the receiver answers before measuring.
-	for i := 0; ; i++ {
-		resp, err := http.Post(b.hookURL.Load().(string), "application/json", nil) //nolint:noctx
+	url := "http://" + b.receiver + rcv.GetWebhookPath("bench")
+	for i := 0; i < 300; i++ {
+		resp, err := http.Post(url, "application/json", nil) //nolint:noctx
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				break
+				b.hookURL.Store(url)
+				return nil
 			}
-		}
-		if i > 300 {
-			return nil, fmt.Errorf("receiver never became ready")
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	return fmt.Errorf("receiver never became ready")
+}
+
+// measurePush commits a change to one app, pushes it and returns the time
+// until the change is in the cluster; it also records when the new
+// artifact was stored.
+func (b *bench) measurePush(i int) (time.Duration, error) {
+	ctx := context.Background()
 	target := name(b.infra, b.infra)
-	var out []time.Duration
-	for i := 1; i <= b.pushes; i++ {
-		version := fmt.Sprint(i)
-		if err := os.WriteFile(filepath.Join(b.work, target, "objects.yaml"), []byte(objects(target, version)), 0o644); err != nil {
-			return nil, err
+	version := fmt.Sprint(i)
+	if err := os.WriteFile(filepath.Join(b.work, target, "objects.yaml"), []byte(objects(target, version)), 0o644); err != nil {
+		return 0, err
+	}
+	if err := git(b.work, "commit", "-q", "-am", "push "+version); err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	if err := git(b.work, "push", "-q", "origin", "main"); err != nil {
+		return 0, err
+	}
+	var fetched time.Duration
+	for {
+		if fetched == 0 && b.sourceMoved() {
+			fetched = time.Since(start)
 		}
-		if err := git(b.work, "commit", "-q", "-am", "push "+version); err != nil {
-			return nil, err
+		cm := &corev1.ConfigMap{}
+		if err := b.c.Get(ctx, client.ObjectKey{Namespace: "bench", Name: target}, cm); err == nil && cm.Data["version"] == version {
+			break
 		}
-		start := time.Now()
-		if err := git(b.work, "push", "-q", "origin", "main"); err != nil {
-			return nil, err
+		if time.Since(start) > time.Minute {
+			return 0, fmt.Errorf("push %d not applied within a minute", i)
 		}
-		var fetched time.Duration
-		for {
-			if fetched == 0 {
-				repo := &sourcev1.GitRepository{}
-				if err := b.c.Get(ctx, client.ObjectKey{Namespace: "flux-system", Name: "bench"}, repo); err == nil &&
-					repo.Status.Artifact != nil && repo.Status.Artifact.Revision != b.lastRevision {
-					fetched = time.Since(start)
-					b.lastRevision = repo.Status.Artifact.Revision
-				}
-			}
-			cm := &corev1.ConfigMap{}
-			if err := b.c.Get(ctx, client.ObjectKey{Namespace: "bench", Name: target}, cm); err == nil && cm.Data["version"] == version {
-				break
-			}
-			if time.Since(start) > time.Minute {
-				return nil, fmt.Errorf("push %d not applied within a minute", i)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		out = append(out, time.Since(start))
-		if fetched == 0 {
-			fetched = out[len(out)-1]
-			repo := &sourcev1.GitRepository{}
-			if err := b.c.Get(ctx, client.ObjectKey{Namespace: "flux-system", Name: "bench"}, repo); err != nil || repo.Status.Artifact == nil {
-				return nil, fmt.Errorf("reading the source revision: %v", err)
-			}
-			b.lastRevision = repo.Status.Artifact.Revision
-		}
-		b.fetchLatencies = append(b.fetchLatencies, fetched)
-		// Measure each push from a settled controller: the next push waits
-		// until every Kustomization has recorded this revision.
-		if err := b.waitAllReady(b.lastRevision, 2*time.Minute); err != nil {
-			return nil, err
+		time.Sleep(10 * time.Millisecond)
+	}
+	applied := time.Since(start)
+	if fetched == 0 {
+		fetched = applied
+		if !b.sourceMoved() {
+			return 0, fmt.Errorf("push %d applied but the source revision did not move", i)
 		}
 	}
-	return out, nil
+	b.fetchLatencies = append(b.fetchLatencies, fetched)
+	return applied, nil
+}
+
+// sourceMoved reports whether the GitRepository has a revision newer than
+// the last one seen, and records it.
+func (b *bench) sourceMoved() bool {
+	repo := &sourcev1.GitRepository{}
+	err := b.c.Get(context.Background(), client.ObjectKey{Namespace: "flux-system", Name: "bench"}, repo)
+	if err != nil || repo.Status.Artifact == nil || repo.Status.Artifact.Revision == b.lastRevision {
+		return false
+	}
+	b.lastRevision = repo.Status.Artifact.Revision
+	return true
 }
 
 func pct(d []time.Duration, p int) time.Duration {
