@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/kustomize/api/konfig"
+
+	"github.com/strata-gitops/strata/internal/status"
 )
 
 // appliedRender remembers what the last successful apply of a
@@ -43,7 +45,7 @@ func renderDigest(objects []*unstructured.Unstructured) string {
 // unchangedRender reports whether obj, moving to a new revision, renders
 // what it last applied.
 func (r *Reconciler) unchangedRender(obj *kustomizev1.Kustomization, revision, digest string) bool {
-	if revision == obj.Status.LastAppliedRevision || digest == "" || obj.Status.Inventory == nil {
+	if revision == obj.Status.LastAppliedRevision || digest == "" || obj.Status.Inventory == nil || !status.IsReady(obj) {
 		return false
 	}
 	v, ok := r.applied.Load(types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name})
@@ -60,7 +62,10 @@ func (r *Reconciler) unchangedRender(obj *kustomizev1.Kustomization, revision, d
 // relative to the revision it last applied, with the same spec, and its
 // build reads nothing outside that path.
 func (r *Reconciler) untouchedSource(obj *kustomizev1.Kustomization, src *source) bool {
-	if src.revision == obj.Status.LastAppliedRevision || obj.Status.Inventory == nil || !selfContained(obj, src.dir) {
+	// Only a Ready Kustomization may skip: a failing one must run its
+	// phases again whatever the push changed.
+	if src.revision == obj.Status.LastAppliedRevision || obj.Status.Inventory == nil || !status.IsReady(obj) ||
+		!selfContained(obj, src.dir) {
 		return false
 	}
 	v, ok := r.applied.Load(types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name})
