@@ -214,7 +214,7 @@ func (b *bench) generate() (string, error) {
 			return "", err
 		}
 	}
-	hash, err := gitOut(b.work, "rev-parse", "HEAD")
+	hash, err := gitserver.Run(b.work, "rev-parse", "HEAD")
 	return "main@sha1:" + hash, err
 }
 
@@ -532,16 +532,6 @@ func freeAddr() string {
 }
 
 func git(dir string, args ...string) error {
-	_, err := gitOut(dir, args...)
+	_, err := gitserver.Run(dir, args...)
 	return err
-}
-
-func gitOut(dir string, args ...string) (string, error) {
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out)), nil
 }

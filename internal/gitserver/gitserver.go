@@ -54,11 +54,21 @@ func (s *statusRecorder) Flush() {
 
 // InitBare creates a bare repository that accepts pushes over HTTP.
 func InitBare(path, branch string) error {
-	if out, err := exec.Command("git", "init", "-q", "--bare", "-b", branch, path).CombinedOutput(); err != nil {
-		return fmt.Errorf("git init %s: %v: %s", path, err, out)
+	if _, err := Run("", "init", "-q", "--bare", "-b", branch, path); err != nil {
+		return err
 	}
-	if out, err := exec.Command("git", "-C", path, "config", "http.receivepack", "true").CombinedOutput(); err != nil {
-		return fmt.Errorf("git config in %s: %v: %s", path, err, out)
+	_, err := Run(path, "config", "http.receivepack", "true")
+	return err
+}
+
+// Run runs git in dir and returns its trimmed output; the error carries
+// the command, the directory and what git printed.
+func Run(dir string, args ...string) (string, error) {
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("git %s (in %q): %v: %s", strings.Join(args, " "), dir, err, strings.TrimSpace(string(out)))
 	}
-	return nil
+	return strings.TrimSpace(string(out)), nil
 }

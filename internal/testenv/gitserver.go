@@ -4,9 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/strata-gitops/strata/internal/gitserver"
@@ -137,11 +135,9 @@ func (r *Repo) Git(args ...string) string {
 
 func (r *Repo) git(dir string, args ...string) string {
 	r.t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
+	out, err := gitserver.Run(dir, args...)
 	if err != nil {
-		r.t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+		r.t.Fatal(err)
 	}
-	return strings.TrimSpace(string(out))
+	return out
 }

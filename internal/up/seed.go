@@ -3,9 +3,7 @@ package up
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 
 	"github.com/strata-gitops/strata/internal/gitserver"
 )
@@ -66,10 +64,6 @@ func pushThroughServer(work, url string) error {
 }
 
 func git(dir string, args ...string) error {
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("git %s in %s: %v: %s", strings.Join(args, " "), dir, err, out)
-	}
-	return nil
+	_, err := gitserver.Run(dir, args...)
+	return err
 }
