@@ -156,7 +156,7 @@ func Variables(ctx context.Context, ks *kustomizev1.Kustomization, vars client.C
 	merged := map[string]string{}
 	if len(ks.Spec.PostBuild.SubstituteFrom) > 0 {
 		if vars == nil {
-			return nil, fmt.Errorf("postBuild.substituteFrom needs the cluster to read ConfigMaps and Secrets")
+			return nil, fmt.Errorf("postBuild.substituteFrom reads ConfigMaps and Secrets from the cluster, which is not available here: render with the controller, or remove substituteFrom (keeping postBuild.substitute) from the Kustomization you pass in")
 		}
 		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ks)
 		if err != nil {

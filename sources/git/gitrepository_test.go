@@ -69,38 +69,39 @@ func (f *fixture) create(t *testing.T, name, url string, mutate func(*sourcev1.G
 	return obj
 }
 
-// waitRevision waits for Ready=True at the given revision.
-func (f *fixture) waitRevision(t *testing.T, name, revision string) *sourcev1.GitRepository {
+// waitFor polls the GitRepository until check accepts it.
+func (f *fixture) waitFor(t *testing.T, name string, check func(obj *sourcev1.GitRepository, ready *metav1.Condition) error) *sourcev1.GitRepository {
 	t.Helper()
 	obj := &sourcev1.GitRepository{}
 	testenv.Eventually(t, 30*time.Second, func() error {
 		if err := f.env.Client.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: name}, obj); err != nil {
 			return err
 		}
-		ready := apimeta.FindStatusCondition(obj.Status.Conditions, meta.ReadyCondition)
+		return check(obj, apimeta.FindStatusCondition(obj.Status.Conditions, meta.ReadyCondition))
+	})
+	return obj
+}
+
+// waitRevision waits for Ready=True at the given revision.
+func (f *fixture) waitRevision(t *testing.T, name, revision string) *sourcev1.GitRepository {
+	t.Helper()
+	return f.waitFor(t, name, func(obj *sourcev1.GitRepository, ready *metav1.Condition) error {
 		if obj.Status.Artifact == nil || obj.Status.Artifact.Revision != revision || ready == nil || ready.Status != metav1.ConditionTrue {
 			return fmt.Errorf("want ready at %s, have artifact %+v, conditions %+v", revision, obj.Status.Artifact, obj.Status.Conditions)
 		}
 		return nil
 	})
-	return obj
 }
 
 // waitFailure waits for Ready=False with the given reason.
 func (f *fixture) waitFailure(t *testing.T, name, reason string) *sourcev1.GitRepository {
 	t.Helper()
-	obj := &sourcev1.GitRepository{}
-	testenv.Eventually(t, 30*time.Second, func() error {
-		if err := f.env.Client.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: name}, obj); err != nil {
-			return err
-		}
-		ready := apimeta.FindStatusCondition(obj.Status.Conditions, meta.ReadyCondition)
+	return f.waitFor(t, name, func(obj *sourcev1.GitRepository, ready *metav1.Condition) error {
 		if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != reason {
 			return fmt.Errorf("want Ready=False/%s, have %+v", reason, obj.Status.Conditions)
 		}
 		return nil
 	})
-	return obj
 }
 
 func requestReconcile(t *testing.T, c client.Client, obj client.Object) string {

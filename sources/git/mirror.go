@@ -87,7 +87,11 @@ func (m *mirror) resolve(w wantedRef) (*object.Commit, string, error) {
 	case s.Commit != "":
 		c, err := m.repo.CommitObject(plumbing.NewHash(s.Commit))
 		if err != nil {
-			return nil, "", fmt.Errorf("commit '%s' not found on the remote (branch %q): %w", s.Commit, s.Branch, err)
+			where := "any branch or tag"
+			if s.Branch != "" {
+				where = "branch '" + s.Branch + "'"
+			}
+			return nil, "", fmt.Errorf("commit '%s' not found in %s of the remote: check spec.ref.commit (full 40-character hash) and that it was pushed: %w", s.Commit, where, err)
 		}
 		return c, revision(s.Branch, c.Hash), nil
 	case s.Name != "":
