@@ -20,6 +20,12 @@ mkdir -p "$OUT"
 for crd in source.toolkit.fluxcd.io_gitrepositories kustomize.toolkit.fluxcd.io_kustomizations notification.toolkit.fluxcd.io_receivers; do
   cp "$TMP/$crd.yaml" "$OUT/$crd.yaml"
 done
+# Flux's kustomize-controller, run by the benchmark as the reference, also
+# watches these sources; the bench installs them, strata does not ship them.
+mkdir -p "$ROOT/hack/bench/crds"
+for crd in source.toolkit.fluxcd.io_buckets source.toolkit.fluxcd.io_ocirepositories source.toolkit.fluxcd.io_externalartifacts; do
+  cp "$TMP/$crd.yaml" "$ROOT/hack/bench/crds/$crd.yaml"
+done
 if ls "$ROOT"/api/*/v1alpha1/*.go >/dev/null 2>&1; then
   "$ROOT/bin/controller-gen" object paths="$ROOT/api/..."
   "$ROOT/bin/controller-gen" crd paths="$ROOT/api/..." output:crd:dir="$OUT"

@@ -20,8 +20,8 @@ var ErrNoBinaries = errors.New("control-plane binaries not found: run hack/contr
 type Options struct {
 	// AssetsDir holds kube-apiserver and etcd.
 	AssetsDir string
-	// CRDDir holds CRDs to install once the API server is up.
-	CRDDir string
+	// CRDDirs hold CRDs to install once the API server is up.
+	CRDDirs []string
 	// EtcdDataDir keeps etcd's state across restarts when set.
 	EtcdDataDir string
 	// APIServerFlags are extra kube-apiserver flags.
@@ -41,7 +41,7 @@ func Start(o Options) (*ControlPlane, error) {
 	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: o.AssetsDir,
-		CRDDirectoryPaths:     []string{o.CRDDir},
+		CRDDirectoryPaths:     o.CRDDirs,
 		ErrorIfCRDPathMissing: true,
 	}
 	if o.EtcdDataDir != "" {

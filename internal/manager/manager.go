@@ -118,7 +118,17 @@ func register(ctx context.Context, mgr manager.Manager, cfg *rest.Config, o Opti
 	if err := gitRec.SetupWithManager(mgr, o.Concurrent); err != nil {
 		return err
 	}
-	ksRec := &kustomization.Reconciler{Client: mgr.GetClient(), Direct: direct, Config: cfg, Storage: storage, Events: events}
+	live, err := kustomization.NewLiveCache(cfg, cache.Options{HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(live); err != nil {
+		return err
+	}
+	ksRec := &kustomization.Reconciler{
+		Client: mgr.GetClient(), Direct: direct, Live: live, Config: cfg, Storage: storage, Events: events,
+		RecordDir: filepath.Join(o.ArtifactDir, "applied"),
+	}
 	if err := ksRec.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.Concurrent}); err != nil {
 		return err
 	}

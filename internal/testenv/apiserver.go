@@ -57,7 +57,7 @@ func AssetsDir() string {
 func StartAPIServer(apiserverFlags map[string]string) (*Env, error) {
 	cp, err := controlplane.Start(controlplane.Options{
 		AssetsDir:      AssetsDir(),
-		CRDDir:         filepath.Join(RepoRoot(), "charts", "strata", "crds"),
+		CRDDirs:        []string{filepath.Join(RepoRoot(), "charts", "strata", "crds")},
 		APIServerFlags: apiserverFlags,
 	})
 	if err != nil {

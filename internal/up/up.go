@@ -43,7 +43,7 @@ func Run(ctx context.Context, o Options) error {
 
 	say("starting kube-apiserver and etcd (state in %s)", filepath.Join(o.StateDir, "etcd"))
 	cp, err := controlplane.Start(controlplane.Options{
-		AssetsDir: o.AssetsDir, CRDDir: o.CRDDir, EtcdDataDir: filepath.Join(o.StateDir, "etcd"),
+		AssetsDir: o.AssetsDir, CRDDirs: []string{o.CRDDir}, EtcdDataDir: filepath.Join(o.StateDir, "etcd"),
 		APIServerFlags: map[string]string{"service-cluster-ip-range": "10.96.0.0/12"},
 	})
 	if err != nil {

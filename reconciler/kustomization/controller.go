@@ -18,6 +18,7 @@ import (
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -59,13 +60,21 @@ type Reconciler struct {
 	Config  *rest.Config
 	Storage *artifact.Storage
 	Events  events.EventRecorder
-	// applied holds an appliedRender per Kustomization.
-	applied sync.Map
+	// Live caches the metadata of applied objects (NewLiveCache); without
+	// it every reconcile dry-runs every object.
+	Live client.Reader
+	// RecordDir keeps the appliedRecords across restarts; empty keeps them
+	// in memory only.
+	RecordDir string
+
+	records    recordStore
+	unlistable sync.Map
 }
 
 // SetupWithManager registers the reconciler and the watches that make
 // dependency ordering and source updates event-driven.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
+	r.records.dir = r.RecordDir
 	if err := indexFields(ctx, mgr); err != nil {
 		return err
 	}
@@ -118,7 +127,9 @@ func (r *Reconciler) reconcile(ctx context.Context, obj, before *kustomizev1.Kus
 		return r.dependencyFailure(obj, err)
 	}
 	obj.Status.LastAttemptedRevision = src.revision
-	if r.untouchedSource(obj, src) {
+	key := client.ObjectKeyFromObject(obj)
+	rec, _ := r.records.load(key)
+	if r.untouchedSource(ctx, obj, rec, src) {
 		return r.succeed(obj, before, src, ssa.NewChangeSet())
 	}
 	objects, err := build.Render(ctx, src.dir, obj, r.Direct)
@@ -126,7 +137,10 @@ func (r *Reconciler) reconcile(ctx context.Context, obj, before *kustomizev1.Kus
 		return r.failure(obj, meta.BuildFailedReason, err)
 	}
 	digest := renderDigest(objects)
-	if r.unchangedRender(obj, src.revision, digest) {
+	if r.unchangedRender(ctx, obj, rec, digest) {
+		if err := r.checkHealthChecks(ctx, obj); err != nil {
+			return r.failure(obj, meta.HealthCheckFailedReason, err)
+		}
 		return r.succeed(obj, before, src, ssa.NewChangeSet())
 	}
 	if src.revision != obj.Status.LastAppliedRevision {
@@ -155,8 +169,23 @@ func (r *Reconciler) reconcile(ctx context.Context, obj, before *kustomizev1.Kus
 	if err := r.checkHealth(ctx, engine, obj, objects); err != nil {
 		return r.failure(obj, meta.HealthCheckFailedReason, err)
 	}
-	r.rememberRender(obj, digest)
+	r.remember(ctx, engine, obj, digest, objects)
 	return r.succeed(obj, before, src, changeSet)
+}
+
+// remember records what this apply left in the cluster. Without a record
+// the next reconcile dry-runs every object, so a failure here costs time,
+// never correctness.
+func (r *Reconciler) remember(ctx context.Context, e *engine, obj *kustomizev1.Kustomization, digest string, objects []*unstructured.Unstructured) {
+	key := client.ObjectKeyFromObject(obj)
+	rec, ok := e.versions.record(obj, digest, objects)
+	if !ok {
+		r.records.forget(key)
+		return
+	}
+	if err := r.records.save(key, rec); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "the next reconcile will dry-run every object")
+	}
 }
 
 func (r *Reconciler) succeed(obj, before *kustomizev1.Kustomization, src *source, cs *ssa.ChangeSet) ctrl.Result {

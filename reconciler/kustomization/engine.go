@@ -16,8 +16,9 @@ import (
 // apply manager, talking through the data-loss guard, as the Kustomization's
 // service account when it names one.
 type engine struct {
-	manager *ssa.ResourceManager
-	client  *guard.Client
+	manager  *ssa.ResourceManager
+	client   *guard.Client
+	versions *versionRecorder
 }
 
 func (r *Reconciler) engine(obj *kustomizev1.Kustomization) (*engine, error) {
@@ -25,11 +26,12 @@ func (r *Reconciler) engine(obj *kustomizev1.Kustomization) (*engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	guarded := guard.NewClient(c, obj)
+	versions := newVersionRecorder(c)
+	guarded := guard.NewClient(versions, obj)
 	poller := polling.NewStatusPoller(guarded, guarded.RESTMapper(), polling.Options{})
 	manager := ssa.NewResourceManager(guarded, poller, ssa.Owner{Field: FieldManager, Group: kustomizev1.GroupVersion.Group})
 	manager.SetConcurrency(4)
-	return &engine{manager: manager, client: guarded}, nil
+	return &engine{manager: manager, client: guarded, versions: versions}, nil
 }
 
 // clientFor impersonates spec.serviceAccountName, as Flux does for

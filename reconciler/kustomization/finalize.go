@@ -23,6 +23,7 @@ func (r *Reconciler) finalize(ctx context.Context, obj *kustomizev1.Kustomizatio
 			return err
 		}
 	}
+	r.records.forget(client.ObjectKeyFromObject(obj))
 	patch := client.MergeFrom(obj.DeepCopy())
 	controllerutil.RemoveFinalizer(obj, Finalizer)
 	return r.Client.Patch(ctx, obj, patch)

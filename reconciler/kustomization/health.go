@@ -23,7 +23,25 @@ const healthPollInterval = time.Second
 // checkHealth waits, up to spec.timeout, for kstatus to report Current for
 // every applied object (spec.wait) and for every spec.healthChecks entry.
 func (r *Reconciler) checkHealth(ctx context.Context, e *engine, obj *kustomizev1.Kustomization, objects []*unstructured.Unstructured) error {
-	set := healthSet(obj, objects)
+	return r.waitHealthy(ctx, e, obj, healthSet(obj, objects))
+}
+
+// checkHealthChecks checks spec.healthChecks alone, for a reconcile that
+// applied nothing: the applied objects (spec.wait) have not changed since
+// they were last found healthy, but objects named in healthChecks may be
+// anyone's.
+func (r *Reconciler) checkHealthChecks(ctx context.Context, obj *kustomizev1.Kustomization) error {
+	if len(obj.Spec.HealthChecks) == 0 {
+		return nil
+	}
+	e, err := r.engine(obj)
+	if err != nil {
+		return err
+	}
+	return r.waitHealthy(ctx, e, obj, healthSet(obj, nil))
+}
+
+func (r *Reconciler) waitHealthy(ctx context.Context, e *engine, obj *kustomizev1.Kustomization, set object.ObjMetadataSet) error {
 	if len(set) == 0 {
 		status.Remove(obj, meta.HealthyCondition)
 		return nil

@@ -8,6 +8,7 @@ import (
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/strata-gitops/strata/internal/testenv"
 )
@@ -94,11 +95,10 @@ func TestReconcileDisabledAnnotationSkipsApply(t *testing.T) {
 	}
 }
 
-// TestUnchangedRenderRecordsNewRevisionWithoutApplying pushes a change to
-// one Kustomization's path: the other records the new revision without an
-// apply (a hand edit survives), and a requested reconcile, at the same
-// revision, corrects the drift as usual.
-func TestUnchangedRenderRecordsNewRevisionWithoutApplying(t *testing.T) {
+// TestUnchangedObjectsAreNotDryRun: while no applied object moved since
+// the last apply, a reconcile sends no dry-run; an object edited or deleted
+// by hand moved and is put back, on a new revision as on a request.
+func TestUnchangedObjectsAreNotDryRun(t *testing.T) {
 	s := newStack(t)
 	rev := s.push(map[string]string{"a/cm.yaml": configMap("a", "key", "one"), "b/cm.yaml": configMap("b", "key", "git")})
 	s.source(rev)
@@ -106,27 +106,68 @@ func TestUnchangedRenderRecordsNewRevisionWithoutApplying(t *testing.T) {
 	s.kustomization("b", "./b", nil)
 	s.waitReady("a", rev)
 	s.waitReady("b", rev)
+
+	// The request itself and b's status are the only PATCHes; a dry-run
+	// apply of b's ConfigMap would be a third.
+	patches := patchRequests(t)
+	s.waitHandled("b", s.request(s.get("b")))
+	if n := patchRequests(t) - patches; n > 2 {
+		t.Errorf("a reconcile with nothing changed sent %.0f PATCH requests, want 2 (the request and the status)", n)
+	}
+
 	b := cm("b")
 	s.exists(b)
 	b.Data["key"] = "hand-edited"
 	if err := s.c.Update(context.Background(), b); err != nil {
 		t.Fatal(err)
 	}
-
 	rev = s.push(map[string]string{"a/cm.yaml": configMap("a", "key", "two")})
 	s.refresh(rev)
-	s.waitReady("a", rev)
 	s.waitReady("b", rev)
-	if s.exists(b); b.Data["key"] != "hand-edited" {
-		t.Fatalf("b was re-applied although its render did not change: %v", b.Data)
-	}
-	s.request(s.get("b"))
 	testenv.Eventually(t, timeout, func() error {
 		if s.exists(b); b.Data["key"] != "git" {
-			return fmt.Errorf("drift not corrected on request: %v", b.Data)
+			return fmt.Errorf("hand edit not corrected on a new revision: %v", b.Data)
 		}
 		return nil
 	})
+
+	if err := s.c.Delete(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	s.request(s.get("b"))
+	testenv.Eventually(t, timeout, func() error {
+		if !s.exists(cm("b")) {
+			return fmt.Errorf("ConfigMap deleted by hand not recreated on request")
+		}
+		return nil
+	})
+}
+
+// patchRequests counts the PATCH requests this process's clients sent,
+// from client-go's request metric.
+func patchRequests(t *testing.T) float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, f := range families {
+		if f.GetName() != "rest_client_requests_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "method" && l.GetValue() == "PATCH" {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no PATCH requests counted: is client-go's request metric registered?")
+	}
+	return n
 }
 
 // TestChangeInSharedBaseIsApplied changes a file outside a Kustomization's

@@ -157,6 +157,17 @@ func (s *stack) request(obj client.Object) string {
 	return at
 }
 
+// waitHandled waits until name has handled the request made at at.
+func (s *stack) waitHandled(name, at string) {
+	s.t.Helper()
+	testenv.Eventually(s.t, timeout, func() error {
+		if got := s.get(name).Status.LastHandledReconcileAt; got != at {
+			return fmt.Errorf("%s: lastHandledReconcileAt %q, want %q", name, got, at)
+		}
+		return nil
+	})
+}
+
 // kustomization creates a Kustomization of path built from the repository.
 func (s *stack) kustomization(name, path string, mutate func(*kustomizev1.Kustomization)) *kustomizev1.Kustomization {
 	s.t.Helper()

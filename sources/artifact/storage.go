@@ -19,6 +19,8 @@ import (
 
 	meta "github.com/fluxcd/pkg/apis/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/strata-gitops/strata/internal/atomicfile"
 )
 
 // File is one regular file of an artifact.
@@ -59,31 +61,18 @@ func ObjectDir(kind, namespace, name string) string {
 // object's directory. The file appears under its final name only when
 // complete, so a crash never leaves a partial artifact behind.
 func (s *Storage) Store(objectDir, revision string, files []File) (*meta.Artifact, error) {
-	dir := filepath.Join(s.Root, objectDir)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	tmp, err := os.CreateTemp(dir, ".tmp-*.tar.gz")
-	if err != nil {
-		return nil, err
-	}
-	defer os.Remove(tmp.Name())
-	hash := sha256.New()
-	size, err := writeTarball(io.MultiWriter(tmp, hash), files)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
+	var digest string
+	var size int64
+	_, err := atomicfile.WriteNamed(filepath.Join(s.Root, objectDir), func(w io.Writer) (string, error) {
+		hash := sha256.New()
+		n, err := writeTarball(io.MultiWriter(w, hash), files)
+		digest, size = hex.EncodeToString(hash.Sum(nil)), n
+		return digest + ".tar.gz", err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("writing artifact for %s: %w", revision, err)
 	}
-	digest := hex.EncodeToString(hash.Sum(nil))
 	rel := objectDir + "/" + digest + ".tar.gz"
-	if err := os.Rename(tmp.Name(), filepath.Join(s.Root, rel)); err != nil {
-		return nil, err
-	}
 	return &meta.Artifact{
 		Path:           rel,
 		URL:            s.BaseURL + "/" + rel,

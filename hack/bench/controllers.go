@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// controller is a Kustomization controller under measurement.
+type controller interface {
+	name() string
+	// prepare starts what the controller needs besides itself and returns
+	// how to stop it.
+	prepare(b *bench) (func(), error)
+	command(b *bench) *exec.Cmd
+	// userAgent prefixes the controller's API requests in the audit log.
+	userAgent() string
+	servesReceiver() bool
+}
+
+type strataController struct{}
+
+func (strataController) name() string                   { return "strata" }
+func (strataController) prepare(*bench) (func(), error) { return func() {}, nil }
+func (strataController) userAgent() string              { return "strata/" }
+func (strataController) servesReceiver() bool           { return true }
+
+func (strataController) command(b *bench) *exec.Cmd {
+	return exec.Command(b.strata, "controller", "--kubeconfig", b.kubeconfig,
+		"--artifact-dir", filepath.Join(b.dir, "artifacts"), "--artifact-bind-address", "0",
+		"--metrics-bind-address", b.metrics, "--health-probe-bind-address", "0",
+		"--receiver-bind-address", b.receiver, fmt.Sprintf("--concurrent=%d", b.concurrent),
+		fmt.Sprintf("--kube-api-qps=%g", b.qps), fmt.Sprintf("--kube-api-burst=%d", b.burst))
+}
+
+// fluxController is Flux's kustomize-controller with the same concurrency
+// and client rate limits as strata, and Flux's shortest sensible dependency
+// requeue. Flux's source-controller cannot be built here (a module it needs
+// is not on the module proxy), so strata's GitRepository reconciler, alone
+// on its shard, serves it the artifacts: the same tarball format and status
+// fields source-controller writes.
+type fluxController struct{ binary string }
+
+func (fluxController) name() string         { return "flux" }
+func (fluxController) userAgent() string    { return "kustomize-controller/" }
+func (fluxController) servesReceiver() bool { return false }
+
+func (f fluxController) command(b *bench) *exec.Cmd {
+	cmd := exec.Command(f.binary, "--metrics-addr", b.metrics, "--health-addr", freeAddr(),
+		"--enable-leader-election=false", fmt.Sprintf("--concurrent=%d", b.concurrent), "--requeue-dependency=5s",
+		fmt.Sprintf("--kube-api-qps=%g", b.qps), fmt.Sprintf("--kube-api-burst=%d", b.burst))
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+b.kubeconfig, "RUNTIME_NAMESPACE=flux-system")
+	return cmd
+}
+
+func (fluxController) prepare(b *bench) (func(), error) {
+	cmd := exec.Command(b.strata, "controller", "--kubeconfig", b.kubeconfig,
+		"--watch-label-selector", shardLabel+"="+sourceShard,
+		"--artifact-dir", filepath.Join(b.dir, "artifacts"), "--artifact-bind-address", freeAddr(),
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--receiver-bind-address", "0")
+	if err := b.startLogged(cmd, "source.log"); err != nil {
+		return nil, err
+	}
+	stopSource := func() { stop(cmd) }
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		repo := &sourcev1.GitRepository{}
+		err := b.c.Get(context.Background(), client.ObjectKey{Namespace: "flux-system", Name: "bench"}, repo)
+		if err == nil && repo.Status.Artifact != nil && repo.Status.Artifact.Revision == b.lastRevision {
+			return stopSource, nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	stopSource()
+	return nil, fmt.Errorf("the GitRepository has no artifact at %s after 2 minutes", b.lastRevision)
+}
+
+// start runs ctl's process, logging to a file in the bench directory.
+func (b *bench) start(ctl controller) (*exec.Cmd, time.Time, error) {
+	cmd := ctl.command(b)
+	start := time.Now()
+	return cmd, start, b.startLogged(cmd, ctl.name()+".log")
+}
+
+func (b *bench) startLogged(cmd *exec.Cmd, logName string) error {
+	logFile, err := os.OpenFile(filepath.Join(b.dir, logName), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	return cmd.Start()
+}
+
+func stop(cmd *exec.Cmd) {
+	_ = cmd.Process.Signal(os.Interrupt)
+	_ = cmd.Wait()
+}

@@ -1,0 +1,64 @@
+// Package atomicfile writes files so that a reader, or the next start after
+// a crash at any point, sees either the old file or the complete new one.
+package atomicfile
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// WriteNamed writes into a temporary file in dir, syncs it, and renames it
+// to the name that write returns; write may pick the name from what it
+// wrote (a content digest).
+func WriteNamed(dir string, write func(io.Writer) (string, error)) (string, error) {
+	return writeNamed(dir, write, true)
+}
+
+func writeNamed(dir string, write func(io.Writer) (string, error), durable bool) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	tmp, err := os.CreateTemp(dir, ".tmp-*")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(tmp.Name())
+	name, err := write(tmp)
+	if err == nil && durable {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", fmt.Errorf("writing %s: %w", filepath.Join(dir, name), err)
+	}
+	path := filepath.Join(dir, name)
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// Write replaces path with data, durably.
+func Write(path string, data []byte) error {
+	return write(path, data, true)
+}
+
+// WriteCache replaces path with data without waiting for the disk: for
+// data that may be lost (after a power failure the file may be old or
+// empty) but must never be read half-written.
+func WriteCache(path string, data []byte) error {
+	return write(path, data, false)
+}
+
+func write(path string, data []byte, durable bool) error {
+	_, err := writeNamed(filepath.Dir(path), func(w io.Writer) (string, error) {
+		_, err := io.Copy(w, bytes.NewReader(data))
+		return filepath.Base(path), err
+	}, durable)
+	return err
+}

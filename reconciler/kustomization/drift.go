@@ -1,0 +1,187 @@
+package kustomization
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/kustomize/api/konfig"
+
+	"github.com/strata-gitops/strata/internal/status"
+)
+
+// liveSyncTimeout bounds the wait for the live-object cache to list a kind
+// for the first time; a kind the controller may not list falls back to
+// dry-runs.
+const liveSyncTimeout = 10 * time.Second
+
+// NewLiveCache returns a cache of the metadata (no managedFields) of every
+// object a Kustomization applied, found by the owner label the engine sets.
+// Its resourceVersions are what a reconcile compares with its appliedRecord.
+// A kind is listed and watched from the first time a reconcile asks.
+func NewLiveCache(cfg *rest.Config, opts cache.Options) (cache.Cache, error) {
+	owned, err := labels.NewRequirement(group+"/name", selection.Exists, nil)
+	if err != nil {
+		return nil, err
+	}
+	opts.DefaultLabelSelector = labels.NewSelector().Add(*owned)
+	opts.DefaultTransform = cache.TransformStripManagedFields()
+	return cache.New(cfg, opts)
+}
+
+// inSync reports whether every object rec lists still has the
+// resourceVersion the last apply left, so that applying the same render
+// again would change nothing.
+func (r *Reconciler) inSync(ctx context.Context, rec appliedRecord) bool {
+	if r.Live == nil || len(rec.Objects) == 0 {
+		return false
+	}
+	for _, o := range rec.Objects {
+		gvk := schema.FromAPIVersionAndKind(o.APIVersion, o.Kind)
+		if _, failed := r.unlistable.Load(gvk); failed {
+			return false
+		}
+		live := &metav1.PartialObjectMetadata{}
+		live.SetGroupVersionKind(gvk)
+		getCtx, cancel := context.WithTimeout(ctx, liveSyncTimeout)
+		err := r.Live.Get(getCtx, types.NamespacedName{Namespace: o.Namespace, Name: o.Name}, live)
+		cancel()
+		if err != nil && getCtx.Err() != nil && ctx.Err() == nil {
+			r.unlistable.Store(gvk, true)
+		}
+		if err != nil || live.ResourceVersion != o.ResourceVersion {
+			return false
+		}
+	}
+	return true
+}
+
+// unchangedRender reports whether the render obj just built is the one it
+// last applied, with the same spec, and the cluster still holds exactly
+// what that apply left.
+func (r *Reconciler) unchangedRender(ctx context.Context, obj *kustomizev1.Kustomization, rec appliedRecord, digest string) bool {
+	return digest != "" && rec.Digest == digest && r.applyUnneeded(obj, rec) && r.inSync(ctx, rec)
+}
+
+// untouchedSource reports, without building, that a new revision cannot
+// change what obj renders: it changed no file under obj's path relative to
+// the revision obj last applied, obj's build reads nothing outside that
+// path, and the cluster still holds what that apply left.
+func (r *Reconciler) untouchedSource(ctx context.Context, obj *kustomizev1.Kustomization, rec appliedRecord, src *source) bool {
+	return src.revision != obj.Status.LastAppliedRevision && r.applyUnneeded(obj, rec) &&
+		selfContained(obj, src.dir) &&
+		r.Storage.Untouched(src.digest, obj.Status.LastAppliedRevision, obj.Spec.Path) &&
+		r.inSync(ctx, rec)
+}
+
+// applyUnneeded holds when obj's last reconcile succeeded with its current
+// spec, left no deletion blocked (a blocked one is retried on every
+// reconcile, in case the opt-in was added), and rec is the record of that
+// apply. Only a Ready Kustomization may skip: a failing one runs its phases
+// again whatever changed.
+func (r *Reconciler) applyUnneeded(obj *kustomizev1.Kustomization, rec appliedRecord) bool {
+	return obj.Status.Inventory != nil && status.IsReady(obj) &&
+		apimeta.FindStatusCondition(obj.Status.Conditions, DataProtectedCondition) == nil &&
+		obj.Status.ObservedGeneration == obj.Generation && rec.Generation == obj.Generation
+}
+
+// selfContained is true when the build reads only files under spec.path:
+// no components, no values from the cluster, and a kustomization file (if
+// any) with no parent or remote references.
+func selfContained(obj *kustomizev1.Kustomization, root string) bool {
+	if len(obj.Spec.Components) > 0 || (obj.Spec.PostBuild != nil && len(obj.Spec.PostBuild.SubstituteFrom) > 0) {
+		return false
+	}
+	dir := filepath.Join(root, filepath.Clean("/"+obj.Spec.Path))
+	for _, name := range konfig.RecognizedKustomizationFileNames() {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err == nil && (bytes.Contains(data, []byte("..")) || bytes.Contains(data, []byte("://"))) {
+			return false
+		}
+	}
+	return true
+}
+
+// versionRecorder remembers the resourceVersion of every object the apply
+// engine read or patched (dry-run or not), so that after an apply the
+// record holds each object's version as the server last returned it.
+type versionRecorder struct {
+	client.Client
+	mu   sync.Mutex
+	seen map[objectRef]string
+}
+
+type objectRef struct {
+	gk  schema.GroupKind
+	key client.ObjectKey
+}
+
+func refOf(o client.Object) objectRef {
+	return objectRef{o.GetObjectKind().GroupVersionKind().GroupKind(), client.ObjectKeyFromObject(o)}
+}
+
+func newVersionRecorder(c client.Client) *versionRecorder {
+	return &versionRecorder{Client: c, seen: map[objectRef]string{}}
+}
+
+func (v *versionRecorder) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	err := v.Client.Get(ctx, key, obj, opts...)
+	v.note(obj, err)
+	return err
+}
+
+func (v *versionRecorder) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	err := v.Client.Patch(ctx, obj, patch, opts...)
+	v.note(obj, err)
+	return err
+}
+
+func (v *versionRecorder) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	err := v.Client.Delete(ctx, obj, opts...)
+	v.mu.Lock()
+	delete(v.seen, refOf(obj))
+	v.mu.Unlock()
+	return err
+}
+
+func (v *versionRecorder) note(obj client.Object, err error) {
+	if err != nil || obj.GetResourceVersion() == "" {
+		return
+	}
+	v.mu.Lock()
+	v.seen[refOf(obj)] = obj.GetResourceVersion()
+	v.mu.Unlock()
+}
+
+// record returns the appliedRecord of objects, or false when the apply
+// did not show the version of one of them.
+func (v *versionRecorder) record(obj *kustomizev1.Kustomization, digest string, objects []*unstructured.Unstructured) (appliedRecord, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	rec := appliedRecord{Generation: obj.Generation, Digest: digest}
+	for _, o := range objects {
+		rv, ok := v.seen[refOf(o)]
+		if !ok {
+			return appliedRecord{}, false
+		}
+		rec.Objects = append(rec.Objects, objVersion{
+			APIVersion: o.GetAPIVersion(), Kind: o.GetKind(),
+			Namespace: o.GetNamespace(), Name: o.GetName(), ResourceVersion: rv,
+		})
+	}
+	return rec, true
+}
