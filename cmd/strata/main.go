@@ -16,9 +16,11 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(controllerCommand(), upCommand(), buildCommand(), versionCommand())
+	root.AddCommand(controllerCommand(), upCommand(), buildCommand(), planCommand(), versionCommand())
 	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "strata:", err)
-		os.Exit(1)
+		if msg := err.Error(); msg != "" {
+			fmt.Fprintln(os.Stderr, "strata:", msg)
+		}
+		os.Exit(exitCode(err))
 	}
 }

@@ -67,6 +67,7 @@ func newBench(cfg config) (*bench, error) {
 			"service-cluster-ip-range": "10.96.0.0/12",
 			"audit-policy-file":        policy,
 			"audit-log-path":           b.auditLog(),
+			"audit-log-mode":           "batch",
 		},
 	})
 	if err != nil {

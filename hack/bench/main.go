@@ -13,6 +13,9 @@ import (
 	"log"
 	"sort"
 	"time"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 type config struct {
@@ -34,6 +37,7 @@ func main() {
 	flag.StringVar(&c.flux, "flux", "", "Flux kustomize-controller binary to measure as the reference (empty: strata only)")
 	flag.StringVar(&c.root, "root", ".", "repository root (for bin/k8s and the CRDs)")
 	flag.Parse()
+	ctrllog.SetLogger(logr.Discard())
 	if err := run(c); err != nil {
 		log.Fatal(err)
 	}
@@ -41,13 +45,16 @@ func main() {
 
 // result is one controller's figures.
 type result struct {
-	name       string
-	firstPass  time.Duration
-	peakRSS    int64
-	secondPass time.Duration
-	writes     writes
-	push       []time.Duration
-	fetch      []time.Duration
+	name      string
+	firstPass time.Duration
+	peakRSS   int64
+	// CPU seconds over the first pass: the controller's, and the whole
+	// machine's (API server, etcd and the bench besides).
+	controllerCPU, machineCPU float64
+	secondPass                time.Duration
+	writes                    writes
+	push                      []time.Duration
+	fetch                     []time.Duration
 }
 
 func run(cfg config) error {
@@ -73,8 +80,8 @@ func run(cfg config) error {
 }
 
 func (r result) print() {
-	fmt.Printf("%s: first pass, controller start to all Ready: %.1f s; controller peak RSS %d MiB\n",
-		r.name, r.firstPass.Seconds(), r.peakRSS>>20)
+	fmt.Printf("%s: first pass, controller start to all Ready: %.1f s; controller peak RSS %d MiB; CPU: controller %.1f s of %.1f s on the machine\n",
+		r.name, r.firstPass.Seconds(), r.peakRSS>>20, r.controllerCPU, r.machineCPU)
 	fmt.Printf("%s: no-change pass, controller start to one reconcile each: %.1f s; %s\n",
 		r.name, r.secondPass.Seconds(), r.writes)
 	if len(r.push) > 0 {
@@ -101,16 +108,18 @@ func measure(cfg config, ctl controller) (result, error) {
 	}
 	defer stopSource()
 
+	machineStart := machineCPU()
 	proc, start, err := b.start(ctl)
 	if err != nil {
 		return res, err
 	}
-	if err := b.waitAllReady(b.lastRevision, 10*time.Minute); err != nil {
+	if err := b.waitAllReady(b.lastRevision, 20*time.Minute); err != nil {
 		stop(proc)
 		return res, err
 	}
 	res.firstPass = time.Since(start)
 	res.peakRSS = peakRSS(proc.Process.Pid)
+	res.controllerCPU, res.machineCPU = processCPU(proc.Process.Pid), machineCPU()-machineStart
 	stop(proc)
 
 	passStart := time.Now()

@@ -1,10 +1,7 @@
 package kustomization
 
 import (
-	"bytes"
 	"context"
-	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -19,9 +16,9 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/kustomize/api/konfig"
 
 	"github.com/strata-gitops/strata/internal/status"
+	"github.com/strata-gitops/strata/reconciler/build"
 )
 
 // liveSyncTimeout bounds the wait for the live-object cache to list a kind
@@ -83,7 +80,7 @@ func (r *Reconciler) unchangedRender(ctx context.Context, obj *kustomizev1.Kusto
 // path, and the cluster still holds what that apply left.
 func (r *Reconciler) untouchedSource(ctx context.Context, obj *kustomizev1.Kustomization, rec appliedRecord, src *source) bool {
 	return src.revision != obj.Status.LastAppliedRevision && r.applyUnneeded(obj, rec) &&
-		selfContained(obj, src.dir) &&
+		build.ReadsOnlyItsPath(obj, src.dir) &&
 		r.Storage.Untouched(src.digest, obj.Status.LastAppliedRevision, obj.Spec.Path) &&
 		r.inSync(ctx, rec)
 }
@@ -97,23 +94,6 @@ func (r *Reconciler) applyUnneeded(obj *kustomizev1.Kustomization, rec appliedRe
 	return obj.Status.Inventory != nil && status.IsReady(obj) &&
 		apimeta.FindStatusCondition(obj.Status.Conditions, DataProtectedCondition) == nil &&
 		obj.Status.ObservedGeneration == obj.Generation && rec.Generation == obj.Generation
-}
-
-// selfContained is true when the build reads only files under spec.path:
-// no components, no values from the cluster, and a kustomization file (if
-// any) with no parent or remote references.
-func selfContained(obj *kustomizev1.Kustomization, root string) bool {
-	if len(obj.Spec.Components) > 0 || (obj.Spec.PostBuild != nil && len(obj.Spec.PostBuild.SubstituteFrom) > 0) {
-		return false
-	}
-	dir := filepath.Join(root, filepath.Clean("/"+obj.Spec.Path))
-	for _, name := range konfig.RecognizedKustomizationFileNames() {
-		data, err := os.ReadFile(filepath.Join(dir, name))
-		if err == nil && (bytes.Contains(data, []byte("..")) || bytes.Contains(data, []byte("://"))) {
-			return false
-		}
-	}
-	return true
 }
 
 // versionRecorder remembers the resourceVersion of every object the apply

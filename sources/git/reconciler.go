@@ -101,6 +101,7 @@ func (r *Reconciler) reconcileArtifact(ctx context.Context, obj *sourcev1.GitRep
 		r.fail(obj, sourcev1.AuthenticationFailedReason, err)
 		return err
 	}
+	defer m.close()
 	want := newWantedRef(obj.Spec.Reference)
 	if err := m.fetch(ctx, want, auth); err != nil {
 		reason := sourcev1.GitOperationFailedReason

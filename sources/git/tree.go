@@ -74,23 +74,32 @@ func blobFile(tree *object.Tree, name string, entry object.TreeEntry) artifact.F
 	}
 }
 
+// sourceIgnorePatterns reads every .sourceignore in the tree; only those
+// blobs are read, the rest of the walk sees names alone.
 func sourceIgnorePatterns(tree *object.Tree) ([]gitignore.Pattern, error) {
 	var patterns []gitignore.Pattern
-	err := tree.Files().ForEach(func(f *object.File) error {
-		if path.Base(f.Name) != sourceignore.IgnoreFile {
-			return nil
+	walker := object.NewTreeWalker(tree, true, nil)
+	defer walker.Close()
+	for {
+		name, entry, err := walker.Next()
+		if err == io.EOF {
+			return patterns, nil
 		}
-		r, err := f.Reader()
 		if err != nil {
-			return err
+			return nil, err
 		}
-		defer r.Close()
+		if !entry.Mode.IsFile() || path.Base(name) != sourceignore.IgnoreFile {
+			continue
+		}
+		r, err := blobFile(tree, name, entry).Open()
+		if err != nil {
+			return nil, err
+		}
 		var domain []string
-		if dir := path.Dir(f.Name); dir != "." {
+		if dir := path.Dir(name); dir != "." {
 			domain = strings.Split(dir, "/")
 		}
 		patterns = append(patterns, sourceignore.ReadPatterns(r, domain)...)
-		return nil
-	})
-	return patterns, err
+		r.Close()
+	}
 }

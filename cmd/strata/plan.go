@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/strata-gitops/strata/reconciler/graph"
+	"github.com/strata-gitops/strata/reconciler/plan"
+)
+
+// Exit codes of strata plan.
+const (
+	exitNoChange    = 0
+	exitChanges     = 1
+	exitDestructive = 2
+	exitError       = 3
+)
+
+// exitError carries a process exit code out of a command.
+type exitCodeError struct {
+	code int
+	err  error
+}
+
+func (e *exitCodeError) Error() string {
+	if e.err == nil {
+		return ""
+	}
+	return e.err.Error()
+}
+
+func planCommand() *cobra.Command {
+	var o plan.Options
+	var source, format, failOn string
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "plan --repo DIR --base REF --head REF",
+		Short: "Show what a change to the cluster repository will do, offline",
+		Long: "Renders every Kustomization reachable from --path at both revisions, with the engine's own\n" +
+			"build, and lists in apply order what is created, changed, deleted or orphaned, classing\n" +
+			"each change by risk: destroys-data, recreate, disruptive, blocked (by the data-loss guard),\n" +
+			"safe. --head WORKTREE plans the working tree, uncommitted changes included.\n\n" +
+			"Exit codes: 0 no change; 1 changes (--fail-on changes, the default); 2 destructive changes\n" +
+			"(--fail-on destructive, where other changes exit 0); 3 error. --fail-on never exits 0\n" +
+			"unless there is an error.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			key, err := parseKey(source)
+			if err != nil {
+				return &exitCodeError{exitError, err}
+			}
+			o.Source = key
+			if !validChoice(format, "text", "markdown", "json") || !validChoice(failOn, "never", "changes", "destructive") {
+				return &exitCodeError{exitError, fmt.Errorf("--format must be text, markdown or json and --fail-on never, changes or destructive (have %q, %q)", format, failOn)}
+			}
+			p, err := plan.Run(context.Background(), o)
+			if err != nil {
+				return &exitCodeError{exitError, err}
+			}
+			if err := writePlan(cmd.OutOrStdout(), p, format, limit); err != nil {
+				return &exitCodeError{exitError, err}
+			}
+			return &exitCodeError{code: planExitCode(p, failOn)}
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.RepoDir, "repo", ".", "clone of the cluster repository")
+	f.StringVar(&o.Base, "base", "", "base revision (branch, tag or commit), e.g. origin/main")
+	f.StringVar(&o.Head, "head", "HEAD", "head revision, or WORKTREE for the working tree")
+	f.StringVar(&o.Path, "path", ".", "where discovery starts: the path of the bootstrap Kustomization, relative to the source root")
+	f.StringVar(&o.SourceRoot, "source-root", ".", "directory of the repository that the GitRepository serves as its root")
+	f.StringVar(&source, "source", "flux-system/flux-system", "NAMESPACE/NAME of the GitRepository that stands for this repository")
+	f.StringVar(&format, "format", "text", "text, markdown or json")
+	f.StringVar(&failOn, "fail-on", "changes", "never, changes or destructive: what gives a non-zero exit code")
+	f.BoolVar(&o.ChangedOnly, "changed-only", false, "render only Kustomizations whose inputs changed (same changes; unchanged Kustomizations are not counted)")
+	f.IntVar(&limit, "markdown-limit", plan.DefaultMarkdownLimit, "largest markdown output in characters; further Kustomizations are folded into a count")
+	_ = cmd.MarkFlagRequired("base")
+	return cmd
+}
+
+func writePlan(w io.Writer, p *plan.Plan, format string, limit int) error {
+	switch format {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(p)
+	case "markdown":
+		return plan.WriteMarkdown(w, p, limit)
+	}
+	f, ok := w.(*os.File)
+	return plan.WriteText(w, p, ok && term.IsTerminal(int(f.Fd())))
+}
+
+func planExitCode(p *plan.Plan, failOn string) int {
+	switch {
+	case len(p.Errors) > 0:
+		return exitError
+	case failOn == "never" || !p.HasChanges():
+		return exitNoChange
+	case failOn == "destructive" && p.Destructive():
+		return exitDestructive
+	case failOn == "destructive":
+		return exitNoChange
+	}
+	return exitChanges
+}
+
+func parseKey(s string) (graph.Key, error) {
+	ns, name, ok := strings.Cut(s, "/")
+	if !ok || ns == "" || name == "" {
+		return graph.Key{}, fmt.Errorf("--source %q must be NAMESPACE/NAME", s)
+	}
+	return graph.Key{Namespace: ns, Name: name}, nil
+}
+
+func validChoice(v string, choices ...string) bool {
+	for _, c := range choices {
+		if v == c {
+			return true
+		}
+	}
+	return false
+}
+
+// exitCode maps a command's error to the process exit code.
+func exitCode(err error) int {
+	var e *exitCodeError
+	if errors.As(err, &e) {
+		return e.code
+	}
+	return 1
+}

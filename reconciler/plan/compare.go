@@ -1,0 +1,389 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"reflect"
+	"sort"
+
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/strata-gitops/strata/reconciler/graph"
+	"github.com/strata-gitops/strata/reconciler/guard"
+)
+
+// Options say what to plan.
+type Options struct {
+	// RepoDir is a clone of the repository.
+	RepoDir string
+	// Base and Head are git revisions; Head may be WorkTree.
+	Base, Head string
+	// Path is where discovery starts, relative to the source root: the
+	// path of the bootstrap Kustomization.
+	Path string
+	// SourceRoot is the directory of RepoDir that the GitRepository
+	// serves as its root ("." for a whole repository).
+	SourceRoot string
+	// Source is the GitRepository that stands for this repository.
+	Source graph.Key
+	// ChangedOnly renders only Kustomizations whose inputs changed.
+	ChangedOnly bool
+}
+
+// Run renders both revisions and compares them.
+func Run(ctx context.Context, o Options) (*Plan, error) {
+	repo, closeRepo, err := openRepository(o.RepoDir)
+	if err != nil {
+		return nil, err
+	}
+	defer closeRepo()
+	base, err := checkout(repo, o.RepoDir, o.Base, o.SourceRoot)
+	if err != nil {
+		return nil, err
+	}
+	defer base.remove()
+	head, err := checkout(repo, o.RepoDir, o.Head, o.SourceRoot)
+	if err != nil {
+		return nil, err
+	}
+	defer head.remove()
+
+	root := rootKustomization(o)
+	var baseSkip, headSkip func(*kustomizev1.Kustomization) bool
+	if o.ChangedOnly && base.commit != "" && head.commit != "" {
+		baseSkip, headSkip, err = unchangedInputs(repo, o, base, head)
+		if err != nil {
+			return nil, err
+		}
+	}
+	var baseSide, headSide *side
+	if baseSkip != nil {
+		baseSide = renderSide(ctx, base, root, o.Source, baseSkip)
+		headSide = renderSide(ctx, head, root, o.Source, sameAsBase(baseSide, headSkip))
+		renderMissing(ctx, baseSide, headSide, o.Source)
+	} else {
+		done := make(chan struct{})
+		go func() {
+			baseSide = renderSide(ctx, base, root, o.Source, nil)
+			close(done)
+		}()
+		headSide = renderSide(ctx, head, root, o.Source, nil)
+		<-done
+	}
+
+	p := &Plan{Schema: Schema, Base: Revision{o.Base, base.commit}, Head: Revision{o.Head, head.commit},
+		Summary: Summary{Risk: map[string]int{}}}
+	c := &comparison{ctx: ctx, base: baseSide, head: headSide, plan: p}
+	c.run()
+	return p, nil
+}
+
+// rootKustomization stands for the bootstrap Kustomization: named after
+// the source, as `flux bootstrap` names both, applying the start path.
+func rootKustomization(o Options) *kustomizev1.Kustomization {
+	ks := &kustomizev1.Kustomization{
+		TypeMeta:   metav1.TypeMeta{APIVersion: kustomizev1.GroupVersion.String(), Kind: kustomizev1.KustomizationKind},
+		ObjectMeta: metav1.ObjectMeta{Name: o.Source.Name, Namespace: o.Source.Namespace},
+		Spec: kustomizev1.KustomizationSpec{Path: o.Path, Prune: true,
+			SourceRef: kustomizev1.CrossNamespaceSourceReference{Kind: sourcev1.GitRepositoryKind, Name: o.Source.Name}},
+	}
+	return ks
+}
+
+// renderMissing renders, on the side that skipped it, a Kustomization
+// that the other side had to render after all.
+func renderMissing(ctx context.Context, a, b *side, source graph.Key) {
+	for _, pair := range [][2]*side{{a, b}, {b, a}} {
+		s, other := pair[0], pair[1]
+		var missing []*kustomizev1.Kustomization
+		for k, r := range s.renders {
+			if or, ok := other.renders[k]; r.skipped && ok && !or.skipped {
+				missing = append(missing, s.ks[k])
+			}
+		}
+		if len(missing) > 0 {
+			s.renderAll(ctx, missing, source, nil)
+		}
+	}
+}
+
+// comparison walks the Kustomizations of both sides in apply order.
+type comparison struct {
+	ctx        context.Context
+	base, head *side
+	plan       *Plan
+	// owners map each object to the Kustomization rendering it.
+	baseOwner, headOwner map[objKey]graph.Key
+}
+
+func (c *comparison) run() {
+	c.baseOwner, c.headOwner = owners(c.base), owners(c.head)
+	waveOf, blocked := c.waves()
+	for _, k := range c.allKeys() {
+		entry := c.kustomization(k, waveOf[k], blocked[k])
+		c.plan.Kustomizations = append(c.plan.Kustomizations, entry)
+	}
+	sort.SliceStable(c.plan.Kustomizations, func(i, j int) bool {
+		a, b := c.plan.Kustomizations[i], c.plan.Kustomizations[j]
+		if (a.Wave == 0) != (b.Wave == 0) {
+			return a.Wave != 0
+		}
+		if a.Wave != b.Wave {
+			return a.Wave < b.Wave
+		}
+		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
+	})
+	for _, ks := range c.plan.Kustomizations {
+		c.plan.Summary.Unchanged += ks.Unchanged
+		for _, ch := range ks.Changes {
+			c.plan.Summary.Risk[ch.Risk]++
+			switch ch.Action {
+			case Created:
+				c.plan.Summary.Created++
+			case Changed:
+				c.plan.Summary.Changed++
+			case Deleted:
+				c.plan.Summary.Deleted++
+			case Orphaned:
+				c.plan.Summary.Orphaned++
+			}
+		}
+	}
+}
+
+// waves orders the head's Kustomizations as the engine applies them;
+// cycles and missing dependencies are plan errors.
+func (c *comparison) waves() (map[graph.Key]int, map[graph.Key]string) {
+	var items []kustomizev1.Kustomization
+	for _, ks := range c.head.ks {
+		items = append(items, *ks)
+	}
+	waves, blocked := graph.Of(items).Waves()
+	waveOf := map[graph.Key]int{}
+	for i, w := range waves {
+		var names []string
+		for _, k := range w {
+			waveOf[k] = i + 1
+			names = append(names, k.String())
+		}
+		c.plan.Waves = append(c.plan.Waves, names)
+	}
+	var errs []string
+	for k, reason := range blocked {
+		errs = append(errs, fmt.Sprintf("Kustomization %s cannot be applied: %s", k, reason))
+	}
+	sort.Strings(errs)
+	c.plan.Errors = append(c.plan.Errors, errs...)
+	return waveOf, blocked
+}
+
+func (c *comparison) allKeys() []graph.Key {
+	seen := map[graph.Key]bool{}
+	var keys []graph.Key
+	for _, s := range []*side{c.base, c.head} {
+		for k := range s.ks {
+			if !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+			}
+		}
+	}
+	return keys
+}
+
+func (c *comparison) kustomization(k graph.Key, wave int, blocked string) Kustomization {
+	baseKs, headKs := c.base.ks[k], c.head.ks[k]
+	ks := headKs
+	if ks == nil {
+		ks = baseKs
+	}
+	out := Kustomization{Namespace: k.Namespace, Name: k.Name, Path: ks.Spec.Path, Wave: wave}
+	for _, d := range graph.DependencyKeys(ks) {
+		out.DependsOn = append(out.DependsOn, d.String())
+	}
+	if reason, foreign := c.head.foreign[k]; foreign || (headKs == nil && c.base.foreign[k] != "") {
+		if !foreign {
+			reason = c.base.foreign[k]
+		}
+		out.Status, out.Reason, out.Wave = "not-rendered", reason, 0
+		return out
+	}
+	baseR, headR := c.base.renders[k], c.head.renders[k]
+	if err := c.renderError(k, baseKs, baseR, headKs, headR); err != "" {
+		out.Status, out.Reason = "error", err
+		c.plan.Errors = append(c.plan.Errors, fmt.Sprintf("Kustomization %s: %s", k, err))
+		return out
+	}
+	if blocked != "" {
+		out.Reason = blocked
+	}
+	if (baseR != nil && baseR.skipped) || (headR != nil && headR.skipped) {
+		out.Status = "unchanged"
+		return out
+	}
+	var baseObjs, headObjs []*unstructured.Unstructured
+	if baseR != nil {
+		baseObjs = baseR.objects
+	}
+	if headR != nil {
+		headObjs = headR.objects
+	}
+	out.Changes, out.Unchanged = c.objectChanges(k, baseKs, headKs, baseObjs, headObjs)
+	switch {
+	case baseKs == nil:
+		out.Status = "added"
+	case headKs == nil:
+		out.Status = "removed"
+	case len(out.Changes) > 0:
+		out.Status = "changed"
+	default:
+		out.Status = "unchanged"
+	}
+	return out
+}
+
+// renderError reports a render failure on either side; the Kustomization
+// is then not compared at all, so a failure never reads as deletions.
+func (c *comparison) renderError(k graph.Key, baseKs *kustomizev1.Kustomization, baseR *rendered, headKs *kustomizev1.Kustomization, headR *rendered) string {
+	for _, s := range []struct {
+		name string
+		ks   *kustomizev1.Kustomization
+		r    *rendered
+	}{{"base", baseKs, baseR}, {"head", headKs, headR}} {
+		if s.ks == nil || s.r == nil || s.r.err == nil {
+			continue
+		}
+		return fmt.Sprintf("render failed at %s (%s): %s", s.name, path.Clean(s.ks.Spec.Path), s.r.err)
+	}
+	return ""
+}
+
+func owners(s *side) map[objKey]graph.Key {
+	out := map[objKey]graph.Key{}
+	for k, r := range s.renders {
+		if r.err != nil {
+			continue
+		}
+		for _, o := range r.objects {
+			out[keyOf(o)] = k
+		}
+	}
+	return out
+}
+
+// objectChanges compares one Kustomization's objects.
+func (c *comparison) objectChanges(k graph.Key, baseKs, headKs *kustomizev1.Kustomization, baseObjs, headObjs []*unstructured.Unstructured) ([]Change, int) {
+	before := map[objKey]*unstructured.Unstructured{}
+	for _, o := range baseObjs {
+		before[keyOf(o)] = o
+	}
+	var changes []Change
+	unchanged := 0
+	for _, h := range headObjs {
+		key := keyOf(h)
+		b, movedFrom := before[key], ""
+		if b == nil {
+			if owner, ok := c.baseOwner[key]; ok && owner != k {
+				b, movedFrom = c.base.objects.byKey[key], owner.String()
+			}
+		}
+		switch {
+		case b == nil:
+			changes = append(changes, c.created(headKs, h))
+		case reflect.DeepEqual(b.Object, h.Object):
+			unchanged++
+			if movedFrom != "" {
+				changes = append(changes, Change{Action: Changed, Object: refOf(h), Risk: Safe, MovedFrom: movedFrom,
+					Reasons: []string{"now applied by this Kustomization; nothing in the object changes"}})
+			}
+		default:
+			ch := c.changed(headKs, b, h)
+			ch.MovedFrom = movedFrom
+			changes = append(changes, ch)
+		}
+	}
+	after := map[objKey]bool{}
+	for _, o := range headObjs {
+		after[keyOf(o)] = true
+	}
+	for _, b := range baseObjs {
+		key := keyOf(b)
+		if after[key] {
+			continue
+		}
+		if owner, ok := c.headOwner[key]; ok && owner != k {
+			continue // moved: reported by its new Kustomization
+		}
+		changes = append(changes, c.removed(baseKs, headKs, b))
+	}
+	sort.SliceStable(changes, func(i, j int) bool {
+		if changes[i].Action != changes[j].Action {
+			return actionOrder[changes[i].Action] < actionOrder[changes[j].Action]
+		}
+		return changes[i].Object.String() < changes[j].Object.String()
+	})
+	return changes, unchanged
+}
+
+var actionOrder = map[string]int{Deleted: 0, Changed: 1, Created: 2, Orphaned: 3}
+
+func refOf(o *unstructured.Unstructured) ObjectRef {
+	return ObjectRef{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Namespace: o.GetNamespace(), Name: o.GetName()}
+}
+
+func (c *comparison) created(ks *kustomizev1.Kustomization, h *unstructured.Unstructured) Change {
+	return Change{Action: Created, Object: refOf(h), Risk: Safe, Diff: diff(nil, h)}
+}
+
+func (c *comparison) changed(ks *kustomizev1.Kustomization, b, h *unstructured.Unstructured) Change {
+	ch := Change{Action: Changed, Object: refOf(h), Diff: diff(b, h)}
+	ch.Risk, ch.Reasons = classify(c.ctx, c.base.objects, c.head.objects, ks, b, h)
+	if ch.Risk == Blocked {
+		ch.OptIn = guard.OptInAnnotation + `: "true"`
+	}
+	return ch
+}
+
+// removed is an object that left Git: deleted when the engine prunes it
+// (spec.prune, or the deletionPolicy of a removed Kustomization), else
+// orphaned. Deletions go through the data-loss guard.
+func (c *comparison) removed(baseKs, headKs *kustomizev1.Kustomization, b *unstructured.Unstructured) Change {
+	ch := Change{Object: refOf(b), Diff: diff(b, nil)}
+	if !deletes(baseKs, headKs) || b.GetAnnotations()[kustomizev1.GroupVersion.Group+"/prune"] == kustomizev1.DisabledValue {
+		ch.Action, ch.Risk = Orphaned, Safe
+		ch.Reasons = []string{"left in the cluster: not pruned"}
+		return ch
+	}
+	ch.Action = Deleted
+	ch.Risk, ch.Reasons = deletionRisk(c.ctx, c.base.objects, owner(baseKs, headKs), b, "removed from Git")
+	if ch.Risk == Blocked {
+		ch.OptIn = guard.OptInAnnotation + `: "true"`
+	}
+	return ch
+}
+
+func owner(baseKs, headKs *kustomizev1.Kustomization) *kustomizev1.Kustomization {
+	if headKs != nil {
+		return headKs
+	}
+	return baseKs
+}
+
+// deletes says whether the engine deletes objects that left Git: prune
+// for a Kustomization that stays, its deletionPolicy for one removed.
+func deletes(baseKs, headKs *kustomizev1.Kustomization) bool {
+	if headKs != nil {
+		return headKs.Spec.Prune
+	}
+	switch baseKs.GetDeletionPolicy() {
+	case kustomizev1.DeletionPolicyDelete, kustomizev1.DeletionPolicyWaitForTermination:
+		return true
+	case kustomizev1.DeletionPolicyMirrorPrune:
+		return baseKs.Spec.Prune
+	}
+	return false
+}

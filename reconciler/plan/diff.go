@@ -1,0 +1,99 @@
+package plan
+
+import (
+	"strings"
+
+	"github.com/pmezard/go-difflib/difflib"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+)
+
+// diff is a unified diff of the two objects as YAML; either may be nil.
+// Secret values are masked first.
+func diff(before, after *unstructured.Unstructured) string {
+	before, after = maskSecrets(before, after)
+	text := func(o *unstructured.Unstructured) string {
+		if o == nil {
+			return ""
+		}
+		data, err := yaml.Marshal(o.Object)
+		if err != nil {
+			return err.Error()
+		}
+		return string(data)
+	}
+	out, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
+		A: difflib.SplitLines(text(before)), B: difflib.SplitLines(text(after)),
+		FromFile: "before", ToFile: "after", Context: 3,
+	})
+	if err != nil {
+		return err.Error()
+	}
+	return out
+}
+
+const (
+	masked       = "***"
+	maskedBefore = "*** (before)"
+	maskedAfter  = "*** (after)"
+)
+
+// maskSecrets returns copies of Secrets with every value replaced: equal
+// values by ***, changed ones by *** (before) and *** (after), so that a
+// diff shows which keys change and never what they hold.
+func maskSecrets(before, after *unstructured.Unstructured) (*unstructured.Unstructured, *unstructured.Unstructured) {
+	isSecret := func(o *unstructured.Unstructured) bool {
+		return o != nil && o.GetAPIVersion() == "v1" && o.GetKind() == "Secret"
+	}
+	if !isSecret(before) && !isSecret(after) {
+		return before, after
+	}
+	if before != nil {
+		before = before.DeepCopy()
+	}
+	if after != nil {
+		after = after.DeepCopy()
+	}
+	for _, field := range []string{"data", "stringData"} {
+		b, _, _ := unstructured.NestedMap(objectOf(before), field)
+		a, _, _ := unstructured.NestedMap(objectOf(after), field)
+		for k, v := range b {
+			if av, ok := a[k]; ok && av == v {
+				b[k], a[k] = masked, masked
+			} else {
+				b[k] = maskedBefore
+			}
+		}
+		for k := range a {
+			if a[k] != masked {
+				a[k] = maskedAfter
+			}
+		}
+		setIfPresent(before, b, field)
+		setIfPresent(after, a, field)
+	}
+	return before, after
+}
+
+func objectOf(o *unstructured.Unstructured) map[string]any {
+	if o == nil {
+		return nil
+	}
+	return o.Object
+}
+
+func setIfPresent(o *unstructured.Unstructured, m map[string]any, field string) {
+	if o == nil || m == nil {
+		return
+	}
+	_ = unstructured.SetNestedMap(o.Object, m, field)
+}
+
+// indent prefixes every line of s.
+func indent(s, prefix string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = prefix + l
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,117 @@
+package plan
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// DefaultMarkdownLimit keeps a comment under the 65536 characters a
+// pull-request comment may hold on the common forges.
+const DefaultMarkdownLimit = 60000
+
+// WriteMarkdown writes the pull-request comment: a summary table per risk
+// class, the dependency graph as Mermaid with changed Kustomizations
+// highlighted, and a collapsible diff per Kustomization. Once limit
+// characters are used, the remaining Kustomizations are folded into a count.
+func WriteMarkdown(w io.Writer, p *Plan, limit int) error {
+	if limit <= 0 {
+		limit = DefaultMarkdownLimit
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "## strata plan: `%s` → `%s`\n\n", revisionText(p.Base), revisionText(p.Head))
+	fmt.Fprintf(&b, "%s\n\n", summaryLine(p))
+	b.WriteString("| risk | changes | what |\n|---|---:|---|\n")
+	for _, r := range RiskClasses {
+		fmt.Fprintf(&b, "| %s | %d | %s |\n", riskBadge(r), p.Summary.Risk[r], riskMeaning[r])
+	}
+	if len(p.Errors) > 0 {
+		b.WriteString("\n### Errors\n\n")
+		for _, e := range p.Errors {
+			fmt.Fprintf(&b, "- %s\n", e)
+		}
+	}
+	b.WriteString("\n### Apply order\n\n")
+	writeMermaid(&b, p)
+	b.WriteString("\n### Changes\n\n")
+	folded := 0
+	for _, ks := range p.Kustomizations {
+		if ks.Status == "unchanged" {
+			continue
+		}
+		section := kustomizationSection(ks)
+		if folded > 0 || b.Len()+len(section) > limit-200 {
+			folded++
+			continue
+		}
+		b.WriteString(section)
+	}
+	if folded > 0 {
+		fmt.Fprintf(&b, "\n… and %d more Kustomization(s) with changes, not shown to keep this comment under %d characters: run `strata plan` locally for everything.\n", folded, limit)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+var riskMeaning = map[string]string{
+	DestroysData: "deletes data, opted in with strata.dev/allow-data-loss",
+	Recreate:     "immutable field: the apply fails, or with force the object is deleted and created again",
+	Disruptive:   "moves a workload's data or node",
+	Blocked:      "a deletion the data-loss guard refuses without the opt-in",
+	Safe:         "everything else",
+}
+
+func riskBadge(r string) string {
+	icons := map[string]string{DestroysData: "🔴", Recreate: "🟠", Disruptive: "🟡", Blocked: "⛔", Safe: "🟢"}
+	return icons[r] + " " + riskLabel(r)
+}
+
+func writeMermaid(b *strings.Builder, p *Plan) {
+	b.WriteString("```mermaid\ngraph LR\n")
+	ids := map[string]string{}
+	id := func(name string) string {
+		if v, ok := ids[name]; ok {
+			return v
+		}
+		ids[name] = fmt.Sprintf("k%d", len(ids))
+		return ids[name]
+	}
+	var changed []string
+	for _, ks := range p.Kustomizations {
+		name := ks.Namespace + "/" + ks.Name
+		fmt.Fprintf(b, "  %s[\"%s\"]\n", id(name), name)
+		if ks.Status != "unchanged" && ks.Status != "not-rendered" {
+			changed = append(changed, id(name))
+		}
+	}
+	for _, ks := range p.Kustomizations {
+		for _, d := range ks.DependsOn {
+			fmt.Fprintf(b, "  %s --> %s\n", id(d), id(ks.Namespace+"/"+ks.Name))
+		}
+	}
+	if len(changed) > 0 {
+		b.WriteString("  classDef changed fill:#fde68a,stroke:#b45309\n")
+		fmt.Fprintf(b, "  class %s changed\n", strings.Join(changed, ","))
+	}
+	b.WriteString("```\n")
+}
+
+func kustomizationSection(ks Kustomization) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "<details><summary><b>%s/%s</b> (wave %d): %s</summary>\n\n", ks.Namespace, ks.Name, ks.Wave, kustomizationState(ks))
+	for _, ch := range ks.Changes {
+		fmt.Fprintf(&b, "- %s **%s** `%s`", riskBadge(ch.Risk), ch.Action, ch.Object)
+		for _, r := range ch.Reasons {
+			fmt.Fprintf(&b, "<br>%s", r)
+		}
+		if ch.OptIn != "" {
+			fmt.Fprintf(&b, "<br>opt in with `%s`", ch.OptIn)
+		}
+		b.WriteString("\n")
+		if ch.Action == Changed && ch.Diff != "" {
+			fmt.Fprintf(&b, "\n```diff\n%s```\n", ch.Diff)
+		}
+	}
+	b.WriteString("\n</details>\n\n")
+	return b.String()
+}

@@ -1,0 +1,114 @@
+// Package plan compares what two revisions of a cluster repository make
+// the engine apply, Kustomization by Kustomization in the order the
+// engine applies them, and says which changes destroy data, need a
+// delete-and-recreate, or move workloads. It renders with the engine's
+// own build code and judges deletions with the engine's data-loss guard.
+package plan
+
+// Schema identifies the JSON output's layout; it changes only when a
+// field changes meaning or disappears.
+const Schema = "strata.dev/plan/v1"
+
+// Actions.
+const (
+	Created  = "created"
+	Changed  = "changed"
+	Deleted  = "deleted"
+	Orphaned = "orphaned"
+)
+
+// Risk classes, worst first.
+const (
+	DestroysData = "destroys-data"
+	Recreate     = "recreate"
+	Disruptive   = "disruptive"
+	Blocked      = "blocked"
+	Safe         = "safe"
+)
+
+// RiskClasses lists the classes in the order reports show them.
+var RiskClasses = []string{DestroysData, Recreate, Disruptive, Blocked, Safe}
+
+// Plan is the result, and the JSON output.
+type Plan struct {
+	Schema         string          `json:"schema"`
+	Base           Revision        `json:"base"`
+	Head           Revision        `json:"head"`
+	Summary        Summary         `json:"summary"`
+	Waves          [][]string      `json:"waves"`
+	Kustomizations []Kustomization `json:"kustomizations"`
+	Errors         []string        `json:"errors,omitempty"`
+}
+
+// Revision is one side.
+type Revision struct {
+	Ref    string `json:"ref"`
+	Commit string `json:"commit,omitempty"`
+}
+
+// Summary counts the changes by action and by risk.
+type Summary struct {
+	Created   int            `json:"created"`
+	Changed   int            `json:"changed"`
+	Deleted   int            `json:"deleted"`
+	Orphaned  int            `json:"orphaned"`
+	Unchanged int            `json:"unchanged"`
+	Risk      map[string]int `json:"risk"`
+}
+
+// Kustomization is one Kustomization's part of the plan.
+type Kustomization struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Path      string `json:"path,omitempty"`
+	// Wave is the 1-based apply wave; 0 when it cannot be applied
+	// (cycle, missing dependency) or is not rendered.
+	Wave int `json:"wave"`
+	// Status: "changed", "unchanged", "added", "removed", "error",
+	// "not-rendered".
+	Status    string   `json:"status"`
+	Reason    string   `json:"reason,omitempty"`
+	DependsOn []string `json:"dependsOn,omitempty"`
+	Changes   []Change `json:"changes,omitempty"`
+	Unchanged int      `json:"unchanged"`
+}
+
+// Change is one object's change.
+type Change struct {
+	Action string    `json:"action"`
+	Object ObjectRef `json:"object"`
+	Risk   string    `json:"risk"`
+	// Reasons say in words why the change has its risk class.
+	Reasons []string `json:"reasons,omitempty"`
+	// OptIn is the annotation a blocked deletion needs.
+	OptIn string `json:"optIn,omitempty"`
+	// MovedFrom names the Kustomization that applied the object before.
+	MovedFrom string `json:"movedFrom,omitempty"`
+	Diff      string `json:"diff,omitempty"`
+}
+
+// ObjectRef names an object.
+type ObjectRef struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Namespace  string `json:"namespace,omitempty"`
+	Name       string `json:"name"`
+}
+
+func (o ObjectRef) String() string {
+	if o.Namespace == "" {
+		return o.Kind + "/" + o.Name
+	}
+	return o.Kind + "/" + o.Namespace + "/" + o.Name
+}
+
+// Destructive reports whether the plan destroys data or recreates objects.
+func (p *Plan) Destructive() bool {
+	return p.Summary.Risk[DestroysData] > 0 || p.Summary.Risk[Recreate] > 0
+}
+
+// HasChanges reports whether anything would be applied or deleted.
+func (p *Plan) HasChanges() bool {
+	s := p.Summary
+	return s.Created+s.Changed+s.Deleted+s.Orphaned > 0
+}

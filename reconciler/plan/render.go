@@ -1,0 +1,140 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/strata-gitops/strata/reconciler/build"
+	"github.com/strata-gitops/strata/reconciler/graph"
+)
+
+// side is one revision's Kustomizations, found from the start path, and
+// what each renders.
+type side struct {
+	snap    *snapshot
+	objects *repoObjects
+	// ks holds every Kustomization found, rendered or not.
+	ks      map[graph.Key]*kustomizev1.Kustomization
+	renders map[graph.Key]*rendered
+	// foreign holds Kustomizations built from another source.
+	foreign map[graph.Key]string
+}
+
+type rendered struct {
+	objects []*unstructured.Unstructured
+	err     error
+	// skipped: changed-only mode found its inputs unchanged; it renders
+	// the same on both sides.
+	skipped bool
+}
+
+// renderSide discovers and renders the Kustomizations of one side: first
+// the root (the start path, as the bootstrap Kustomization of the source
+// would apply it), then every Kustomization its objects declare whose
+// source is this repository, level by level. Kustomizations with
+// substituteFrom render last, so the ConfigMaps and Secrets the
+// repository defines elsewhere are known. skip, when set, says which
+// Kustomizations need no render.
+func renderSide(ctx context.Context, snap *snapshot, root *kustomizev1.Kustomization, source graph.Key, skip func(*kustomizev1.Kustomization) bool) *side {
+	s := &side{snap: snap, objects: newRepoObjects(), ks: map[graph.Key]*kustomizev1.Kustomization{},
+		renders: map[graph.Key]*rendered{}, foreign: map[graph.Key]string{}}
+	level := []*kustomizev1.Kustomization{root}
+	s.ks[keyOfKs(root)] = root
+	var late []*kustomizev1.Kustomization
+	for len(level) > 0 {
+		var now []*kustomizev1.Kustomization
+		for _, ks := range level {
+			if ks.Spec.PostBuild != nil && len(ks.Spec.PostBuild.SubstituteFrom) > 0 {
+				late = append(late, ks)
+			} else {
+				now = append(now, ks)
+			}
+		}
+		level = s.renderAll(ctx, now, source, skip)
+		if len(level) == 0 {
+			level, late = late, nil
+		}
+	}
+	return s
+}
+
+// renderAll renders a level in parallel and returns the Kustomizations
+// their objects declare that were not seen before.
+func (s *side) renderAll(ctx context.Context, level []*kustomizev1.Kustomization, source graph.Key, skip func(*kustomizev1.Kustomization) bool) []*kustomizev1.Kustomization {
+	results := make([]*rendered, len(level))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for i, ks := range level {
+		if skip != nil && skip(ks) {
+			results[i] = &rendered{skipped: true}
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			objects, err := build.Render(ctx, s.snap.root, ks, s.objects)
+			results[i] = &rendered{objects: objects, err: err}
+		}()
+	}
+	wg.Wait()
+	var next []*kustomizev1.Kustomization
+	for i, ks := range level {
+		r := results[i]
+		s.renders[keyOfKs(ks)] = r
+		s.objects.add(r.objects)
+		for _, o := range r.objects {
+			child, ok := asKustomization(o)
+			if !ok {
+				continue
+			}
+			key := keyOfKs(child)
+			if _, seen := s.ks[key]; seen {
+				continue
+			}
+			s.ks[key] = child
+			if src := sourceOf(child); src != source {
+				s.foreign[key] = fmt.Sprintf("source %s %s is not the planned repository (%s)", child.Spec.SourceRef.Kind, src, source)
+				continue
+			}
+			next = append(next, child)
+		}
+	}
+	return next
+}
+
+func asKustomization(o *unstructured.Unstructured) (*kustomizev1.Kustomization, bool) {
+	if o.GroupVersionKind().Group != kustomizev1.GroupVersion.Group || o.GetKind() != kustomizev1.KustomizationKind {
+		return nil, false
+	}
+	ks := &kustomizev1.Kustomization{}
+	if err := k8sruntime.DefaultUnstructuredConverter.FromUnstructured(o.Object, ks); err != nil {
+		return nil, false
+	}
+	return ks, true
+}
+
+// sourceOf is the GitRepository a Kustomization builds from; another kind
+// of source gets an empty key.
+func sourceOf(ks *kustomizev1.Kustomization) graph.Key {
+	ref := ks.Spec.SourceRef
+	if ref.Kind != sourcev1.GitRepositoryKind {
+		return graph.Key{Namespace: ref.Kind, Name: ref.Name}
+	}
+	ns := ref.Namespace
+	if ns == "" {
+		ns = ks.Namespace
+	}
+	return graph.Key{Namespace: ns, Name: ref.Name}
+}
+
+func keyOfKs(ks *kustomizev1.Kustomization) graph.Key {
+	return graph.Key{Namespace: ks.Namespace, Name: ks.Name}
+}

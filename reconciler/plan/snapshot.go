@@ -1,0 +1,198 @@
+package plan
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/go-git/go-billy/v5/osfs"
+	gogit "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/storage/filesystem"
+)
+
+// WorkTree as a head ref plans the working tree as it is on disk,
+// uncommitted changes included.
+const WorkTree = "WORKTREE"
+
+// snapshot is one side of the plan: a revision's files on disk, where
+// Flux's generator and kustomize can read them.
+type snapshot struct {
+	ref    string
+	commit string // empty for the working tree
+	root   string // the source root: the checkout plus --source-root
+	files  map[string]bool
+	remove func()
+}
+
+// checkout writes the tree of ref into a temporary directory, or uses the
+// working tree for WorkTree. The checkout goes to memory-backed /dev/shm
+// when there is one: thousands of small files are written per side.
+func checkout(repo *gogit.Repository, repoDir, ref, sourceRoot string) (*snapshot, error) {
+	if ref == WorkTree {
+		return &snapshot{ref: ref, root: filepath.Join(repoDir, sourceRoot), remove: func() {}}, nil
+	}
+	hash, err := repo.ResolveRevision(plumbing.Revision(ref))
+	if err != nil {
+		return nil, fmt.Errorf("resolving %q in %s: %w: name a branch, tag or commit of that repository", ref, repoDir, err)
+	}
+	commit, err := repo.CommitObject(*hash)
+	if err != nil {
+		return nil, fmt.Errorf("reading commit %s (%s): %w", hash, ref, err)
+	}
+	tree, err := commit.Tree()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp(tempBase(), "strata-plan-")
+	if err != nil {
+		return nil, err
+	}
+	s := &snapshot{ref: ref, commit: hash.String(), root: filepath.Join(dir, sourceRoot), files: map[string]bool{},
+		remove: func() { _ = os.RemoveAll(dir) }}
+	if err := writeTree(tree, dir, s.files); err != nil {
+		s.remove()
+		return nil, fmt.Errorf("checking out %s: %w", ref, err)
+	}
+	return s, nil
+}
+
+func tempBase() string {
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		if f, err := os.CreateTemp("/dev/shm", ".strata-probe-"); err == nil {
+			f.Close()
+			os.Remove(f.Name())
+			return "/dev/shm"
+		}
+	}
+	return os.TempDir()
+}
+
+// writeTree writes every regular file of tree under dir and lists them in
+// files. Blobs are read in this goroutine (go-git's storage is not safe
+// for concurrent readers); a few writers create the files.
+func writeTree(tree *object.Tree, dir string, files map[string]bool) error {
+	type file struct {
+		path string
+		data []byte
+		mode os.FileMode
+	}
+	queue := make(chan file, 64)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var writeErr error
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for f := range queue {
+				err := os.MkdirAll(filepath.Dir(f.path), 0o755)
+				if err == nil {
+					err = os.WriteFile(f.path, f.data, f.mode)
+				}
+				if err != nil {
+					mu.Lock()
+					writeErr = err
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	readErr := tree.Files().ForEach(func(f *object.File) error {
+		if !f.Mode.IsFile() || f.Mode == filemode.Symlink {
+			return nil
+		}
+		data, err := f.Contents()
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", f.Name, err)
+		}
+		mode := os.FileMode(0o644)
+		if f.Mode == filemode.Executable {
+			mode = 0o755
+		}
+		files[f.Name] = true
+		queue <- file{filepath.Join(dir, filepath.FromSlash(f.Name)), []byte(data), mode}
+		return nil
+	})
+	close(queue)
+	wg.Wait()
+	if readErr != nil {
+		return readErr
+	}
+	return writeErr
+}
+
+// openRepository opens the git repository holding dir. Pack files stay
+// open while the plan reads thousands of objects from them.
+func openRepository(dir string) (*gogit.Repository, func(), error) {
+	gitDir, err := findGitDir(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	store := filesystem.NewStorageWithOptions(osfs.New(gitDir), cache.NewObjectLRUDefault(), filesystem.Options{KeepDescriptors: true})
+	repo, err := gogit.Open(store, osfs.New(filepath.Dir(gitDir)))
+	if err != nil {
+		_ = store.Close()
+		return nil, nil, fmt.Errorf("opening git repository %s: %w", gitDir, err)
+	}
+	return repo, func() { _ = store.Close() }, nil
+}
+
+func findGitDir(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	for d := abs; ; d = filepath.Dir(d) {
+		if st, err := os.Stat(filepath.Join(d, ".git")); err == nil && st.IsDir() {
+			return filepath.Join(d, ".git"), nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("%s is not inside a git repository: pass --repo the directory of a clone", dir)
+		}
+	}
+}
+
+// changedFiles lists the files that differ between two commits.
+func changedFiles(repo *gogit.Repository, base, head string) (map[string]bool, error) {
+	trees := make([]*object.Tree, 2)
+	for i, h := range []string{base, head} {
+		c, err := repo.CommitObject(plumbing.NewHash(h))
+		if err != nil {
+			return nil, err
+		}
+		if trees[i], err = c.Tree(); err != nil {
+			return nil, err
+		}
+	}
+	changes, err := object.DiffTree(trees[0], trees[1])
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, c := range changes {
+		for _, name := range []string{c.From.Name, c.To.Name} {
+			if name != "" {
+				out[name] = true
+			}
+		}
+	}
+	return out, nil
+}
+
+// changedUnder reports whether any of changed lies under dir (both
+// slash-separated, relative to the repository).
+func changedUnder(changed map[string]bool, dir string) bool {
+	dir = strings.Trim(filepath.ToSlash(filepath.Clean(dir)), "/")
+	for f := range changed {
+		if dir == "" || dir == "." || f == dir || strings.HasPrefix(f, dir+"/") {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,122 @@
+package plan
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// colours for a terminal; empty when writing to a file or a pipe.
+type palette struct{ red, yellow, green, cyan, bold, reset string }
+
+var ansi = palette{"\x1b[31m", "\x1b[33m", "\x1b[32m", "\x1b[36m", "\x1b[1m", "\x1b[0m"}
+
+// WriteText writes the terminal report, coloured when color is set.
+func WriteText(w io.Writer, p *Plan, color bool) error {
+	c := palette{}
+	if color {
+		c = ansi
+	}
+	riskColour := map[string]string{DestroysData: c.red, Recreate: c.red, Blocked: c.yellow, Disruptive: c.yellow, Safe: c.green}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%sstrata plan%s: %s → %s\n\n", c.bold, c.reset, revisionText(p.Base), revisionText(p.Head))
+	fmt.Fprintf(&b, "%s\n", summaryLine(p))
+	wave := -1
+	for _, ks := range p.Kustomizations {
+		if ks.Wave != wave {
+			wave = ks.Wave
+			if wave == 0 {
+				fmt.Fprintf(&b, "\n%sNot applied in a wave%s\n", c.bold, c.reset)
+			} else {
+				fmt.Fprintf(&b, "\n%sWave %d%s\n", c.bold, wave, c.reset)
+			}
+		}
+		fmt.Fprintf(&b, "  %s%s/%s%s  %s  %s\n", c.cyan, ks.Namespace, ks.Name, c.reset, ks.Path, kustomizationState(ks))
+		for _, ch := range ks.Changes {
+			fmt.Fprintf(&b, "    %s %-8s %s  %s[%s]%s\n", actionMark[ch.Action], ch.Action, ch.Object, riskColour[ch.Risk], riskLabel(ch.Risk), c.reset)
+			for _, r := range ch.Reasons {
+				fmt.Fprintf(&b, "        %s\n", r)
+			}
+			if ch.OptIn != "" {
+				fmt.Fprintf(&b, "        opt in with the annotation %s on the object or its Kustomization\n", ch.OptIn)
+			}
+			if ch.MovedFrom != "" {
+				fmt.Fprintf(&b, "        moved from Kustomization %s\n", ch.MovedFrom)
+			}
+			if ch.Action == Changed && ch.Diff != "" {
+				fmt.Fprintf(&b, "%s\n", colourDiff(indent(ch.Diff, "        "), c))
+			}
+		}
+	}
+	if len(p.Errors) > 0 {
+		fmt.Fprintf(&b, "\n%sErrors%s\n", c.red+c.bold, c.reset)
+		for _, e := range p.Errors {
+			fmt.Fprintf(&b, "  %s\n", e)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+var actionMark = map[string]string{Created: "+", Changed: "~", Deleted: "-", Orphaned: "!"}
+
+func riskLabel(r string) string {
+	if r == Blocked {
+		return "BLOCKED"
+	}
+	return r
+}
+
+func revisionText(r Revision) string {
+	if r.Commit == "" {
+		return r.Ref
+	}
+	return fmt.Sprintf("%s (%s)", r.Ref, r.Commit[:min(12, len(r.Commit))])
+}
+
+func summaryLine(p *Plan) string {
+	s := p.Summary
+	var risks []string
+	for _, r := range RiskClasses {
+		if n := s.Risk[r]; n > 0 {
+			risks = append(risks, fmt.Sprintf("%d %s", n, riskLabel(r)))
+		}
+	}
+	line := fmt.Sprintf("%d to create, %d to change, %d to delete, %d orphaned, %d unchanged", s.Created, s.Changed, s.Deleted, s.Orphaned, s.Unchanged)
+	if len(risks) > 0 {
+		line += "; risk: " + strings.Join(risks, ", ")
+	}
+	return line
+}
+
+func kustomizationState(ks Kustomization) string {
+	switch ks.Status {
+	case "error", "not-rendered":
+		return ks.Status + ": " + ks.Reason
+	case "unchanged":
+		return "no changes"
+	}
+	s := fmt.Sprintf("%s: %d object change(s)", ks.Status, len(ks.Changes))
+	if ks.Reason != "" {
+		s += "; " + ks.Reason
+	}
+	return s
+}
+
+func colourDiff(s string, c palette) string {
+	if c.reset == "" {
+		return s
+	}
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		t := strings.TrimLeft(l, " ")
+		switch {
+		case strings.HasPrefix(t, "+++"), strings.HasPrefix(t, "---"):
+		case strings.HasPrefix(t, "+"):
+			lines[i] = c.green + l + c.reset
+		case strings.HasPrefix(t, "-"):
+			lines[i] = c.red + l + c.reset
+		}
+	}
+	return strings.Join(lines, "\n")
+}
