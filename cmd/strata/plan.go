@@ -16,15 +16,7 @@ import (
 	"github.com/strata-gitops/strata/reconciler/plan"
 )
 
-// Exit codes of strata plan.
-const (
-	exitNoChange    = 0
-	exitChanges     = 1
-	exitDestructive = 2
-	exitError       = 3
-)
-
-// exitError carries a process exit code out of a command.
+// exitCodeError carries a process exit code out of a command.
 type exitCodeError struct {
 	code int
 	err  error
@@ -55,20 +47,20 @@ func planCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			key, err := parseKey(source)
 			if err != nil {
-				return &exitCodeError{exitError, err}
+				return &exitCodeError{plan.ExitError, err}
 			}
 			o.Source = key
 			if !validChoice(format, "text", "markdown", "json") || !validChoice(failOn, "never", "changes", "destructive") {
-				return &exitCodeError{exitError, fmt.Errorf("--format must be text, markdown or json and --fail-on never, changes or destructive (have %q, %q)", format, failOn)}
+				return &exitCodeError{plan.ExitError, fmt.Errorf("--format must be text, markdown or json and --fail-on never, changes or destructive (have %q, %q)", format, failOn)}
 			}
 			p, err := plan.Run(context.Background(), o)
 			if err != nil {
-				return &exitCodeError{exitError, err}
+				return &exitCodeError{plan.ExitError, err}
 			}
 			if err := writePlan(cmd.OutOrStdout(), p, format, limit); err != nil {
-				return &exitCodeError{exitError, err}
+				return &exitCodeError{plan.ExitError, err}
 			}
-			return &exitCodeError{code: planExitCode(p, failOn)}
+			return &exitCodeError{code: p.ExitCode(failOn)}
 		},
 	}
 	f := cmd.Flags()
@@ -97,20 +89,6 @@ func writePlan(w io.Writer, p *plan.Plan, format string, limit int) error {
 	}
 	f, ok := w.(*os.File)
 	return plan.WriteText(w, p, ok && term.IsTerminal(int(f.Fd())))
-}
-
-func planExitCode(p *plan.Plan, failOn string) int {
-	switch {
-	case len(p.Errors) > 0:
-		return exitError
-	case failOn == "never" || !p.HasChanges():
-		return exitNoChange
-	case failOn == "destructive" && p.Destructive():
-		return exitDestructive
-	case failOn == "destructive":
-		return exitNoChange
-	}
-	return exitChanges
 }
 
 func parseKey(s string) (graph.Key, error) {

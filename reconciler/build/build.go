@@ -137,11 +137,16 @@ func substitute(ctx context.Context, resMap resmap.ResMap, ks *kustomizev1.Kusto
 			}
 			res = out
 		}
-		m, err := res.Map()
+		// Through JSON, so that numbers are int64 and float64 as in every
+		// other unstructured object (kyaml gives int, which DeepCopy refuses).
+		data, err := res.MarshalJSON()
 		if err != nil {
 			return nil, err
 		}
-		obj := &unstructured.Unstructured{Object: m}
+		obj := &unstructured.Unstructured{}
+		if err := obj.UnmarshalJSON(data); err != nil {
+			return nil, err
+		}
 		objects = append(objects, obj)
 	}
 	if err := normalize.UnstructuredList(objects); err != nil {

@@ -219,10 +219,12 @@ func (c *comparison) kustomization(k graph.Key, wave int, blocked string) Kustom
 		return out
 	}
 	if blocked != "" {
-		out.Reason = blocked
+		// The engine never applies it, so its changes would mislead.
+		out.Status, out.Reason = "error", blocked
+		return out
 	}
 	if (baseR != nil && baseR.skipped) || (headR != nil && headR.skipped) {
-		out.Status = "unchanged"
+		out.Status, out.Reason = "skipped", "inputs unchanged, not rendered (--changed-only)"
 		return out
 	}
 	var baseObjs, headObjs []*unstructured.Unstructured

@@ -33,10 +33,19 @@ func WriteMarkdown(w io.Writer, p *Plan, limit int) error {
 	}
 	b.WriteString("\n### Apply order\n\n")
 	writeMermaid(&b, p)
+	var foreign []string
+	for _, ks := range p.Kustomizations {
+		if ks.Status == "not-rendered" {
+			foreign = append(foreign, fmt.Sprintf("- `%s/%s`: %s\n", ks.Namespace, ks.Name, ks.Reason))
+		}
+	}
+	if len(foreign) > 0 {
+		b.WriteString("\n### Not rendered\n\n" + strings.Join(foreign, ""))
+	}
 	b.WriteString("\n### Changes\n\n")
 	folded := 0
 	for _, ks := range p.Kustomizations {
-		if ks.Status == "unchanged" {
+		if ks.quiet() {
 			continue
 		}
 		section := kustomizationSection(ks)
@@ -80,7 +89,7 @@ func writeMermaid(b *strings.Builder, p *Plan) {
 	for _, ks := range p.Kustomizations {
 		name := ks.Namespace + "/" + ks.Name
 		fmt.Fprintf(b, "  %s[\"%s\"]\n", id(name), name)
-		if ks.Status != "unchanged" && ks.Status != "not-rendered" {
+		if !ks.quiet() {
 			changed = append(changed, id(name))
 		}
 	}

@@ -65,12 +65,17 @@ type Kustomization struct {
 	// (cycle, missing dependency) or is not rendered.
 	Wave int `json:"wave"`
 	// Status: "changed", "unchanged", "added", "removed", "error",
-	// "not-rendered".
+	// "not-rendered", "skipped" (--changed-only: inputs unchanged).
 	Status    string   `json:"status"`
 	Reason    string   `json:"reason,omitempty"`
 	DependsOn []string `json:"dependsOn,omitempty"`
 	Changes   []Change `json:"changes,omitempty"`
 	Unchanged int      `json:"unchanged"`
+}
+
+// quiet says the Kustomization has nothing for a reviewer to read.
+func (ks Kustomization) quiet() bool {
+	return ks.Status == "unchanged" || ks.Status == "skipped" || ks.Status == "not-rendered"
 }
 
 // Change is one object's change.
@@ -111,4 +116,29 @@ func (p *Plan) Destructive() bool {
 func (p *Plan) HasChanges() bool {
 	s := p.Summary
 	return s.Created+s.Changed+s.Deleted+s.Orphaned > 0
+}
+
+// Exit codes of strata plan.
+const (
+	ExitNoChange    = 0
+	ExitChanges     = 1
+	ExitDestructive = 2
+	ExitError       = 3
+)
+
+// ExitCode is the exit code for failOn (never, changes or destructive):
+// an error always gives ExitError; under "destructive", changes that are
+// not destructive give ExitNoChange.
+func (p *Plan) ExitCode(failOn string) int {
+	switch {
+	case len(p.Errors) > 0:
+		return ExitError
+	case failOn == "never" || !p.HasChanges():
+		return ExitNoChange
+	case failOn == "destructive" && p.Destructive():
+		return ExitDestructive
+	case failOn == "destructive":
+		return ExitNoChange
+	}
+	return ExitChanges
 }

@@ -58,8 +58,20 @@ func renderSide(ctx context.Context, snap *snapshot, root *kustomizev1.Kustomiza
 			}
 		}
 		level = s.renderAll(ctx, now, source, skip)
-		if len(level) == 0 {
-			level, late = late, nil
+	}
+	// A Kustomization may read values another with substituteFrom defines.
+	// What a changed-only plan skipped may define them: first render the
+	// skipped ones it depends on (where Flux users keep such values, so
+	// that they exist before it applies), then, if still needed, all.
+	s.renderAll(ctx, late, source, skip)
+	for _, widen := range []func([]*kustomizev1.Kustomization) []*kustomizev1.Kustomization{s.skippedDependencies, s.skipped} {
+		failed := s.failed(late)
+		if len(failed) == 0 {
+			break
+		}
+		if more := widen(failed); len(more) > 0 {
+			s.renderAll(ctx, more, source, nil)
+			s.renderAll(ctx, failed, source, nil)
 		}
 	}
 	return s
@@ -101,13 +113,66 @@ func (s *side) renderAll(ctx context.Context, level []*kustomizev1.Kustomization
 			}
 			s.ks[key] = child
 			if src := sourceOf(child); src != source {
-				s.foreign[key] = fmt.Sprintf("source %s %s is not the planned repository (%s)", child.Spec.SourceRef.Kind, src, source)
+				s.foreign[key] = foreignReason(child, src, source)
 				continue
 			}
 			next = append(next, child)
 		}
 	}
 	return next
+}
+
+func (s *side) failed(list []*kustomizev1.Kustomization) []*kustomizev1.Kustomization {
+	var out []*kustomizev1.Kustomization
+	for _, ks := range list {
+		if r := s.renders[keyOfKs(ks)]; r != nil && r.err != nil {
+			out = append(out, ks)
+		}
+	}
+	return out
+}
+
+// skipped lists the Kustomizations a changed-only plan did not render.
+func (s *side) skipped([]*kustomizev1.Kustomization) []*kustomizev1.Kustomization {
+	var out []*kustomizev1.Kustomization
+	for k, r := range s.renders {
+		if r.skipped {
+			out = append(out, s.ks[k])
+		}
+	}
+	return out
+}
+
+// skippedDependencies lists the skipped Kustomizations that those given
+// depend on, directly or not.
+func (s *side) skippedDependencies(list []*kustomizev1.Kustomization) []*kustomizev1.Kustomization {
+	seen := map[graph.Key]bool{}
+	var out []*kustomizev1.Kustomization
+	var visit func(ks *kustomizev1.Kustomization)
+	visit = func(ks *kustomizev1.Kustomization) {
+		for _, d := range graph.DependencyKeys(ks) {
+			dep, ok := s.ks[d]
+			if seen[d] || !ok {
+				continue
+			}
+			seen[d] = true
+			if r := s.renders[d]; r != nil && r.skipped {
+				out = append(out, dep)
+			}
+			visit(dep)
+		}
+	}
+	for _, ks := range list {
+		visit(ks)
+	}
+	return out
+}
+
+func foreignReason(ks *kustomizev1.Kustomization, src, planned graph.Key) string {
+	if ks.Spec.SourceRef.Kind != sourcev1.GitRepositoryKind {
+		return fmt.Sprintf("source %s/%s is not a GitRepository; only the planned repository (%s) is rendered", ks.Spec.SourceRef.Kind, ks.Spec.SourceRef.Name, planned)
+	}
+	return fmt.Sprintf("source GitRepository %s is not the planned repository (%s)", src, planned)
 }
 
 func asKustomization(o *unstructured.Unstructured) (*kustomizev1.Kustomization, bool) {

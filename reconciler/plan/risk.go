@@ -21,24 +21,32 @@ import (
 // change: the apply fails, or with force the object is deleted and
 // created again.
 var immutable = map[schema.GroupKind][]string{
-	{Kind: "PersistentVolumeClaim"}:                                 {"storageClassName", "accessModes", "volumeName", "volumeMode", "selector", "dataSource", "dataSourceRef"},
+	{Kind: "PersistentVolumeClaim"}: {"spec.storageClassName", "spec.accessModes", "spec.volumeName", "spec.volumeMode",
+		"spec.selector", "spec.dataSource", "spec.dataSourceRef"},
 	{Group: "storage.k8s.io", Kind: "StorageClass"}:                 {"provisioner", "parameters", "reclaimPolicy", "volumeBindingMode"},
-	{Group: "apps", Kind: "StatefulSet"}:                            {"volumeClaimTemplates", "selector", "serviceName", "podManagementPolicy"},
-	{Group: "apps", Kind: "Deployment"}:                             {"selector"},
-	{Group: "apps", Kind: "DaemonSet"}:                              {"selector"},
-	{Group: "apps", Kind: "ReplicaSet"}:                             {"selector"},
-	{Group: "batch", Kind: "Job"}:                                   {"selector", "template"},
-	{Kind: "Service"}:                                               {"clusterIP", "clusterIPs"},
-	{Group: "storage.k8s.io", Kind: "CSIDriver"}:                    {"attachRequired", "podInfoOnMount", "volumeLifecycleModes"},
 	{Group: "snapshot.storage.k8s.io", Kind: "VolumeSnapshotClass"}: {"driver", "parameters", "deletionPolicy"},
+	{Group: "storage.k8s.io", Kind: "CSIDriver"}:                    {"spec.attachRequired", "spec.podInfoOnMount", "spec.volumeLifecycleModes"},
+	{Group: "apps", Kind: "StatefulSet"}:                            {"spec.volumeClaimTemplates", "spec.selector", "spec.serviceName", "spec.podManagementPolicy"},
+	{Group: "apps", Kind: "Deployment"}:                             {"spec.selector"},
+	{Group: "apps", Kind: "DaemonSet"}:                              {"spec.selector"},
+	{Group: "apps", Kind: "ReplicaSet"}:                             {"spec.selector"},
+	{Group: "batch", Kind: "Job"}:                                   {"spec.selector", "spec.template"},
+	{Kind: "Service"}:                                               {"spec.clusterIP", "spec.clusterIPs"},
 }
 
 // persistentVolumeSources are the fields of a PV's spec that say where its
 // data is; none may change.
-var persistentVolumeSources = []string{
+var persistentVolumeSources = prefixed("spec.",
 	"awsElasticBlockStore", "azureDisk", "azureFile", "cephfs", "cinder", "csi", "fc", "flexVolume", "flocker",
 	"gcePersistentDisk", "glusterfs", "hostPath", "iscsi", "local", "nfs", "photonPersistentDisk",
-	"portworxVolume", "quobyte", "rbd", "scaleIO", "storageos", "vsphereVolume",
+	"portworxVolume", "quobyte", "rbd", "scaleIO", "storageos", "vsphereVolume")
+
+func prefixed(prefix string, names ...string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = prefix + n
+	}
+	return out
 }
 
 // classify judges a changed object: the worst risk that applies, with
@@ -92,12 +100,13 @@ func changedImmutable(gk schema.GroupKind, b, h *unstructured.Unstructured) []st
 	}
 	var changed []string
 	for _, f := range fields {
-		bv, bok, _ := unstructured.NestedFieldNoCopy(b.Object, "spec", f)
-		hv, hok, _ := unstructured.NestedFieldNoCopy(h.Object, "spec", f)
+		path := strings.Split(f, ".")
+		bv, bok, _ := unstructured.NestedFieldNoCopy(b.Object, path...)
+		hv, hok, _ := unstructured.NestedFieldNoCopy(h.Object, path...)
 		// A field Git leaves out keeps its live value (the binder fills a
 		// PVC's volumeName, the API server a Service's clusterIP).
 		if bok && hok && !reflect.DeepEqual(bv, hv) || bok && !hok && gk.Kind == "PersistentVolume" {
-			changed = append(changed, "spec."+f)
+			changed = append(changed, f)
 		}
 	}
 	return changed

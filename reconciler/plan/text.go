@@ -95,6 +95,8 @@ func kustomizationState(ks Kustomization) string {
 		return ks.Status + ": " + ks.Reason
 	case "unchanged":
 		return "no changes"
+	case "skipped":
+		return "skipped: " + ks.Reason
 	}
 	s := fmt.Sprintf("%s: %d object change(s)", ks.Status, len(ks.Changes))
 	if ks.Reason != "" {
