@@ -11,6 +11,10 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/strata-gitops/strata/internal/scheme"
 
 	"github.com/strata-gitops/strata/reconciler/graph"
 	"github.com/strata-gitops/strata/reconciler/plan"
@@ -31,7 +35,7 @@ func (e *exitCodeError) Error() string {
 
 func planCommand() *cobra.Command {
 	var o plan.Options
-	var source, format, failOn string
+	var source, format, failOn, kubeconfig string
 	var limit int
 	cmd := &cobra.Command{
 		Use:   "plan --repo DIR --base REF --head REF",
@@ -52,6 +56,11 @@ func planCommand() *cobra.Command {
 			o.Source = key
 			if !validChoice(format, "text", "markdown", "json") || !validChoice(failOn, "never", "changes", "destructive") {
 				return &exitCodeError{plan.ExitError, fmt.Errorf("--format must be text, markdown or json and --fail-on never, changes or destructive (have %q, %q)", format, failOn)}
+			}
+			if kubeconfig != "" {
+				if o.Live, err = liveClient(kubeconfig); err != nil {
+					return &exitCodeError{plan.ExitError, err}
+				}
 			}
 			p, err := plan.Run(context.Background(), o)
 			if err != nil {
@@ -74,8 +83,21 @@ func planCommand() *cobra.Command {
 	f.StringVar(&failOn, "fail-on", "changes", "never, changes or destructive: what gives a non-zero exit code")
 	f.BoolVar(&o.ChangedOnly, "changed-only", false, "render only Kustomizations whose inputs changed (same changes; unchanged Kustomizations are not counted)")
 	f.IntVar(&limit, "markdown-limit", plan.DefaultMarkdownLimit, "largest markdown output in characters; further Kustomizations are folded into a count")
+	f.StringVar(&kubeconfig, "kubeconfig", "", "also compare the head revision with this cluster (server-side dry-run, live inventory) and report drift")
 	_ = cmd.MarkFlagRequired("base")
 	return cmd
+}
+
+func liveClient(kubeconfig string) (client.Client, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig %s: %w", kubeconfig, err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig %s: connecting to the cluster: %w", kubeconfig, err)
+	}
+	return c, nil
 }
 
 func writePlan(w io.Writer, p *plan.Plan, format string, limit int) error {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fluxcd/cli-utils/pkg/kstatus/polling"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/ssa"
 	ssautils "github.com/fluxcd/pkg/ssa/utils"
@@ -26,18 +27,15 @@ var (
 // apply server-side applies the objects in stages (CRDs and Namespaces
 // first, as Flux does) and returns what changed.
 func (r *Reconciler) apply(ctx context.Context, e *engine, obj *kustomizev1.Kustomization, objects []*unstructured.Unstructured) (*ssa.ChangeSet, error) {
-	e.manager.SetOwnerLabels(objects, obj.Name, obj.Namespace)
-	if cm := obj.Spec.CommonMetadata; cm != nil {
-		ssautils.SetCommonMetadata(objects, cm.Labels, cm.Annotations)
-	}
-	if err := keepBinderFields(ctx, e.client, objects); err != nil {
+	if err := PrepareObjects(ctx, e.manager, e.client, obj, objects); err != nil {
 		return nil, err
 	}
+	diff := DiffOptions(obj)
 	opts := ssa.ApplyOptions{
-		Force:                obj.Spec.Force,
-		ForceSelector:        map[string]string{forceKey: kustomizev1.EnabledValue},
-		ExclusionSelector:    map[string]string{reconcileKey: kustomizev1.DisabledValue, ssaKey: kustomizev1.IgnoreValue},
-		IfNotPresentSelector: map[string]string{ssaKey: kustomizev1.IfNotPresentValue},
+		Force:                diff.Force,
+		ForceSelector:        diff.ForceSelector,
+		ExclusionSelector:    diff.Exclusions,
+		IfNotPresentSelector: diff.IfNotPresentSelector,
 		WaitInterval:         500 * time.Millisecond,
 		WaitTimeout:          obj.GetTimeout(),
 		Cleanup: ssa.ApplyCleanupOptions{
@@ -53,6 +51,34 @@ func (r *Reconciler) apply(ctx context.Context, e *engine, obj *kustomizev1.Kust
 		},
 	}
 	return e.manager.ApplyAllStaged(ctx, objects, opts)
+}
+
+// PrepareObjects turns rendered objects into what the engine applies:
+// owned by the Kustomization (Flux's name and namespace labels), with its
+// commonMetadata, keeping the fields the volume binder set. strata plan
+// --kubeconfig dry-runs the same objects.
+func PrepareObjects(ctx context.Context, m *ssa.ResourceManager, live client.Reader, obj *kustomizev1.Kustomization, objects []*unstructured.Unstructured) error {
+	m.SetOwnerLabels(objects, obj.Name, obj.Namespace)
+	if cm := obj.Spec.CommonMetadata; cm != nil {
+		ssautils.SetCommonMetadata(objects, cm.Labels, cm.Annotations)
+	}
+	return keepBinderFields(ctx, live, objects)
+}
+
+// NewResourceManager manages objects as the engine's field manager.
+func NewResourceManager(c client.Client, poller *polling.StatusPoller) *ssa.ResourceManager {
+	return ssa.NewResourceManager(c, poller, ssa.Owner{Field: FieldManager, Group: kustomizev1.GroupVersion.Group})
+}
+
+// DiffOptions are the per-object annotations the engine honours when it
+// applies, as Flux's kustomize-controller does.
+func DiffOptions(obj *kustomizev1.Kustomization) ssa.DiffOptions {
+	return ssa.DiffOptions{
+		Force:                obj.Spec.Force,
+		ForceSelector:        map[string]string{forceKey: kustomizev1.EnabledValue},
+		Exclusions:           map[string]string{reconcileKey: kustomizev1.DisabledValue, ssaKey: kustomizev1.IgnoreValue},
+		IfNotPresentSelector: map[string]string{ssaKey: kustomizev1.IfNotPresentValue},
+	}
 }
 
 // keepBinderFields copies into the desired objects the fields that the

@@ -29,7 +29,7 @@ func (r *Reconciler) engine(obj *kustomizev1.Kustomization) (*engine, error) {
 	versions := newVersionRecorder(c)
 	guarded := guard.NewClient(versions, obj)
 	poller := polling.NewStatusPoller(guarded, guarded.RESTMapper(), polling.Options{})
-	manager := ssa.NewResourceManager(guarded, poller, ssa.Owner{Field: FieldManager, Group: kustomizev1.GroupVersion.Group})
+	manager := NewResourceManager(guarded, poller)
 	manager.SetConcurrency(4)
 	return &engine{manager: manager, client: guarded, versions: versions}, nil
 }

@@ -47,7 +47,7 @@ func (r *Reconciler) deleteInventory(ctx context.Context, obj *kustomizev1.Kusto
 	if err != nil {
 		return err
 	}
-	deletable, _, err := r.partition(ctx, e, obj, inventoryObjects(obj.Status.Inventory.Entries))
+	deletable, _, err := r.partition(ctx, e, obj, InventoryObjects(obj.Status.Inventory.Entries))
 	if err != nil {
 		return err
 	}

@@ -24,9 +24,9 @@ func sortInventory(inv *kustomizev1.ResourceInventory) {
 	sort.Slice(inv.Entries, func(i, j int) bool { return inv.Entries[i].ID < inv.Entries[j].ID })
 }
 
-// inventoryObjects turns inventory entries back into object references.
+// InventoryObjects turns inventory entries back into object references.
 // Entries that cannot be parsed are skipped: they name nothing deletable.
-func inventoryObjects(entries []kustomizev1.ResourceRef) []*unstructured.Unstructured {
+func InventoryObjects(entries []kustomizev1.ResourceRef) []*unstructured.Unstructured {
 	objects := make([]*unstructured.Unstructured, 0, len(entries))
 	for _, e := range entries {
 		m, err := object.ParseObjMetadata(e.ID)

@@ -28,7 +28,7 @@ func (r *Reconciler) prune(ctx context.Context, e *engine, obj *kustomizev1.Kust
 	var blocked []*guard.Blocked
 	if obj.Spec.Prune {
 		stale := staleEntries(obj.Status.Inventory, inv)
-		deletable, held, err := r.partition(ctx, e, obj, inventoryObjects(stale))
+		deletable, held, err := r.partition(ctx, e, obj, InventoryObjects(stale))
 		if err != nil {
 			return err
 		}
@@ -111,7 +111,7 @@ func entriesOf(entries []kustomizev1.ResourceRef, blocked []*guard.Blocked) []ku
 	}
 	var out []kustomizev1.ResourceRef
 	for _, e := range entries {
-		for _, o := range inventoryObjects([]kustomizev1.ResourceRef{e}) {
+		for _, o := range InventoryObjects([]kustomizev1.ResourceRef{e}) {
 			if ids[guard.ObjectID(o)] {
 				out = append(out, e)
 			}

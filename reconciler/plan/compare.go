@@ -11,6 +11,7 @@ import (
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-gitops/strata/reconciler/graph"
 	"github.com/strata-gitops/strata/reconciler/guard"
@@ -32,6 +33,8 @@ type Options struct {
 	Source graph.Key
 	// ChangedOnly renders only Kustomizations whose inputs changed.
 	ChangedOnly bool
+	// Live, when set, is the cluster to compare the head revision with.
+	Live client.Client
 }
 
 // Run renders both revisions and compares them.
@@ -77,7 +80,7 @@ func Run(ctx context.Context, o Options) (*Plan, error) {
 
 	p := &Plan{Schema: Schema, Base: Revision{o.Base, base.commit}, Head: Revision{o.Head, head.commit},
 		Summary: Summary{Risk: map[string]int{}}}
-	c := &comparison{ctx: ctx, base: baseSide, head: headSide, plan: p}
+	c := &comparison{ctx: ctx, base: baseSide, head: headSide, plan: p, live: o.Live}
 	c.run()
 	return p, nil
 }
@@ -116,6 +119,7 @@ type comparison struct {
 	ctx        context.Context
 	base, head *side
 	plan       *Plan
+	live       client.Client
 	// owners map each object to the Kustomization rendering it.
 	baseOwner, headOwner map[objKey]graph.Key
 }
@@ -137,8 +141,17 @@ func (c *comparison) run() {
 		}
 		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
 	})
+	if c.live != nil {
+		c.compareLive()
+	}
 	for _, ks := range c.plan.Kustomizations {
 		c.plan.Summary.Unchanged += ks.Unchanged
+		if ks.Live != nil {
+			c.plan.Summary.Drift += len(ks.Live.Drift)
+			for _, ch := range ks.Live.Drift {
+				c.plan.Summary.Risk[ch.Risk]++
+			}
+		}
 		for _, ch := range ks.Changes {
 			c.plan.Summary.Risk[ch.Risk]++
 			switch ch.Action {
@@ -296,14 +309,14 @@ func (c *comparison) objectChanges(k graph.Key, baseKs, headKs *kustomizev1.Kust
 		switch {
 		case b == nil:
 			changes = append(changes, c.created(headKs, h))
-		case reflect.DeepEqual(b.Object, h.Object):
+		case equalObjects(b, h):
 			unchanged++
 			if movedFrom != "" {
 				changes = append(changes, Change{Action: Changed, Object: refOf(h), Risk: Safe, MovedFrom: movedFrom,
 					Reasons: []string{"now applied by this Kustomization; nothing in the object changes"}})
 			}
 		default:
-			ch := c.changed(headKs, b, h)
+			ch := c.changed(c.base.objects, headKs, b, h)
 			ch.MovedFrom = movedFrom
 			changes = append(changes, ch)
 		}
@@ -341,12 +354,12 @@ func (c *comparison) created(ks *kustomizev1.Kustomization, h *unstructured.Unst
 	return Change{Action: Created, Object: refOf(h), Risk: Safe, Diff: diff(nil, h)}
 }
 
-func (c *comparison) changed(ks *kustomizev1.Kustomization, b, h *unstructured.Unstructured) Change {
+// changed judges a change from b to h; cluster answers the guard's
+// questions about what exists (offline, the base revision).
+func (c *comparison) changed(cluster client.Reader, ks *kustomizev1.Kustomization, b, h *unstructured.Unstructured) Change {
 	ch := Change{Action: Changed, Object: refOf(h), Diff: diff(b, h)}
-	ch.Risk, ch.Reasons = classify(c.ctx, c.base.objects, c.head.objects, ks, b, h)
-	if ch.Risk == Blocked {
-		ch.OptIn = guard.OptInAnnotation + `: "true"`
-	}
+	ch.Risk, ch.Reasons = classify(c.ctx, cluster, c.head.objects, ks, b, h)
+	ch.OptIn = optInFor(ch.Risk)
 	return ch
 }
 
@@ -362,10 +375,20 @@ func (c *comparison) removed(baseKs, headKs *kustomizev1.Kustomization, b *unstr
 	}
 	ch.Action = Deleted
 	ch.Risk, ch.Reasons = deletionRisk(c.ctx, c.base.objects, owner(baseKs, headKs), b, "removed from Git")
-	if ch.Risk == Blocked {
-		ch.OptIn = guard.OptInAnnotation + `: "true"`
-	}
+	ch.OptIn = optInFor(ch.Risk)
 	return ch
+}
+
+// optInFor names the opt-in a blocked deletion needs.
+func optInFor(risk string) string {
+	if risk != Blocked {
+		return ""
+	}
+	return guard.OptInAnnotation + `: "true"`
+}
+
+func equalObjects(a, b *unstructured.Unstructured) bool {
+	return reflect.DeepEqual(a.Object, b.Object)
 }
 
 func owner(baseKs, headKs *kustomizev1.Kustomization) *kustomizev1.Kustomization {

@@ -258,7 +258,13 @@ func (r *repo) branch(name string, files map[string]string) {
 // old is not there.
 func edit(t *testing.T, name, old, new string) map[string]string {
 	t.Helper()
-	content := fixture()[name]
+	return editIn(t, fixture(), name, old, new)
+}
+
+// editIn is edit over any set of files.
+func editIn(t *testing.T, files map[string]string, name, old, new string) map[string]string {
+	t.Helper()
+	content := files[name]
 	if !strings.Contains(content, old) {
 		t.Fatalf("fixture %s has no %q", name, old)
 	}

@@ -108,19 +108,27 @@ func writeMermaid(b *strings.Builder, p *Plan) {
 func kustomizationSection(ks Kustomization) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "<details><summary><b>%s/%s</b> (wave %d): %s</summary>\n\n", ks.Namespace, ks.Name, ks.Wave, kustomizationState(ks))
-	for _, ch := range ks.Changes {
-		fmt.Fprintf(&b, "- %s **%s** `%s`", riskBadge(ch.Risk), ch.Action, ch.Object)
-		for _, r := range ch.Reasons {
-			fmt.Fprintf(&b, "<br>%s", r)
-		}
-		if ch.OptIn != "" {
-			fmt.Fprintf(&b, "<br>opt in with `%s`", ch.OptIn)
-		}
-		b.WriteString("\n")
-		if ch.Action == Changed && ch.Diff != "" {
-			fmt.Fprintf(&b, "\n```diff\n%s```\n", ch.Diff)
-		}
+	writeMarkdownChanges(&b, ks.Changes)
+	if l := ks.Live; l != nil {
+		fmt.Fprintf(&b, "\n**Live cluster**: %s\n\n", liveState(l))
+		writeMarkdownChanges(&b, l.Drift)
 	}
 	b.WriteString("\n</details>\n\n")
 	return b.String()
+}
+
+func writeMarkdownChanges(b *strings.Builder, changes []Change) {
+	for _, ch := range changes {
+		fmt.Fprintf(b, "- %s **%s** `%s`", riskBadge(ch.Risk), ch.Action, ch.Object)
+		for _, r := range ch.Reasons {
+			fmt.Fprintf(b, "<br>%s", r)
+		}
+		if ch.OptIn != "" {
+			fmt.Fprintf(b, "<br>opt in with `%s`", ch.OptIn)
+		}
+		b.WriteString("\n")
+		if ch.Action == Changed && ch.Diff != "" {
+			fmt.Fprintf(b, "\n```diff\n%s```\n", ch.Diff)
+		}
+	}
 }

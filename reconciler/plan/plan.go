@@ -48,12 +48,14 @@ type Revision struct {
 
 // Summary counts the changes by action and by risk.
 type Summary struct {
-	Created   int            `json:"created"`
-	Changed   int            `json:"changed"`
-	Deleted   int            `json:"deleted"`
-	Orphaned  int            `json:"orphaned"`
-	Unchanged int            `json:"unchanged"`
-	Risk      map[string]int `json:"risk"`
+	Created   int `json:"created"`
+	Changed   int `json:"changed"`
+	Deleted   int `json:"deleted"`
+	Orphaned  int `json:"orphaned"`
+	Unchanged int `json:"unchanged"`
+	// Drift counts the changes found only against the live cluster.
+	Drift int            `json:"drift"`
+	Risk  map[string]int `json:"risk"`
 }
 
 // Kustomization is one Kustomization's part of the plan.
@@ -71,11 +73,28 @@ type Kustomization struct {
 	DependsOn []string `json:"dependsOn,omitempty"`
 	Changes   []Change `json:"changes,omitempty"`
 	Unchanged int      `json:"unchanged"`
+	// Live is set with --kubeconfig.
+	Live *Live `json:"live,omitempty"`
+}
+
+// Live is the running cluster's side of a Kustomization.
+type Live struct {
+	// Status: "compared"; "absent" when the cluster has no such
+	// Kustomization yet; "error" when the comparison failed (Reason).
+	Status string `json:"status"`
+	Reason string `json:"reason,omitempty"`
+	// Revision is the revision the cluster last applied.
+	Revision string `json:"lastAppliedRevision,omitempty"`
+	// Drift lists what applying the head revision does to the cluster
+	// beyond the offline plan, because the cluster does not hold the base
+	// revision's objects as Git has them.
+	Drift []Change `json:"drift,omitempty"`
 }
 
 // quiet says the Kustomization has nothing for a reviewer to read.
 func (ks Kustomization) quiet() bool {
-	return ks.Status == "unchanged" || ks.Status == "skipped" || ks.Status == "not-rendered"
+	drift := ks.Live != nil && (len(ks.Live.Drift) > 0 || ks.Live.Status == "error")
+	return !drift && (ks.Status == "unchanged" || ks.Status == "skipped" || ks.Status == "not-rendered")
 }
 
 // Change is one object's change.
@@ -115,7 +134,7 @@ func (p *Plan) Destructive() bool {
 // HasChanges reports whether anything would be applied or deleted.
 func (p *Plan) HasChanges() bool {
 	s := p.Summary
-	return s.Created+s.Changed+s.Deleted+s.Orphaned > 0
+	return s.Created+s.Changed+s.Deleted+s.Orphaned+s.Drift > 0
 }
 
 // Exit codes of strata plan.

@@ -51,7 +51,7 @@ func prefixed(prefix string, names ...string) []string {
 
 // classify judges a changed object: the worst risk that applies, with
 // every reason found.
-func classify(ctx context.Context, baseObjs, headObjs *repoObjects, ks *kustomizev1.Kustomization, b, h *unstructured.Unstructured) (string, []string) {
+func classify(ctx context.Context, baseObjs client.Reader, headObjs *repoObjects, ks *kustomizev1.Kustomization, b, h *unstructured.Unstructured) (string, []string) {
 	var found []finding
 	gk := h.GroupVersionKind().GroupKind()
 	if fields := changedImmutable(gk, b, h); len(fields) > 0 {
@@ -114,7 +114,7 @@ func changedImmutable(gk schema.GroupKind, b, h *unstructured.Unstructured) []st
 
 // recreateFinding: without force the apply fails; with force the engine
 // deletes and recreates, which the guard treats as any other deletion.
-func recreateFinding(ctx context.Context, baseObjs *repoObjects, ks *kustomizev1.Kustomization, b, h *unstructured.Unstructured, fields []string) finding {
+func recreateFinding(ctx context.Context, baseObjs client.Reader, ks *kustomizev1.Kustomization, b, h *unstructured.Unstructured, fields []string) finding {
 	what := fmt.Sprintf("%s cannot change (%s)", strings.Join(fields, ", "), h.GetKind())
 	force := ks != nil && ks.Spec.Force || h.GetAnnotations()[kustomizev1.GroupVersion.Group+"/force"] == kustomizev1.EnabledValue
 	if !force {
@@ -128,9 +128,10 @@ func recreateFinding(ctx context.Context, baseObjs *repoObjects, ks *kustomizev1
 	return finding{risk, strings.Join(reasons, "; ")}
 }
 
-// deletionRisk is the guard's verdict on deleting live (the base object
-// stands for it): blocked without the opt-in, destroying data with it.
-func deletionRisk(ctx context.Context, baseObjs *repoObjects, ks *kustomizev1.Kustomization, live *unstructured.Unstructured, cause string) (string, []string) {
+// deletionRisk is the guard's verdict on deleting live (offline, the base
+// object stands for it and the base revision for the cluster): blocked
+// without the opt-in, destroying data with it.
+func deletionRisk(ctx context.Context, baseObjs client.Reader, ks *kustomizev1.Kustomization, live *unstructured.Unstructured, cause string) (string, []string) {
 	var owner client.Object
 	if ks != nil {
 		owner = ks

@@ -32,20 +32,10 @@ func WriteText(w io.Writer, p *Plan, color bool) error {
 			}
 		}
 		fmt.Fprintf(&b, "  %s%s/%s%s  %s  %s\n", c.cyan, ks.Namespace, ks.Name, c.reset, ks.Path, kustomizationState(ks))
-		for _, ch := range ks.Changes {
-			fmt.Fprintf(&b, "    %s %-8s %s  %s[%s]%s\n", actionMark[ch.Action], ch.Action, ch.Object, riskColour[ch.Risk], riskLabel(ch.Risk), c.reset)
-			for _, r := range ch.Reasons {
-				fmt.Fprintf(&b, "        %s\n", r)
-			}
-			if ch.OptIn != "" {
-				fmt.Fprintf(&b, "        opt in with the annotation %s on the object or its Kustomization\n", ch.OptIn)
-			}
-			if ch.MovedFrom != "" {
-				fmt.Fprintf(&b, "        moved from Kustomization %s\n", ch.MovedFrom)
-			}
-			if ch.Action == Changed && ch.Diff != "" {
-				fmt.Fprintf(&b, "%s\n", colourDiff(indent(ch.Diff, "        "), c))
-			}
+		writeTextChanges(&b, ks.Changes, "    ", c, riskColour)
+		if l := ks.Live; l != nil {
+			fmt.Fprintf(&b, "    %slive%s: %s\n", c.bold, c.reset, liveState(l))
+			writeTextChanges(&b, l.Drift, "      ", c, riskColour)
 		}
 	}
 	if len(p.Errors) > 0 {
@@ -56,6 +46,40 @@ func WriteText(w io.Writer, p *Plan, color bool) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+func writeTextChanges(b *strings.Builder, changes []Change, pad string, c palette, riskColour map[string]string) {
+	for _, ch := range changes {
+		fmt.Fprintf(b, "%s%s %-8s %s  %s[%s]%s\n", pad, actionMark[ch.Action], ch.Action, ch.Object, riskColour[ch.Risk], riskLabel(ch.Risk), c.reset)
+		detail := pad + "    "
+		for _, r := range ch.Reasons {
+			fmt.Fprintf(b, "%s%s\n", detail, r)
+		}
+		if ch.OptIn != "" {
+			fmt.Fprintf(b, "%sopt in with the annotation %s on the object or its Kustomization\n", detail, ch.OptIn)
+		}
+		if ch.MovedFrom != "" {
+			fmt.Fprintf(b, "%smoved from Kustomization %s\n", detail, ch.MovedFrom)
+		}
+		if ch.Action == Changed && ch.Diff != "" {
+			fmt.Fprintf(b, "%s\n", colourDiff(indent(ch.Diff, detail), c))
+		}
+	}
+}
+
+// liveState sums up the comparison with the cluster in words.
+func liveState(l *Live) string {
+	s := l.Status
+	if l.Revision != "" {
+		s += ", last applied " + l.Revision
+	}
+	if l.Reason != "" {
+		s += "; " + l.Reason
+	}
+	if l.Status == "compared" {
+		s += fmt.Sprintf("; %d drifted object(s)", len(l.Drift))
+	}
+	return s
 }
 
 var actionMark = map[string]string{Created: "+", Changed: "~", Deleted: "-", Orphaned: "!"}
@@ -83,6 +107,9 @@ func summaryLine(p *Plan) string {
 		}
 	}
 	line := fmt.Sprintf("%d to create, %d to change, %d to delete, %d orphaned, %d unchanged", s.Created, s.Changed, s.Deleted, s.Orphaned, s.Unchanged)
+	if s.Drift > 0 {
+		line += fmt.Sprintf(", %d drifted in the cluster", s.Drift)
+	}
 	if len(risks) > 0 {
 		line += "; risk: " + strings.Join(risks, ", ")
 	}
