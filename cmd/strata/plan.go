@@ -39,11 +39,12 @@ func planCommand() *cobra.Command {
 	var limit int
 	cmd := &cobra.Command{
 		Use:   "plan --repo DIR --base REF --head REF",
-		Short: "Show what a change to the cluster repository will do, offline",
+		Short: "Show what a change to the cluster repository will do, offline or against a cluster",
 		Long: "Renders every Kustomization reachable from --path at both revisions, with the engine's own\n" +
 			"build, and lists in apply order what is created, changed, deleted or orphaned, classing\n" +
 			"each change by risk: destroys-data, recreate, disruptive, blocked (by the data-loss guard),\n" +
-			"safe. --head WORKTREE plans the working tree, uncommitted changes included.\n\n" +
+			"safe. --head WORKTREE plans the working tree, uncommitted changes included. --kubeconfig\n" +
+			"also dry-runs the head revision against a cluster and reports drift. See docs/plan.md.\n\n" +
 			"Exit codes: 0 no change; 1 changes (--fail-on changes, the default); 2 destructive changes\n" +
 			"(--fail-on destructive, where other changes exit 0); 3 error. --fail-on never exits 0\n" +
 			"unless there is an error.",

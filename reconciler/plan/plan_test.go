@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/strata-gitops/strata/internal/testenv"
 	"github.com/strata-gitops/strata/reconciler/graph"
 	"github.com/strata-gitops/strata/reconciler/plan"
 )
@@ -93,6 +94,9 @@ func TestRiskClasses(t *testing.T) {
 			[]want{{"StorageClass/thin", plan.Changed, plan.Recreate, "parameters cannot change"}}},
 		{"namespace holding claims is blocked", edit(t, "infrastructure/namespaces.yaml", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: databases\n---\n", ""),
 			[]want{{"Namespace/databases", plan.Deleted, plan.Blocked, "still contains PersistentVolumeClaims"}}},
+		{"commonMetadata reaches every object", edit(t, "clusters/homelab/monitoring.yaml", "  path: ./monitoring\n", "  path: ./monitoring\n  commonMetadata:\n    labels:\n      team: storage\n"),
+			[]want{{"ConfigMap/flux-system/dashboards", plan.Changed, plan.Safe, ""},
+				{"Kustomization/flux-system/monitoring", plan.Changed, plan.Safe, ""}}},
 		{"not pruned is orphaned", func() map[string]string {
 			f := edit(t, "clusters/homelab/storage.yaml", "prune: true", "prune: false")
 			f["storage/pv.yaml"] = ""
@@ -384,4 +388,37 @@ func TestMarkdownLimit(t *testing.T) {
 func mustJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// TestExampleRepository plans the example repository the README points
+// to, laid out as its GitRepository serves it: everything renders.
+func TestExampleRepository(t *testing.T) {
+	root := filepath.Join(testenv.RepoRoot(), "clusters", "homelab")
+	files := map[string]string{}
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(root, p)
+		files[filepath.ToSlash(rel)] = string(data)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRepo(t, files)
+	p, err := plan.Run(context.Background(), plan.Options{RepoDir: r.dir, Base: "main", Head: "main", Path: "./cluster",
+		SourceRoot: ".", Source: graph.Key{Namespace: "flux-system", Name: "flux-system"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Errors) > 0 || len(p.Kustomizations) < 3 {
+		t.Fatalf("the example repository does not plan cleanly: %s", dump(p))
+	}
+	for _, ks := range p.Kustomizations {
+		if ks.Status != "unchanged" {
+			t.Errorf("%s/%s: %s %s", ks.Namespace, ks.Name, ks.Status, ks.Reason)
+		}
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	ssautils "github.com/fluxcd/pkg/ssa/utils"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
@@ -93,6 +94,11 @@ func (s *side) renderAll(ctx context.Context, level []*kustomizev1.Kustomization
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			objects, err := build.Render(ctx, s.snap.root, ks, s.objects)
+			// The engine adds commonMetadata when it applies; a change to it
+			// changes every object.
+			if cm := ks.Spec.CommonMetadata; cm != nil && err == nil {
+				ssautils.SetCommonMetadata(objects, cm.Labels, cm.Annotations)
+			}
 			results[i] = &rendered{objects: objects, err: err}
 		}()
 	}
