@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Runs the engine benchmark on a local control plane, strata first, then
-# Flux's kustomize-controller as the reference. Extra arguments go to
-# hack/bench (see its flags); results are printed, and recorded by hand in
-# docs/benchmarks.md with the command.
+# Runs the benchmarks: strata plan on a generated repository beside a loop
+# of kubectl kustomize (hack/planbench), then the engine on a local control
+# plane, strata first, then Flux's kustomize-controller as the reference.
+# Extra arguments go to hack/bench (see its flags); results are printed, and
+# recorded by hand in docs/benchmarks.md with the command.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export GOTOOLCHAIN=local
 bash hack/flux.sh
+bash hack/control-plane.sh kubectl >/dev/null
+go run ./hack/planbench -strata bin/strata -kubectl bin/k8s/kubectl
 go run ./hack/bench -flux bin/flux/kustomize-controller "$@"

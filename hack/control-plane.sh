@@ -37,31 +37,30 @@ staging_replaces() {
     while read -r m; do echo "replace $m => $m v0.${K8S_VERSION#1.}"; done
 }
 
-build_apiserver() {
-  if [ -x "$BIN/kube-apiserver" ]; then return; fi
-  say "building kube-apiserver v$K8S_VERSION from the Go module proxy (first time only, ~7 min on 2 cores)"
+# build_k8s_cmd NAME builds k8s.io/kubernetes/cmd/NAME into bin/k8s.
+build_k8s_cmd() {
+  local name="$1"
+  if [ -x "$BIN/$name" ]; then return; fi
+  say "building $name v$K8S_VERSION from the Go module proxy (first time only, several minutes on 2 cores)"
   local work
   work="$(mktemp -d)"
   trap 'rm -rf "$work"' RETURN
   (
     cd "$work"
-    go mod init strata.local/apiserver >/dev/null 2>&1
+    go mod init "strata.local/$name" >/dev/null 2>&1
     go mod edit -require "k8s.io/kubernetes@v$K8S_VERSION"
     staging_replaces >>go.mod
-    printf 'package main\nimport _ "k8s.io/kubernetes/cmd/kube-apiserver"\n' >tools.go
+    printf 'package main\nimport _ "k8s.io/kubernetes/cmd/%s"\n' "$name" >tools.go
     GOFLAGS=-mod=mod go mod tidy >/dev/null 2>&1 || true
-    GOFLAGS=-mod=mod go build -o "$BIN/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver
+    GOFLAGS=-mod=mod go build -o "$BIN/$name.tmp" "k8s.io/kubernetes/cmd/$name"
   )
-  mv "$BIN/kube-apiserver.tmp" "$BIN/kube-apiserver"
-  say "kube-apiserver ready"
-}
-
-install_kubectl() {
-  if [ -x "$BIN/kubectl" ]; then return; fi
-  if command -v kubectl >/dev/null; then ln -sf "$(command -v kubectl)" "$BIN/kubectl"; fi
+  mv "$BIN/$name.tmp" "$BIN/$name"
+  say "$name ready"
 }
 
 install_etcd
-build_apiserver
-install_kubectl
+build_k8s_cmd kube-apiserver
+# The plan benchmark's reference (`hack/control-plane.sh kubectl`): a kubectl
+# of the same version, built the same way, not a distribution's wrapper.
+if [ "${1:-}" = kubectl ]; then build_k8s_cmd kubectl; fi
 echo "$BIN"
