@@ -58,18 +58,35 @@ func ObjectDir(kind, namespace, name string) string {
 }
 
 // Store writes files as a tarball named by its sha256 digest under the
-// object's directory. The file appears under its final name only when
+// object's directory, and their tree beside it for Dir, written while the
+// tarball compresses. Both appear under their final names only when
 // complete, so a crash never leaves a partial artifact behind.
 func (s *Storage) Store(objectDir, revision string, files []File) (*meta.Artifact, error) {
+	dir := filepath.Join(s.Root, objectDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("writing artifact for %s: %w", revision, err)
+	}
+	tmp, err := os.MkdirTemp(dir, ".extract-*")
+	if err != nil {
+		return nil, fmt.Errorf("writing artifact for %s: %w", revision, err)
+	}
+	defer os.RemoveAll(tmp)
+	tree := newTreeWriter(tmp)
 	var digest string
 	var size int64
-	_, err := atomicfile.WriteNamed(filepath.Join(s.Root, objectDir), func(w io.Writer) (string, error) {
+	_, err = atomicfile.WriteNamed(dir, func(w io.Writer) (string, error) {
 		hash := sha256.New()
-		n, err := writeTarball(io.MultiWriter(w, hash), files)
+		n, err := writeTarball(io.MultiWriter(w, hash), files, tree)
+		if werr := tree.wait(); err == nil {
+			err = werr
+		}
 		digest, size = hex.EncodeToString(hash.Sum(nil)), n
 		return digest + ".tar.gz", err
 	})
 	if err != nil {
+		return nil, fmt.Errorf("writing artifact for %s: %w", revision, err)
+	}
+	if err := s.keepTree(tmp, filepath.Join(dir, digest)); err != nil {
 		return nil, fmt.Errorf("writing artifact for %s: %w", revision, err)
 	}
 	rel := objectDir + "/" + digest + ".tar.gz"
@@ -83,6 +100,18 @@ func (s *Storage) Store(objectDir, revision string, files []File) (*meta.Artifac
 	}, nil
 }
 
+// keepTree moves a written tree to its final place unless a reader has
+// extracted the same digest there already.
+func (s *Storage) keepTree(tmp, dir string) error {
+	lock := s.digestLock(dir)
+	lock.Lock()
+	defer lock.Unlock()
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	}
+	return os.Rename(tmp, dir)
+}
+
 // Has reports whether the artifact's tarball is on disk.
 func (s *Storage) Has(a *meta.Artifact) bool {
 	if a == nil {
@@ -92,13 +121,17 @@ func (s *Storage) Has(a *meta.Artifact) bool {
 	return err == nil
 }
 
-func writeTarball(w io.Writer, files []File) (int64, error) {
+func writeTarball(w io.Writer, files []File, tree *treeWriter) (int64, error) {
 	counter := &countingWriter{w: w}
-	gz := gzip.NewWriter(counter)
+	// Speed over size: the tarball stays on local disk and loopback.
+	gz, err := gzip.NewWriterLevel(counter, gzip.BestSpeed)
+	if err != nil {
+		return 0, err
+	}
 	tw := tar.NewWriter(gz)
 	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
 	for _, f := range files {
-		if err := addFile(tw, f); err != nil {
+		if err := addFile(tw, f, tree); err != nil {
 			return 0, err
 		}
 	}
@@ -111,7 +144,7 @@ func writeTarball(w io.Writer, files []File) (int64, error) {
 	return counter.n, nil
 }
 
-func addFile(tw *tar.Writer, f File) error {
+func addFile(tw *tar.Writer, f File, tree *treeWriter) error {
 	r, err := f.Open()
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", f.Path, err)
@@ -130,8 +163,10 @@ func addFile(tw *tar.Writer, f File) error {
 	if err := tw.WriteHeader(hdr); err != nil {
 		return err
 	}
-	_, err = tw.Write(data)
-	return err
+	if _, err := tw.Write(data); err != nil {
+		return err
+	}
+	return tree.add(f.Path, data, os.FileMode(mode))
 }
 
 type countingWriter struct {
@@ -192,41 +227,24 @@ func extract(tarball, dest string) error {
 	if err != nil {
 		return err
 	}
+	tree := newTreeWriter(dest)
 	tr := tar.NewReader(gz)
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
-			return nil
+			return tree.wait()
+		}
+		if err == nil && hdr.Typeflag == tar.TypeReg {
+			var data []byte
+			if data, err = io.ReadAll(tr); err == nil {
+				err = tree.add(hdr.Name, data, os.FileMode(hdr.Mode)&0o755)
+			}
 		}
 		if err != nil {
+			_ = tree.wait()
 			return err
 		}
-		if err := extractEntry(tr, hdr, dest); err != nil {
-			return err
-		}
 	}
-}
-
-func extractEntry(r io.Reader, hdr *tar.Header, dest string) error {
-	target := filepath.Join(dest, filepath.FromSlash(hdr.Name))
-	if !strings.HasPrefix(target, filepath.Clean(dest)+string(os.PathSeparator)) {
-		return fmt.Errorf("entry %q escapes the artifact root", hdr.Name)
-	}
-	if hdr.Typeflag != tar.TypeReg {
-		return nil
-	}
-	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-		return err
-	}
-	out, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, os.FileMode(hdr.Mode)&0o755)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, r); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
 
 // GarbageCollect removes every artifact of the object directory that is not

@@ -1,0 +1,89 @@
+package artifact
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func filesOf(contents map[string]string) []File {
+	var files []File
+	for name, content := range contents {
+		files = append(files, File{Path: name, Executable: strings.HasSuffix(name, ".sh"),
+			Open: func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(content)), nil }})
+	}
+	return files
+}
+
+func readTree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	got := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(dir, p)
+		got[filepath.ToSlash(rel)] = string(data)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// TestStoreWritesTheTree: the tree Store writes beside the tarball and the
+// tree extracted from the tarball are the same files.
+func TestStoreWritesTheTree(t *testing.T) {
+	s, err := NewStorage(t.TempDir(), "http://localhost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"a/b/c.yaml": "kind: ConfigMap\n", "run.sh": "#!/bin/sh\n", "top.yaml": "x: 1\n"}
+	a, err := s.Store("gitrepository/ns/repo", "main@sha1:abc", filesOf(want))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := s.Dir(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readTree(t, dir); len(got) != len(want) || got["a/b/c.yaml"] != want["a/b/c.yaml"] || got["run.sh"] != want["run.sh"] {
+		t.Fatalf("stored tree %v, want %v", got, want)
+	}
+	if info, err := os.Stat(filepath.Join(dir, "run.sh")); err != nil || info.Mode().Perm() != 0o755 {
+		t.Errorf("executable file lost its mode: %v %v", info.Mode(), err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	extracted, err := s.Dir(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readTree(t, extracted); len(got) != len(want) || got["top.yaml"] != want["top.yaml"] {
+		t.Errorf("extracted tree %v, want %v", got, want)
+	}
+}
+
+// TestStoreRefusesEscapingPaths leaves nothing behind.
+func TestStoreRefusesEscapingPaths(t *testing.T) {
+	s, err := NewStorage(t.TempDir(), "http://localhost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Store("gitrepository/ns/repo", "main@sha1:abc", filesOf(map[string]string{"ok.yaml": "a", "../../escape.yaml": "b"}))
+	if err == nil || !strings.Contains(err.Error(), "escapes the artifact root") {
+		t.Fatalf("error %v, want the escaping entry named", err)
+	}
+	entries, _ := os.ReadDir(filepath.Join(s.Root, "gitrepository/ns/repo"))
+	for _, e := range entries {
+		t.Errorf("left behind: %s", e.Name())
+	}
+	if _, err := os.Stat(filepath.Join(s.Root, "gitrepository", "escape.yaml")); err == nil {
+		t.Error("a file was written outside the artifact")
+	}
+}
