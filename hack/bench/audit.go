@@ -22,6 +22,16 @@ rules:
 - level: None
 `
 
+// auditEverything logs every request but watches, for -requests.
+const auditEverything = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived, ResponseStarted, Panic]
+rules:
+- level: None
+  verbs: [watch]
+- level: Metadata
+`
+
 func (b *bench) auditLog() string { return filepath.Join(b.dir, "audit.log") }
 
 // writes counts the persisted writes of a pass: dry-runs and failed
@@ -78,4 +88,65 @@ func (b *bench) writesSince(start time.Time, controllerAgent string) (writes, er
 		}
 	}
 	return w, scanner.Err()
+}
+
+// printRequests prints the controller's requests since start by verb and
+// resource, per Kustomization: where a pass spends the API server's time.
+func (b *bench) printRequests(start time.Time, controllerAgent string) error {
+	f, err := os.Open(b.auditLog())
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	counts := map[string]int{}
+	total := 0
+	scanner := bufio.NewScanner(f)
+	scanner.Buffer(make([]byte, 1<<20), 1<<24)
+	for scanner.Scan() {
+		var e auditEvent
+		if json.Unmarshal(scanner.Bytes(), &e) != nil || e.ReceivedAt.Before(start) || !strings.HasPrefix(e.UserAgent, controllerAgent) {
+			continue
+		}
+		key := e.Verb + " " + resourceOf(e.RequestURI)
+		if strings.Contains(e.RequestURI, "dryRun=") {
+			key += " (dry-run)"
+		}
+		if e.ResponseStatus.Code >= 400 {
+			key += fmt.Sprintf(" (%d)", e.ResponseStatus.Code)
+		}
+		counts[key]++
+		total++
+	}
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return counts[keys[i]] > counts[keys[j]] })
+	fmt.Printf("  controller requests: %d, %.1f per Kustomization\n", total, float64(total)/float64(b.kustomizations))
+	for _, k := range keys {
+		fmt.Printf("    %6d  %.2f/ks  %s\n", counts[k], float64(counts[k])/float64(b.kustomizations), k)
+	}
+	return scanner.Err()
+}
+
+// resourceOf is the resource (and subresource) a request URI names.
+func resourceOf(uri string) string {
+	path, _, _ := strings.Cut(uri, "?")
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	// /api/v1/... or /apis/group/version/...
+	if len(parts) > 0 && parts[0] == "apis" && len(parts) > 2 {
+		parts = parts[3:]
+	} else if len(parts) > 1 {
+		parts = parts[2:]
+	}
+	if len(parts) > 1 && parts[0] == "namespaces" {
+		parts = parts[2:]
+	}
+	switch len(parts) {
+	case 0:
+		return "namespaces"
+	case 1, 2:
+		return parts[0]
+	}
+	return parts[0] + "/" + parts[2]
 }

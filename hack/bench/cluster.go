@@ -57,7 +57,11 @@ func newBench(cfg config) (*bench, error) {
 		return nil, err
 	}
 	policy := filepath.Join(b.dir, "audit-policy.yaml")
-	if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
+	rules := auditPolicy
+	if cfg.requests {
+		rules = auditEverything
+	}
+	if err := os.WriteFile(policy, []byte(rules), 0o644); err != nil {
 		return nil, err
 	}
 	b.cp, err = controlplane.Start(controlplane.Options{

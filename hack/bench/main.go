@@ -23,6 +23,7 @@ type config struct {
 	qps                                       float64
 	burst                                     int
 	strata, flux, root                        string
+	requests                                  bool
 }
 
 func main() {
@@ -36,6 +37,7 @@ func main() {
 	flag.StringVar(&c.strata, "strata", "bin/strata", "strata binary")
 	flag.StringVar(&c.flux, "flux", "", "Flux kustomize-controller binary to measure as the reference (empty: strata only)")
 	flag.StringVar(&c.root, "root", ".", "repository root (for bin/k8s and the CRDs)")
+	flag.BoolVar(&c.requests, "requests", false, "log every request and print the controller's first-pass requests by verb and resource (slows the API server)")
 	flag.Parse()
 	ctrllog.SetLogger(logr.Discard())
 	if err := run(c); err != nil {
@@ -121,6 +123,12 @@ func measure(cfg config, ctl controller) (result, error) {
 	res.peakRSS = peakRSS(proc.Process.Pid)
 	res.controllerCPU, res.machineCPU = processCPU(proc.Process.Pid), machineCPU()-machineStart
 	stop(proc)
+	if cfg.requests {
+		fmt.Printf("%s: first pass\n", ctl.name())
+		if err := b.printRequests(start, ctl.userAgent()); err != nil {
+			return res, err
+		}
+	}
 
 	passStart := time.Now()
 	proc, start, err = b.start(ctl)

@@ -144,11 +144,7 @@ func (r *Reconciler) reconcile(ctx context.Context, obj, before *kustomizev1.Kus
 		return r.succeed(obj, before, src, ssa.NewChangeSet())
 	}
 	if src.revision != obj.Status.LastAppliedRevision {
-		// Say a new revision is being applied before the slow part, as Flux
-		// does; a reconcile of an applied revision writes nothing here.
-		status.MarkReconciling(obj, fmt.Sprintf("Applying revision %s", src.revision))
-		_ = status.Patch(ctx, r.Client, before, obj)
-		before.Status = *obj.Status.DeepCopy()
+		defer r.announceProgress(ctx, obj, before, src.revision)()
 	}
 	engine, err := r.engine(obj)
 	if err != nil {
@@ -171,6 +167,34 @@ func (r *Reconciler) reconcile(ctx context.Context, obj, before *kustomizev1.Kus
 	}
 	r.remember(ctx, engine, obj, digest, objects)
 	return r.succeed(obj, before, src, changeSet)
+}
+
+// progressDelay is how long an apply of a new revision runs before the
+// Kustomization says so in its status. Flux says it at once; most applies
+// finish sooner, and then only their result is written, one status write
+// per revision instead of two.
+const progressDelay = time.Second
+
+// announceProgress marks the Kustomization Reconciling in the cluster once
+// the apply has taken progressDelay, so that `flux get ks` and kstatus show
+// a long apply as in progress. The returned func ends it; before then
+// holds what the cluster has, so the final status patch starts from it.
+func (r *Reconciler) announceProgress(ctx context.Context, obj, before *kustomizev1.Kustomization, revision string) func() {
+	progress, base := obj.DeepCopy(), before.DeepCopy()
+	status.MarkReconciling(progress, fmt.Sprintf("Applying revision %s", revision))
+	written, finished := false, make(chan struct{})
+	timer := time.AfterFunc(progressDelay, func() {
+		defer close(finished)
+		written = status.Patch(ctx, r.Client, base, progress) == nil
+	})
+	return func() {
+		if !timer.Stop() {
+			<-finished
+		}
+		if written {
+			before.Status = *progress.Status.DeepCopy()
+		}
+	}
 }
 
 // remember records what this apply left in the cluster. Without a record

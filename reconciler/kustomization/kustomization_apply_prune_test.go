@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/fluxcd/pkg/apis/meta"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -192,4 +193,29 @@ func TestChangeInSharedBaseIsApplied(t *testing.T) {
 	if s.exists(shared); shared.Data["key"] != "two" {
 		t.Fatalf("change in ../base was not applied: %v", shared.Data)
 	}
+}
+
+// TestLongApplyShowsProgress: an apply that takes longer than a moment
+// (here: waiting for a Deployment no kubelet will run) is shown as
+// Reconciling with the revision while it runs, as Flux shows it.
+func TestLongApplyShowsProgress(t *testing.T) {
+	s := newStack(t)
+	rev := s.push(map[string]string{"app/web.yaml": `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+        - name: web
+          image: nginx
+`})
+	s.source(rev)
+	s.kustomization("app", "./app", func(k *kustomizev1.Kustomization) { k.Spec.Wait = true })
+	s.waitCondition("app", meta.ReconcilingCondition, metav1.ConditionTrue, meta.ProgressingReason, "Applying revision "+rev)
 }
