@@ -17,6 +17,7 @@ import (
 	"github.com/fluxcd/pkg/ssa"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
@@ -109,11 +110,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	before := obj.DeepCopy()
 	status.HandleRequest(obj, &obj.Status.LastHandledReconcileAt)
 	result := r.reconcile(ctx, obj, before)
+	if waitingQuietly(before, obj) {
+		return result, nil
+	}
 	obj.Status.ObservedGeneration = obj.Generation
 	if err := status.Patch(ctx, r.Client, before, obj); err != nil {
 		return ctrl.Result{}, err
 	}
 	return result, nil
+}
+
+// waitingQuietly says the reconcile ended without a result to write: a
+// Kustomization that never had one, waiting for a dependency in progress.
+// Its status stays empty, which kstatus reads as in progress (no
+// observedGeneration); a reconcile request is always answered.
+func waitingQuietly(before, obj *kustomizev1.Kustomization) bool {
+	return apimeta.FindStatusCondition(obj.Status.Conditions, meta.ReadyCondition) == nil &&
+		obj.Status.LastHandledReconcileAt == before.Status.LastHandledReconcileAt
 }
 
 // reconcile is the sequence of phases. Each failure becomes a Ready=False

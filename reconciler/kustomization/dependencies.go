@@ -9,6 +9,8 @@ import (
 	"github.com/fluxcd/pkg/runtime/cel"
 	celgo "github.com/google/cel-go/cel"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -25,6 +27,9 @@ type dependencyError struct {
 	// behind means the dependency is Ready but has not yet applied the
 	// revision this Kustomization is about to apply.
 	behind bool
+	// pending means the dependency has no result yet: it is being
+	// reconciled for the first time or for a new generation.
+	pending bool
 }
 
 func (e *dependencyError) Error() string { return e.msg }
@@ -96,7 +101,8 @@ func (r *Reconciler) reachable(ctx context.Context, obj *kustomizev1.Kustomizati
 // revision this Kustomization is about to apply.
 func readyBuiltIn(obj, dep *kustomizev1.Kustomization, key graph.Key, revision string) error {
 	if !status.IsReady(dep) || dep.Status.ObservedGeneration != dep.Generation {
-		return &dependencyError{msg: fmt.Sprintf("dependency '%s' is not ready", key), reason: meta.DependencyNotReadyReason}
+		return &dependencyError{msg: fmt.Sprintf("dependency '%s' is not ready", key), reason: meta.DependencyNotReadyReason,
+			pending: inProgress(dep)}
 	}
 	if sourceKey(dep) == sourceKey(obj) && dep.Spec.SourceRef.Kind == obj.Spec.SourceRef.Kind &&
 		dep.Status.LastAppliedRevision != revision {
@@ -104,6 +110,13 @@ func readyBuiltIn(obj, dep *kustomizev1.Kustomization, key graph.Key, revision s
 			reason: meta.DependencyNotReadyReason, behind: true}
 	}
 	return nil
+}
+
+// inProgress says a Kustomization has no result for its generation yet.
+func inProgress(ks *kustomizev1.Kustomization) bool {
+	c := apimeta.FindStatusCondition(ks.Status.Conditions, meta.ReadyCondition)
+	return c == nil || c.Status == metav1.ConditionUnknown ||
+		(c.Status == metav1.ConditionTrue && ks.Status.ObservedGeneration != ks.Generation)
 }
 
 // readyByExpr evaluates dependsOn[].readyExpr with `self` (this
@@ -143,6 +156,13 @@ func (r *Reconciler) dependencyFailure(obj *kustomizev1.Kustomization, err error
 	// revision stays Ready at its applied revision: it is re-queued when the
 	// dependency applies, and a Ready=False flap on every push helps no one.
 	if de.behind && status.IsReady(obj) {
+		return ctrl.Result{RequeueAfter: min(dependencyRequeue, obj.GetRetryInterval())}
+	}
+	// A new Kustomization whose dependency is still in its first apply
+	// waits without a result (see waitingQuietly): saying "not ready" now
+	// would be one more write per Kustomization when a cluster starts, for
+	// a wait that usually ends in seconds. A dependency that fails is said.
+	if de.pending && apimeta.FindStatusCondition(obj.Status.Conditions, meta.ReadyCondition) == nil {
 		return ctrl.Result{RequeueAfter: min(dependencyRequeue, obj.GetRetryInterval())}
 	}
 	status.MarkFailed(obj, de.reason, de.msg, de.stalled)
