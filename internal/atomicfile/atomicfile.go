@@ -17,6 +17,13 @@ func WriteNamed(dir string, write func(io.Writer) (string, error)) (string, erro
 	return writeNamed(dir, write, true)
 }
 
+// WriteNamedCache is WriteNamed without waiting for the disk: after a
+// power failure the file may be empty or damaged, never half-written
+// before one.
+func WriteNamedCache(dir string, write func(io.Writer) (string, error)) (string, error) {
+	return writeNamed(dir, write, false)
+}
+
 func writeNamed(dir string, write func(io.Writer) (string, error), durable bool) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err

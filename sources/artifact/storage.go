@@ -42,6 +42,14 @@ type Storage struct {
 	extracting map[string]*sync.Mutex
 	// changes maps an artifact digest to the files its revision changed.
 	changes sync.Map
+	// bootID names this boot of the machine. Artifacts are written
+	// without waiting for the disk, marked with the boot that wrote them;
+	// one from an earlier boot may have been damaged by a power failure
+	// and is verified before use. Empty when unknown: then every write
+	// waits for the disk.
+	bootID string
+	// trusted holds the trees known whole in this process.
+	trusted sync.Map
 }
 
 // NewStorage returns a storage rooted at root, creating it.
@@ -49,7 +57,47 @@ func NewStorage(root, baseURL string) (*Storage, error) {
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return nil, fmt.Errorf("creating artifact directory %s: %w", root, err)
 	}
-	return &Storage{Root: root, BaseURL: strings.TrimSuffix(baseURL, "/"), extracting: map[string]*sync.Mutex{}}, nil
+	return &Storage{Root: root, BaseURL: strings.TrimSuffix(baseURL, "/"), extracting: map[string]*sync.Mutex{}, bootID: readBootID()}, nil
+}
+
+const bootIDFile = "/proc/sys/kernel/random/boot_id"
+
+func readBootID() string {
+	data, err := os.ReadFile(bootIDFile)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(data))
+}
+
+// bootMarker is the file beside an extracted tree that names the boot
+// that wrote the tree and its tarball.
+func bootMarker(tree string) string { return tree + ".boot" }
+
+// markWritten records that tree and its tarball were written in this boot.
+func (s *Storage) markWritten(tree string) error {
+	s.trusted.Store(tree, true)
+	if s.bootID == "" {
+		return nil
+	}
+	return atomicfile.WriteCache(bootMarker(tree), []byte(s.bootID))
+}
+
+// writtenThisBoot says the tree, if it exists, is whole: written by this
+// boot, or, when the boot is unknown, durably.
+func (s *Storage) writtenThisBoot(tree string) bool {
+	if _, ok := s.trusted.Load(tree); ok {
+		return true
+	}
+	if s.bootID == "" {
+		return true
+	}
+	data, err := os.ReadFile(bootMarker(tree))
+	if err != nil || string(data) != s.bootID {
+		return false
+	}
+	s.trusted.Store(tree, true)
+	return true
 }
 
 // ObjectDir is the relative directory of one source object's artifacts.
@@ -74,7 +122,11 @@ func (s *Storage) Store(objectDir, revision string, files []File) (*meta.Artifac
 	tree := newTreeWriter(tmp)
 	var digest string
 	var size int64
-	_, err = atomicfile.WriteNamed(dir, func(w io.Writer) (string, error) {
+	write := atomicfile.WriteNamedCache
+	if s.bootID == "" {
+		write = atomicfile.WriteNamed
+	}
+	_, err = write(dir, func(w io.Writer) (string, error) {
 		hash := sha256.New()
 		n, err := writeTarball(io.MultiWriter(w, hash), files, tree)
 		if werr := tree.wait(); err == nil {
@@ -109,7 +161,10 @@ func (s *Storage) keepTree(tmp, dir string) error {
 	if _, err := os.Stat(dir); err == nil {
 		return nil
 	}
-	return os.Rename(tmp, dir)
+	if err := os.Rename(tmp, dir); err != nil {
+		return err
+	}
+	return s.markWritten(dir)
 }
 
 // Has reports whether the artifact's tarball is on disk.
@@ -189,8 +244,17 @@ func (s *Storage) Dir(a *meta.Artifact) (string, error) {
 	lock := s.digestLock(dir)
 	lock.Lock()
 	defer lock.Unlock()
-	if _, err := os.Stat(dir); err == nil {
+	if _, err := os.Stat(dir); err == nil && s.writtenThisBoot(dir) {
 		return dir, nil
+	}
+	if err := verifyDigest(tarball, a.Digest); err != nil {
+		// Has now says it is missing, so the source stores it again.
+		_ = os.Remove(tarball)
+		return "", fmt.Errorf("artifact %s (revision %s) is damaged, probably by a power failure, and was removed; "+
+			"the source stores it again on its next reconcile: %w", a.Path, a.Revision, err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return "", err
 	}
 	tmp, err := os.MkdirTemp(filepath.Dir(dir), ".extract-*")
 	if err != nil {
@@ -203,7 +267,24 @@ func (s *Storage) Dir(a *meta.Artifact) (string, error) {
 	if err := os.Rename(tmp, dir); err != nil {
 		return "", err
 	}
-	return dir, nil
+	return dir, s.markWritten(dir)
+}
+
+// verifyDigest checks a tarball against its "sha256:<hex>" digest.
+func verifyDigest(tarball, digest string) error {
+	f, err := os.Open(tarball)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	hash := sha256.New()
+	if _, err := io.Copy(hash, f); err != nil {
+		return err
+	}
+	if got := "sha256:" + hex.EncodeToString(hash.Sum(nil)); got != digest {
+		return fmt.Errorf("its content has digest %s, not %s", got, digest)
+	}
+	return nil
 }
 
 func (s *Storage) digestLock(key string) *sync.Mutex {
@@ -262,8 +343,8 @@ func (s *Storage) GarbageCollect(objectDir string, keep ...*meta.Artifact) error
 	for _, a := range keep {
 		if a != nil {
 			base := filepath.Base(a.Path)
-			kept[base] = true
-			kept[strings.TrimSuffix(base, ".tar.gz")] = true
+			tree := strings.TrimSuffix(base, ".tar.gz")
+			kept[base], kept[tree], kept[bootMarker(tree)] = true, true, true
 		}
 	}
 	for _, e := range entries {
@@ -273,6 +354,7 @@ func (s *Storage) GarbageCollect(objectDir string, keep ...*meta.Artifact) error
 		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
 			return err
 		}
+		s.trusted.Delete(filepath.Join(dir, e.Name()))
 	}
 	return nil
 }

@@ -87,3 +87,63 @@ func TestStoreRefusesEscapingPaths(t *testing.T) {
 		t.Error("a file was written outside the artifact")
 	}
 }
+
+// afterReboot is the same storage as the next boot of the machine sees it.
+func afterReboot(t *testing.T, s *Storage) *Storage {
+	t.Helper()
+	next, err := NewStorage(s.Root, s.BaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next.bootID = s.bootID + "-next"
+	return next
+}
+
+// TestDamageFromAPowerFailureIsNeverUsed: artifacts are written without
+// waiting for the disk, so after a reboot a tree is rebuilt from its
+// verified tarball, and a damaged tarball is removed, never read.
+func TestDamageFromAPowerFailureIsNeverUsed(t *testing.T) {
+	s, err := NewStorage(t.TempDir(), "http://localhost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.bootID == "" {
+		t.Skip("no boot id on this system: artifacts are written durably")
+	}
+	want := map[string]string{"app/a.yaml": "kind: ConfigMap\nmetadata:\n  name: a\n"}
+	a, err := s.Store("gitrepository/ns/repo", "main@sha1:abc", filesOf(want))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := s.Dir(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The power failed before the tree reached the disk.
+	if err := os.WriteFile(filepath.Join(dir, "app/a.yaml"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Dir(a); readTree(t, got)["app/a.yaml"] != "" {
+		t.Fatal("the test did not damage the tree")
+	}
+	next := afterReboot(t, s)
+	dir, err = next.Dir(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readTree(t, dir)["app/a.yaml"]; got != want["app/a.yaml"] {
+		t.Errorf("after a reboot the damaged tree was used: %q", got)
+	}
+
+	// Now the tarball itself is damaged.
+	if err := os.WriteFile(filepath.Join(s.Root, a.Path), []byte("garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	again := afterReboot(t, next)
+	if _, err := again.Dir(a); err == nil || !strings.Contains(err.Error(), "damaged") {
+		t.Fatalf("a damaged tarball gave %v, want an error saying it is damaged", err)
+	}
+	if again.Has(a) {
+		t.Error("the damaged tarball is still there, so the source would not store it again")
+	}
+}
