@@ -282,7 +282,7 @@ func (b *bench) waitReconciles(n int, limit time.Duration) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return fmt.Errorf("fewer than %d reconciles within %s", n, limit)
+	return fmt.Errorf("not finished within %s: %d of %d reconciles", limit, reconciles(b.metrics), n)
 }
 
 func reconciles(addr string) int {

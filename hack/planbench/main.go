@@ -158,34 +158,39 @@ func generate(dir string, c config) error {
 	if err := git("init", "-q", "-b", "main"); err != nil {
 		return err
 	}
+	writeApps := func(n int, size, level string) error {
+		for i := range n {
+			for name, content := range appFiles(i, c.objects, size, level) {
+				if err := write(filepath.Join("apps", app(i), name), content); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	commit := func(message string, then ...string) error {
+		for _, args := range [][]string{{"add", "-A"}, {"-c", "user.name=bench", "-c", "user.email=bench@strata.dev", "commit", "-qm", message}, then} {
+			if err := git(args...); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	for i := range c.kustomizations {
 		if err := write(fmt.Sprintf("clusters/bench/%s.yaml", app(i)), kustomization(i)); err != nil {
 			return err
 		}
-		for name, content := range appFiles(i, c.objects, "10Gi", "1") {
-			if err := write(filepath.Join("apps", app(i), name), content); err != nil {
-				return err
-			}
-		}
 	}
-	for _, args := range [][]string{{"add", "-A"}, {"-c", "user.name=bench", "-c", "user.email=bench@strata.dev", "commit", "-qm", "base"}, {"checkout", "-qb", "head"}} {
-		if err := git(args...); err != nil {
-			return err
-		}
+	if err := writeApps(c.kustomizations, "10Gi", "1"); err != nil {
+		return err
 	}
-	for i := range c.changed {
-		for name, content := range appFiles(i, c.objects, "20Gi", "2") {
-			if err := write(filepath.Join("apps", app(i), name), content); err != nil {
-				return err
-			}
-		}
+	if err := commit("base", "checkout", "-qb", "head"); err != nil {
+		return err
 	}
-	for _, args := range [][]string{{"add", "-A"}, {"-c", "user.name=bench", "-c", "user.email=bench@strata.dev", "commit", "-qm", "head"}, {"checkout", "-q", "main"}} {
-		if err := git(args...); err != nil {
-			return err
-		}
+	if err := writeApps(c.changed, "20Gi", "2"); err != nil {
+		return err
 	}
-	return nil
+	return commit("head", "checkout", "-q", "main")
 }
 
 func kustomization(i int) string {

@@ -394,16 +394,7 @@ func mustJSON(v any) string {
 // to, laid out as its GitRepository serves it: everything renders.
 func TestExampleRepository(t *testing.T) {
 	root := filepath.Join(testenv.RepoRoot(), "clusters", "homelab")
-	files := map[string]string{}
-	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		rel, _ := filepath.Rel(root, p)
-		files[filepath.ToSlash(rel)] = string(data)
-		return err
-	})
+	files, err := testenv.ReadTree(root)
 	if err != nil {
 		t.Fatal(err)
 	}

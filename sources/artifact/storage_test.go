@@ -2,6 +2,10 @@ package artifact
 
 import (
 	"io"
+
+	meta "github.com/fluxcd/pkg/apis/meta"
+
+	"github.com/strata-gitops/strata/internal/testenv"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,20 +23,25 @@ func filesOf(contents map[string]string) []File {
 
 func readTree(t *testing.T, dir string) map[string]string {
 	t.Helper()
-	got := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		rel, _ := filepath.Rel(dir, p)
-		got[filepath.ToSlash(rel)] = string(data)
-		return err
-	})
+	got, err := testenv.ReadTree(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return got
+}
+
+// storeAndOpen stores files and returns the artifact and its tree.
+func storeAndOpen(t *testing.T, s *Storage, files map[string]string) (*meta.Artifact, string) {
+	t.Helper()
+	a, err := s.Store("gitrepository/ns/repo", "main@sha1:abc", filesOf(files))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := s.Dir(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, dir
 }
 
 // TestStoreWritesTheTree: the tree Store writes beside the tarball and the
@@ -43,14 +52,7 @@ func TestStoreWritesTheTree(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{"a/b/c.yaml": "kind: ConfigMap\n", "run.sh": "#!/bin/sh\n", "top.yaml": "x: 1\n"}
-	a, err := s.Store("gitrepository/ns/repo", "main@sha1:abc", filesOf(want))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := s.Dir(a)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, dir := storeAndOpen(t, s, want)
 	if got := readTree(t, dir); len(got) != len(want) || got["a/b/c.yaml"] != want["a/b/c.yaml"] || got["run.sh"] != want["run.sh"] {
 		t.Fatalf("stored tree %v, want %v", got, want)
 	}
@@ -111,14 +113,7 @@ func TestDamageFromAPowerFailureIsNeverUsed(t *testing.T) {
 		t.Skip("no boot id on this system: artifacts are written durably")
 	}
 	want := map[string]string{"app/a.yaml": "kind: ConfigMap\nmetadata:\n  name: a\n"}
-	a, err := s.Store("gitrepository/ns/repo", "main@sha1:abc", filesOf(want))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := s.Dir(a)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, dir := storeAndOpen(t, s, want)
 	// The power failed before the tree reached the disk.
 	if err := os.WriteFile(filepath.Join(dir, "app/a.yaml"), nil, 0o644); err != nil {
 		t.Fatal(err)
