@@ -6,6 +6,7 @@ package build
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -57,12 +58,15 @@ func Render(ctx context.Context, root string, ks *kustomizev1.Kustomization, var
 	return objects, nil
 }
 
+// ErrPathNotFound: a Kustomization's spec.path is not in the source.
+var ErrPathNotFound = errors.New("not found in the source revision")
+
 // securePath resolves the spec.path inside root, refusing to leave it.
 func securePath(root, path string) (string, error) {
 	dir := filepath.Join(root, filepath.Clean("/"+path))
 	info, err := os.Stat(dir)
 	if err != nil {
-		return "", fmt.Errorf("path '%s' not found in the source revision: check spec.path", path)
+		return "", fmt.Errorf("path '%s' %w: check spec.path", path, ErrPathNotFound)
 	}
 	if !info.IsDir() {
 		return "", fmt.Errorf("path '%s' is a file, not a directory: spec.path must name a directory", path)

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path"
 	"reflect"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/strata-gitops/strata/reconciler/build"
 	"github.com/strata-gitops/strata/reconciler/graph"
 	"github.com/strata-gitops/strata/reconciler/guard"
 )
@@ -272,7 +274,11 @@ func (c *comparison) renderError(k graph.Key, baseKs *kustomizev1.Kustomization,
 		if s.ks == nil || s.r == nil || s.r.err == nil {
 			continue
 		}
-		return fmt.Sprintf("render failed at %s (%s): %s", s.name, path.Clean(s.ks.Spec.Path), s.r.err)
+		msg := fmt.Sprintf("render failed at %s (%s): %s", s.name, path.Clean(s.ks.Spec.Path), s.r.err)
+		if errors.Is(s.r.err, build.ErrPathNotFound) {
+			msg += " (for strata plan: spec.path is relative to --source-root, the directory the GitRepository serves)"
+		}
+		return msg
 	}
 	return ""
 }

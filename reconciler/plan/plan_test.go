@@ -192,6 +192,8 @@ func TestErrors(t *testing.T) {
 	}{
 		{"render failure at head is an error, not deletions", "apps", "render failed at head",
 			map[string]string{"apps/db.yaml": "apiVersion: v1\nkind: [broken\n"}},
+		{"path outside the source root names --source-root", "storage", "relative to --source-root",
+			edit(t, "clusters/homelab/storage.yaml", "path: ./storage", "path: ./clusters/storage")},
 		{"unresolved substituteFrom", "apps", "cluster-vars",
 			edit(t, "infrastructure/namespaces.yaml", "name: cluster-vars", "name: other-vars")},
 		{"cycle", "storage", "dependency cycle",
