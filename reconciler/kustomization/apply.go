@@ -10,6 +10,7 @@ import (
 	"github.com/fluxcd/pkg/ssa"
 	ssautils "github.com/fluxcd/pkg/ssa/utils"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -79,6 +80,12 @@ func DiffOptions(obj *kustomizev1.Kustomization) ssa.DiffOptions {
 		Exclusions:           map[string]string{reconcileKey: kustomizev1.DisabledValue, ssaKey: kustomizev1.IgnoreValue},
 		IfNotPresentSelector: map[string]string{ssaKey: kustomizev1.IfNotPresentValue},
 	}
+}
+
+// PruneDisabled says the object opted out of pruning with Flux's
+// kustomize.toolkit.fluxcd.io/prune: disabled annotation.
+func PruneDisabled(o metav1.Object) bool {
+	return o.GetAnnotations()[pruneKey] == kustomizev1.DisabledValue
 }
 
 // keepBinderFields copies into the desired objects the fields that the

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fluxcd/cli-utils/pkg/object"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -102,20 +103,11 @@ func (r *Reconciler) applyUnneeded(obj *kustomizev1.Kustomization, rec appliedRe
 type versionRecorder struct {
 	client.Client
 	mu   sync.Mutex
-	seen map[objectRef]string
-}
-
-type objectRef struct {
-	gk  schema.GroupKind
-	key client.ObjectKey
-}
-
-func refOf(o client.Object) objectRef {
-	return objectRef{o.GetObjectKind().GroupVersionKind().GroupKind(), client.ObjectKeyFromObject(o)}
+	seen map[object.ObjMetadata]string
 }
 
 func newVersionRecorder(c client.Client) *versionRecorder {
-	return &versionRecorder{Client: c, seen: map[objectRef]string{}}
+	return &versionRecorder{Client: c, seen: map[object.ObjMetadata]string{}}
 }
 
 func (v *versionRecorder) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
@@ -133,7 +125,7 @@ func (v *versionRecorder) Patch(ctx context.Context, obj client.Object, patch cl
 func (v *versionRecorder) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
 	err := v.Client.Delete(ctx, obj, opts...)
 	v.mu.Lock()
-	delete(v.seen, refOf(obj))
+	delete(v.seen, objMetadata(obj))
 	v.mu.Unlock()
 	return err
 }
@@ -143,7 +135,7 @@ func (v *versionRecorder) note(obj client.Object, err error) {
 		return
 	}
 	v.mu.Lock()
-	v.seen[refOf(obj)] = obj.GetResourceVersion()
+	v.seen[objMetadata(obj)] = obj.GetResourceVersion()
 	v.mu.Unlock()
 }
 
@@ -154,7 +146,7 @@ func (v *versionRecorder) record(obj *kustomizev1.Kustomization, digest string, 
 	defer v.mu.Unlock()
 	rec := appliedRecord{Generation: obj.Generation, Digest: digest}
 	for _, o := range objects {
-		rv, ok := v.seen[refOf(o)]
+		rv, ok := v.seen[objMetadata(o)]
 		if !ok {
 			return appliedRecord{}, false
 		}

@@ -30,9 +30,12 @@ func (r *Reconciler) finalize(ctx context.Context, obj *kustomizev1.Kustomizatio
 }
 
 func shouldDeleteObjects(obj *kustomizev1.Kustomization) bool {
-	if obj.Spec.Suspend || obj.Status.Inventory == nil {
-		return false
-	}
+	return !obj.Spec.Suspend && obj.Status.Inventory != nil && DeletesOnRemoval(obj)
+}
+
+// DeletesOnRemoval says whether deleting the Kustomization deletes what it
+// applied (spec.deletionPolicy, with Flux's MirrorPrune default).
+func DeletesOnRemoval(obj *kustomizev1.Kustomization) bool {
 	switch obj.GetDeletionPolicy() {
 	case kustomizev1.DeletionPolicyDelete, kustomizev1.DeletionPolicyWaitForTermination:
 		return true

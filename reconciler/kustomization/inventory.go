@@ -7,6 +7,7 @@ import (
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/ssa"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // inventoryOf lists the applied objects in Flux's inventory format:
@@ -60,6 +61,7 @@ func staleEntries(old, current *kustomizev1.ResourceInventory) []kustomizev1.Res
 	return stale
 }
 
-func objMetadata(o *unstructured.Unstructured) object.ObjMetadata {
-	return object.UnstructuredToObjMetadata(o)
+// objMetadata identifies an object by group, kind, namespace and name.
+func objMetadata(o client.Object) object.ObjMetadata {
+	return object.ObjMetadata{Namespace: o.GetNamespace(), Name: o.GetName(), GroupKind: o.GetObjectKind().GroupVersionKind().GroupKind()}
 }

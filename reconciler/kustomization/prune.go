@@ -59,7 +59,7 @@ func (r *Reconciler) partition(ctx context.Context, e *engine, obj *kustomizev1.
 			}
 			return nil, nil, fmt.Errorf("reading %s before deleting it: %w", guard.ObjectID(o), err)
 		}
-		if !hasLabels(live, owner) || live.GetAnnotations()[pruneKey] == kustomizev1.DisabledValue {
+		if !hasLabels(live, owner) || PruneDisabled(live) {
 			continue
 		}
 		if err := guard.Check(ctx, r.Direct, live, obj); err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/strata-gitops/strata/reconciler/build"
 	"github.com/strata-gitops/strata/reconciler/graph"
 	"github.com/strata-gitops/strata/reconciler/guard"
+	"github.com/strata-gitops/strata/reconciler/kustomization"
 )
 
 // Options say what to plan.
@@ -374,7 +375,7 @@ func (c *comparison) changed(cluster client.Reader, ks *kustomizev1.Kustomizatio
 // orphaned. Deletions go through the data-loss guard.
 func (c *comparison) removed(baseKs, headKs *kustomizev1.Kustomization, b *unstructured.Unstructured) Change {
 	ch := Change{Object: refOf(b), Diff: diff(b, nil)}
-	if !deletes(baseKs, headKs) || b.GetAnnotations()[kustomizev1.GroupVersion.Group+"/prune"] == kustomizev1.DisabledValue {
+	if !deletes(baseKs, headKs) || kustomization.PruneDisabled(b) {
 		ch.Action, ch.Risk = Orphaned, Safe
 		ch.Reasons = []string{"left in the cluster: not pruned"}
 		return ch
@@ -410,11 +411,5 @@ func deletes(baseKs, headKs *kustomizev1.Kustomization) bool {
 	if headKs != nil {
 		return headKs.Spec.Prune
 	}
-	switch baseKs.GetDeletionPolicy() {
-	case kustomizev1.DeletionPolicyDelete, kustomizev1.DeletionPolicyWaitForTermination:
-		return true
-	case kustomizev1.DeletionPolicyMirrorPrune:
-		return baseKs.Spec.Prune
-	}
-	return false
+	return kustomization.DeletesOnRemoval(baseKs)
 }

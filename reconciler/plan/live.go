@@ -155,7 +155,7 @@ func (c *comparison) inventoryOnly(ks *kustomizev1.Kustomization, ref *unstructu
 	}
 	ch := Change{Object: refOf(live)}
 	const cause = "in the cluster's inventory but in neither revision"
-	if !ks.Spec.Prune || live.GetAnnotations()[kustomizev1.GroupVersion.Group+"/prune"] == kustomizev1.DisabledValue {
+	if !ks.Spec.Prune || kustomization.PruneDisabled(live) {
 		ch.Action, ch.Risk, ch.Reasons = Orphaned, Safe, []string{cause + ": left in the cluster, not pruned"}
 		return ch, true
 	}
