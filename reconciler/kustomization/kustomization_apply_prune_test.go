@@ -219,3 +219,36 @@ spec:
 	s.kustomization("app", "./app", func(k *kustomizev1.Kustomization) { k.Spec.Wait = true })
 	s.waitCondition("app", meta.ReconcilingCondition, metav1.ConditionTrue, meta.ProgressingReason, "Applying revision "+rev)
 }
+
+// TestDependentWaitsQuietlyForAFirstApply: a Kustomization created with
+// its dependency, while the dependency is still in its first apply, keeps
+// an empty status (kstatus: in progress) rather than writing
+// DependencyNotReady. The dependent is reconciled at creation, long before
+// the dependency's apply has run for the second that makes it say so.
+func TestDependentWaitsQuietlyForAFirstApply(t *testing.T) {
+	s := newStack(t)
+	rev := s.push(map[string]string{"base/web.yaml": `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+        - name: web
+          image: nginx
+`, "app/a.yaml": configMap("a")})
+	s.source(rev)
+	s.kustomization("base", "./base", func(k *kustomizev1.Kustomization) { k.Spec.Wait = true })
+	s.kustomization("app", "./app", func(k *kustomizev1.Kustomization) {
+		k.Spec.DependsOn = []meta.DependencyReference{{Name: "base"}}
+	})
+	s.waitCondition("base", meta.ReconcilingCondition, metav1.ConditionTrue, meta.ProgressingReason, "Applying revision "+rev)
+	if app := s.get("app"); len(app.Status.Conditions) != 0 || app.Status.ObservedGeneration == app.Generation {
+		t.Errorf("the dependent wrote a status while its dependency is in its first apply: %+v", app.Status)
+	}
+}
