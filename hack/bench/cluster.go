@@ -39,7 +39,7 @@ type bench struct {
 	dir        string
 	cp         *controlplane.ControlPlane
 	kubeconfig string
-	c          client.Client
+	c          client.WithWatch
 	work       string
 	repoURL    string
 	hookURL    atomic.Value
@@ -85,7 +85,7 @@ func newBench(cfg config) (*bench, error) {
 	if err := os.WriteFile(b.kubeconfig, kc, 0o600); err != nil {
 		return nil, err
 	}
-	b.c, err = client.New(b.cp.Config, client.Options{Scheme: scheme.New()})
+	b.c, err = client.NewWithWatch(b.cp.Config, client.Options{Scheme: scheme.New()})
 	return b, err
 }
 
@@ -242,32 +242,32 @@ func (b *bench) createObjects() error {
 }
 
 func (b *bench) waitAllReady(rev string, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	var lagging *kustomizev1.Kustomization
-	lastReady := 0
-	for time.Now().Before(deadline) {
-		list := &kustomizev1.KustomizationList{}
-		if err := b.c.List(context.Background(), list, client.InNamespace("flux-system")); err != nil {
-			return err
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	states, err := b.observe(ctx, &kustomizev1.KustomizationList{}, client.InNamespace("flux-system"))
+	if err != nil {
+		return err
+	}
+	ready := map[string]bool{}
+	last := map[string]*kustomizev1.Kustomization{}
+	readyCount := 0
+	for obj := range states {
+		ks := obj.(*kustomizev1.Kustomization)
+		last[ks.Name] = ks
+		now := status.IsReady(ks) && ks.Status.LastAppliedRevision == rev
+		if now != ready[ks.Name] {
+			readyCount += map[bool]int{true: 1, false: -1}[now]
+			ready[ks.Name] = now
 		}
-		ready := 0
-		lagging = nil
-		for i := range list.Items {
-			if status.IsReady(&list.Items[i]) && list.Items[i].Status.LastAppliedRevision == rev {
-				ready++
-			} else {
-				lagging = &list.Items[i]
-			}
-		}
-		if ready == b.kustomizations {
+		if readyCount == b.kustomizations {
 			return nil
 		}
-		lastReady = ready
-		time.Sleep(time.Second)
 	}
-	if lagging != nil {
-		return fmt.Errorf("%d of %d Kustomizations not Ready at %s within %s, e.g. %s: applied %s, conditions %+v",
-			b.kustomizations-lastReady, b.kustomizations, rev, limit, lagging.Name, lagging.Status.LastAppliedRevision, lagging.Status.Conditions)
+	for _, ks := range last {
+		if !ready[ks.Name] {
+			return fmt.Errorf("%d of %d Kustomizations not Ready at %s within %s, e.g. %s: applied %s, conditions %+v",
+				b.kustomizations-readyCount, b.kustomizations, rev, limit, ks.Name, ks.Status.LastAppliedRevision, ks.Status.Conditions)
+		}
 	}
 	return fmt.Errorf("not all Kustomizations Ready within %s", limit)
 }

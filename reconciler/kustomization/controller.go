@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -90,6 +91,15 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 
 // Reconcile runs the phases for one Kustomization.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	result, err := r.reconcileRequest(ctx, req)
+	// controller-runtime requeues with the priority the item was taken at.
+	// A periodic or retry requeue is routine work: left at a push's urgent
+	// priority it would outrank, forever, the next push's urgent items.
+	result.Priority = ptr.To(routinePriority)
+	return result, err
+}
+
+func (r *Reconciler) reconcileRequest(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	obj := &kustomizev1.Kustomization{}
 	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)

@@ -82,8 +82,12 @@ func touchedBySource(ctx context.Context, c client.Client, storage *artifact.Sto
 type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 
 // urgentPriority orders Kustomizations that a push changed ahead of the
-// ones it merely re-labels with a new revision.
-const urgentPriority = 10
+// ones it merely re-labels with a new revision, which run at
+// routinePriority.
+const (
+	urgentPriority  = 10
+	routinePriority = 0
+)
 
 // add queues a Kustomization, urgent ones first; others wait `after`.
 func add(q queue, key types.NamespacedName, urgent bool, after time.Duration) {

@@ -151,12 +151,20 @@ func TestBranchRevisionAndIncrementalUpdate(t *testing.T) {
 		}
 	}
 
-	// A third revision garbage-collects the first artifact.
+	// A third revision garbage-collects the first artifact, after it is in
+	// status; the second one, which consumers may still be reading, stays.
 	third := repo.CommitAndPush("third", map[string]string{"apps/cm3.yaml": "kind: ConfigMap\n"})
+	previous := f.waitRevision(t, obj.Name, "main@sha1:"+second).Status.Artifact
 	requestReconcile(t, f.env.Client, obj)
 	f.waitRevision(t, obj.Name, "main@sha1:"+third)
-	if _, err := os.Stat(filepath.Join(f.storage.Root, a.Path)); !os.IsNotExist(err) {
-		t.Errorf("first artifact %s was not garbage-collected: %v", a.Path, err)
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if _, err := os.Stat(filepath.Join(f.storage.Root, a.Path)); !os.IsNotExist(err) {
+			return fmt.Errorf("first artifact %s was not garbage-collected: %v", a.Path, err)
+		}
+		return nil
+	})
+	if _, err := f.storage.Dir(previous); err != nil {
+		t.Errorf("the previous artifact was removed: %v", err)
 	}
 }
 

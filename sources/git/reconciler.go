@@ -82,7 +82,27 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	r.collectGarbage(obj, before.Status.Artifact)
 	return ctrl.Result{RequeueAfter: obj.GetRequeueAfter()}, nil
+}
+
+// garbageCollectionFailedReason is the event reason Flux's
+// source-controller uses for the same failure.
+const garbageCollectionFailedReason = "GarbageCollectionFailed"
+
+// collectGarbage removes the artifacts older than the previous one once a
+// new one is in status: consumers learn of the new revision without
+// waiting for thousands of old files to be unlinked. A failure leaves old
+// files for the next new artifact to remove; it is reported, not retried.
+func (r *Reconciler) collectGarbage(obj *sourcev1.GitRepository, previous *meta.Artifact) {
+	if obj.Status.Artifact == nil || (previous != nil && previous.Digest == obj.Status.Artifact.Digest) {
+		return
+	}
+	objectDir := artifact.ObjectDir(sourcev1.GitRepositoryKind, obj.Namespace, obj.Name)
+	if err := r.Storage.GarbageCollect(objectDir, obj.Status.Artifact, previous); err != nil {
+		r.Events.Eventf(obj, nil, corev1.EventTypeWarning, garbageCollectionFailedReason, "GarbageCollect",
+			"removing old artifacts of %s: %v", objectDir, err)
+	}
 }
 
 // reconcileArtifact is the whole fetch: on failure the previous artifact
@@ -130,7 +150,6 @@ func (r *Reconciler) reconcileArtifact(ctx context.Context, obj *sourcev1.GitRep
 			r.recordChanges(m, previous, commit, a)
 			obj.Status.Artifact = a
 			obj.Status.ObservedIgnore = obj.Spec.Ignore
-			err = r.Storage.GarbageCollect(objectDir, a, previous)
 			r.Events.Eventf(obj, nil, corev1.EventTypeNormal, "NewArtifact", "Store",
 				"stored artifact for commit '%s'", firstLine(commit.Message))
 		}
