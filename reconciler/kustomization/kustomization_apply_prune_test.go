@@ -4,14 +4,18 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/strata-gitops/strata/internal/testenv"
+	"github.com/strata-gitops/strata/reconciler/kustomization"
 )
 
 func cm(name string) *corev1.ConfigMap {
@@ -251,4 +255,34 @@ spec:
 	if app := s.get("app"); len(app.Status.Conditions) != 0 || app.Status.ObservedGeneration == app.Generation {
 		t.Errorf("the dependent wrote a status while its dependency is in its first apply: %+v", app.Status)
 	}
+}
+
+// A dependent waiting quietly hears at once when its dependency's first
+// result is a failure, not at its 30-second retry (a dependency cycle
+// created member by member waited that way).
+func TestQuietWaitEndsWithTheDependencysFirstResult(t *testing.T) {
+	s := newStack(t)
+	rev := s.push(map[string]string{"app/a.yaml": configMap("a")})
+	s.source(rev)
+	s.kustomization("base", "./missing", func(k *kustomizev1.Kustomization) { k.Spec.Suspend = true })
+	s.kustomization("app", "./app", dependsOn("base"))
+	// The finalizer is added before the dependency check: app is waiting.
+	testenv.Eventually(t, timeout, func() error {
+		if !controllerutil.ContainsFinalizer(s.get("app"), kustomization.Finalizer) {
+			return fmt.Errorf("app not reconciled yet")
+		}
+		return nil
+	})
+	base := s.get("base")
+	base.Spec.Suspend = false
+	if err := s.c.Update(context.Background(), base); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, func() error {
+		c := apimeta.FindStatusCondition(s.get("app").Status.Conditions, meta.ReadyCondition)
+		if c == nil || c.Reason != meta.DependencyNotReadyReason {
+			return fmt.Errorf("app: want Ready=False/DependencyNotReady once base failed, have %+v", c)
+		}
+		return nil
+	})
 }

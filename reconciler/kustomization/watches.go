@@ -160,8 +160,9 @@ func touched(o client.Object, items []kustomizev1.Kustomization, storage *artifa
 }
 
 // readyOrSpecChanged passes a Kustomization update that can unblock its
-// dependents: it became Ready, applied a new revision, its spec changed
-// (a cycle may be broken) or it is gone.
+// dependents: it became Ready, got its first result (ready or not),
+// applied a new revision, its spec changed (a cycle may be broken) or it
+// is gone.
 type readyOrSpecChanged struct{ predicate.Funcs }
 
 func (readyOrSpecChanged) Create(event.CreateEvent) bool   { return true }
@@ -175,6 +176,7 @@ func (readyOrSpecChanged) Update(e event.UpdateEvent) bool {
 	}
 	return older.Generation != newer.Generation ||
 		status.IsReady(older) != status.IsReady(newer) ||
+		inProgress(older) != inProgress(newer) || // dependents wait quietly while it is in progress
 		older.Status.LastAppliedRevision != newer.Status.LastAppliedRevision
 }
 

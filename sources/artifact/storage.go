@@ -50,7 +50,16 @@ type Storage struct {
 	bootID string
 	// trusted holds the trees known whole in this process.
 	trusted sync.Map
+	// manifests holds, by directory, what each tree written by this
+	// process contains, so that a garbage tree can be recycled.
+	manifests sync.Map
 }
+
+// spareTree is where garbage collection sets aside one old tree per
+// source. The next Store rewrites only the files that differ, so that a
+// push changing one file of thousands writes about one file, not
+// thousands. No reader ever addresses it.
+const spareTree = ".spare"
 
 // NewStorage returns a storage rooted at root, creating it.
 func NewStorage(root, baseURL string) (*Storage, error) {
@@ -114,12 +123,15 @@ func (s *Storage) Store(objectDir, revision string, files []File) (*meta.Artifac
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("writing artifact for %s: %w", revision, err)
 	}
-	tmp, err := os.MkdirTemp(dir, ".extract-*")
+	tmp, base, err := s.startTree(dir)
 	if err != nil {
 		return nil, fmt.Errorf("writing artifact for %s: %w", revision, err)
 	}
 	defer os.RemoveAll(tmp)
-	tree := newTreeWriter(tmp)
+	tree := recycleTree(tmp, base)
+	if err := tree.removeStale(paths(files)); err != nil {
+		return nil, fmt.Errorf("writing artifact for %s: %w", revision, err)
+	}
 	var digest string
 	var size int64
 	write := atomicfile.WriteNamedCache
@@ -138,7 +150,7 @@ func (s *Storage) Store(objectDir, revision string, files []File) (*meta.Artifac
 	if err != nil {
 		return nil, fmt.Errorf("writing artifact for %s: %w", revision, err)
 	}
-	if err := s.keepTree(tmp, filepath.Join(dir, digest)); err != nil {
+	if err := s.keepTree(tmp, filepath.Join(dir, digest), tree.out); err != nil {
 		return nil, fmt.Errorf("writing artifact for %s: %w", revision, err)
 	}
 	rel := objectDir + "/" + digest + ".tar.gz"
@@ -152,9 +164,39 @@ func (s *Storage) Store(objectDir, revision string, files []File) (*meta.Artifac
 	}, nil
 }
 
+// startTree returns a temporary directory to write a tree in: the spare
+// tree, with its manifest, when garbage collection left one.
+func (s *Storage) startTree(dir string) (string, manifest, error) {
+	tmp, err := os.MkdirTemp(dir, ".extract-*")
+	if err != nil {
+		return "", nil, err
+	}
+	spare := filepath.Join(dir, spareTree)
+	m, ok := s.manifests.LoadAndDelete(spare)
+	if !ok {
+		// Left by an earlier process: what it holds is unknown.
+		return tmp, nil, os.RemoveAll(spare)
+	}
+	if err := os.Remove(tmp); err != nil {
+		return "", nil, err
+	}
+	if err := os.Rename(spare, tmp); err != nil {
+		return tmp, nil, os.Mkdir(tmp, 0o700)
+	}
+	return tmp, m.(manifest), nil
+}
+
+func paths(files []File) []string {
+	out := make([]string, len(files))
+	for i, f := range files {
+		out[i] = f.Path
+	}
+	return out
+}
+
 // keepTree moves a written tree to its final place unless a reader has
 // extracted the same digest there already.
-func (s *Storage) keepTree(tmp, dir string) error {
+func (s *Storage) keepTree(tmp, dir string, m manifest) error {
 	lock := s.digestLock(dir)
 	lock.Lock()
 	defer lock.Unlock()
@@ -164,6 +206,7 @@ func (s *Storage) keepTree(tmp, dir string) error {
 	if err := os.Rename(tmp, dir); err != nil {
 		return err
 	}
+	s.manifests.Store(dir, m)
 	return s.markWritten(dir)
 }
 
@@ -261,12 +304,14 @@ func (s *Storage) Dir(a *meta.Artifact) (string, error) {
 		return "", err
 	}
 	defer os.RemoveAll(tmp)
-	if err := extract(tarball, tmp); err != nil {
+	m, err := extract(tarball, tmp)
+	if err != nil {
 		return "", fmt.Errorf("extracting artifact %s (revision %s): %w", a.Path, a.Revision, err)
 	}
 	if err := os.Rename(tmp, dir); err != nil {
 		return "", err
 	}
+	s.manifests.Store(dir, m)
 	return dir, s.markWritten(dir)
 }
 
@@ -298,22 +343,22 @@ func (s *Storage) digestLock(key string) *sync.Mutex {
 	return l
 }
 
-func extract(tarball, dest string) error {
+func extract(tarball, dest string) (manifest, error) {
 	f, err := os.Open(tarball)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer f.Close()
 	gz, err := gzip.NewReader(f)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	tree := newTreeWriter(dest)
 	tr := tar.NewReader(gz)
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
-			return tree.wait()
+			return tree.out, tree.wait()
 		}
 		if err == nil && hdr.Typeflag == tar.TypeReg {
 			var data []byte
@@ -323,7 +368,7 @@ func extract(tarball, dest string) error {
 		}
 		if err != nil {
 			_ = tree.wait()
-			return err
+			return nil, err
 		}
 	}
 }
@@ -351,17 +396,46 @@ func (s *Storage) GarbageCollect(objectDir string, keep ...*meta.Artifact) error
 		if kept[e.Name()] || strings.HasPrefix(e.Name(), ".") {
 			continue
 		}
-		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+		p := filepath.Join(dir, e.Name())
+		s.trusted.Delete(p)
+		if s.setAside(dir, p) {
+			continue
+		}
+		if err := os.RemoveAll(p); err != nil {
 			return err
 		}
-		s.trusted.Delete(filepath.Join(dir, e.Name()))
 	}
 	return nil
 }
 
+// setAside makes tree the spare tree of dir, unless there is one already
+// or what it holds is unknown.
+func (s *Storage) setAside(dir, tree string) bool {
+	m, ok := s.manifests.LoadAndDelete(tree)
+	if !ok {
+		return false
+	}
+	spare := filepath.Join(dir, spareTree)
+	if _, err := os.Lstat(spare); err == nil {
+		return false
+	}
+	if err := os.Rename(tree, spare); err != nil {
+		return false
+	}
+	s.manifests.Store(spare, m)
+	return true
+}
+
 // Remove deletes every artifact of the object directory.
 func (s *Storage) Remove(objectDir string) error {
-	return os.RemoveAll(filepath.Join(s.Root, objectDir))
+	dir := filepath.Join(s.Root, objectDir)
+	s.manifests.Range(func(k, _ any) bool {
+		if filepath.Dir(k.(string)) == dir {
+			s.manifests.Delete(k)
+		}
+		return true
+	})
+	return os.RemoveAll(dir)
 }
 
 // Handler serves the artifact tarballs over HTTP, as Flux's source-controller does.

@@ -1,15 +1,16 @@
 package artifact
 
 import (
+	"fmt"
 	"io"
-
-	meta "github.com/fluxcd/pkg/apis/meta"
-
-	"github.com/strata-gitops/strata/internal/testenv"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	meta "github.com/fluxcd/pkg/apis/meta"
+
+	"github.com/strata-gitops/strata/internal/testenv"
 )
 
 func filesOf(contents map[string]string) []File {
@@ -141,4 +142,111 @@ func TestDamageFromAPowerFailureIsNeverUsed(t *testing.T) {
 	if again.Has(a) {
 		t.Error("the damaged tarball is still there, so the source would not store it again")
 	}
+}
+
+// TestGarbageTreeIsRecycled: the tree of a collected artifact is set aside
+// and the next Store rewrites only what differs in it. The result is
+// exactly what extracting the new tarball gives, whatever changed: a file
+// removed, a directory emptied, a file become a directory, a mode.
+func TestGarbageTreeIsRecycled(t *testing.T) {
+	s, err := NewStorage(t.TempDir(), "http://localhost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := map[string]string{"keep.yaml": "k: 1\n", "a.yaml": "a: 1\n", "d/b.yaml": "b: 1\n", "d/e/c.yaml": "c: 1\n",
+		"x": "file\n", "run": "#!/bin/sh\n"}
+	_, dir1 := storeAndOpen(t, s, first)
+	// Held open, the file's inode cannot be reused by a rewrite.
+	f, err := os.Open(filepath.Join(dir1, "keep.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	kept, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2, _ := storeAndOpen(t, s, map[string]string{"keep.yaml": "k: 1\n", "two.yaml": "2\n"})
+	if err := s.GarbageCollect("gitrepository/ns/repo", a2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir1); !os.IsNotExist(err) {
+		t.Fatalf("collected tree %s is still addressable: %v", dir1, err)
+	}
+
+	next := map[string]string{"keep.yaml": "k: 1\n", "a.yaml": "a: 2\n", "x/y.yaml": "y: 1\n", "run.sh": "#!/bin/sh\n",
+		"n/m.yaml": "m: 1\n"}
+	a3, dir3 := storeAndOpen(t, s, next)
+	if got := treeShape(t, dir3); !equalShapes(got, shapeOf(next)) {
+		t.Fatalf("recycled tree:\n%v\nwant:\n%v", got, shapeOf(next))
+	}
+	reused, err := os.Stat(filepath.Join(dir3, "keep.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !os.SameFile(kept, reused) {
+		t.Errorf("an unchanged file was rewritten: the collected tree was not recycled")
+	}
+	if _, err := os.Stat(filepath.Join(s.Root, "gitrepository/ns/repo", spareTree)); !os.IsNotExist(err) {
+		t.Errorf("the spare tree is still there after use: %v", err)
+	}
+	fresh := t.TempDir()
+	if _, err := extract(filepath.Join(s.Root, a3.Path), fresh); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := treeShape(t, dir3), treeShape(t, fresh); !equalShapes(got, want) {
+		t.Errorf("recycled tree %v differs from the extracted tarball %v", got, want)
+	}
+}
+
+// treeShape lists every file with its content and mode, and every
+// directory, so that a left-over empty directory shows.
+func treeShape(t *testing.T, root string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.Walk(root, func(p string, info os.FileInfo, err error) error {
+		if err != nil || p == root {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		if info.IsDir() {
+			out[filepath.ToSlash(rel)+"/"] = "dir"
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		out[filepath.ToSlash(rel)] = fmt.Sprintf("%o %s", info.Mode().Perm(), data)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// shapeOf is the treeShape that files should have once stored.
+func shapeOf(files map[string]string) map[string]string {
+	out := map[string]string{}
+	for name, content := range files {
+		mode := 0o644
+		if strings.HasSuffix(name, ".sh") {
+			mode = 0o755
+		}
+		out[name] = fmt.Sprintf("%o %s", mode, content)
+		for d := filepath.Dir(name); d != "."; d = filepath.Dir(d) {
+			out[d+"/"] = "dir"
+		}
+	}
+	return out
+}
+
+func equalShapes(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
 }

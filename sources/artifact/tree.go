@@ -1,9 +1,12 @@
 package artifact
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 )
@@ -14,8 +17,12 @@ import (
 const treeWriters = 4
 
 // treeWriter writes the files of an artifact tree in the background.
+// Given the manifest of the tree already at root (a recycled one), it
+// writes only the files whose content or mode differ.
 type treeWriter struct {
 	root  string
+	base  manifest
+	out   manifest // what the tree holds once written; filled by add
 	jobs  chan treeFile
 	wg    sync.WaitGroup
 	dirs  sync.Map // directories known to exist
@@ -24,14 +31,30 @@ type treeWriter struct {
 	ended bool
 }
 
-type treeFile struct {
-	name string
-	data []byte
+// manifest lists a tree's files, by slash-separated path, with a hash of
+// each one's content and its mode.
+type manifest map[string]fileSum
+
+type fileSum struct {
+	sum  [sha256.Size]byte
 	mode os.FileMode
 }
 
+type treeFile struct {
+	name    string
+	data    []byte
+	mode    os.FileMode
+	replace bool // the recycled tree has an older version
+}
+
 func newTreeWriter(root string) *treeWriter {
-	t := &treeWriter{root: filepath.Clean(root), jobs: make(chan treeFile, 64)}
+	return recycleTree(root, nil)
+}
+
+// recycleTree prepares writing a tree at root, which holds the files base
+// lists; the caller then adds every file of the new tree.
+func recycleTree(root string, base manifest) *treeWriter {
+	t := &treeWriter{root: filepath.Clean(root), base: base, out: manifest{}, jobs: make(chan treeFile, 64)}
 	t.dirs.Store(t.root, true)
 	for range treeWriters {
 		t.wg.Add(1)
@@ -56,7 +79,41 @@ func (t *treeWriter) add(name string, data []byte, mode os.FileMode) error {
 	if err := t.failed(); err != nil {
 		return err
 	}
-	t.jobs <- treeFile{name: target, data: data, mode: mode}
+	sum := fileSum{sum: sha256.Sum256(data), mode: mode}
+	t.out[name] = sum
+	old, had := t.base[name]
+	if had && old == sum {
+		return nil
+	}
+	t.jobs <- treeFile{name: target, data: data, mode: mode, replace: had}
+	return nil
+}
+
+// removeStale deletes the files of the recycled tree that the new one
+// lacks, and the directories that leaves empty, before any file is added:
+// a file may become a directory or a directory a file.
+func (t *treeWriter) removeStale(keep []string) error {
+	wanted := make(map[string]bool, len(keep))
+	for _, name := range keep {
+		wanted[name] = true
+	}
+	var dirs []string
+	for name := range t.base {
+		if wanted[name] {
+			continue
+		}
+		if err := os.Remove(filepath.Join(t.root, filepath.FromSlash(name))); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+		for d := path.Dir(name); d != "."; d = path.Dir(d) {
+			dirs = append(dirs, d)
+		}
+	}
+	// Deepest first; a directory that still holds files stays.
+	sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
+	for _, d := range dirs {
+		_ = os.Remove(filepath.Join(t.root, filepath.FromSlash(d)))
+	}
 	return nil
 }
 
@@ -79,6 +136,13 @@ func (t *treeWriter) write(f treeFile) error {
 			return err
 		}
 		t.dirs.Store(dir, true)
+	}
+	if f.replace {
+		// A changed file may also have a new mode, which WriteFile would
+		// not apply to an existing file.
+		if err := os.Remove(f.name); err != nil && !os.IsNotExist(err) {
+			return err
+		}
 	}
 	return os.WriteFile(f.name, f.data, f.mode)
 }
