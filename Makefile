@@ -6,7 +6,7 @@ BIN := $(CURDIR)/bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 export KUBEBUILDER_ASSETS := $(BIN)/k8s
 
-.PHONY: all build test lint generate bench up tools control-plane clean
+.PHONY: all build test lint generate bench up tools control-plane packages clean
 
 all: build
 
@@ -17,6 +17,9 @@ build:
 control-plane:
 	@bash hack/control-plane.sh >/dev/null
 
+packages:
+	@bash hack/packages.sh
+
 tools:
 	@bash hack/tools.sh controller-gen golangci-lint
 
@@ -26,7 +29,7 @@ generate:
 
 # Every test, against a real kube-apiserver and etcd and real git servers.
 # Packages run one after another: each starts its own API server.
-test: control-plane
+test: control-plane packages
 	@echo "► running tests"
 	$(GO) test -count=1 -p 1 -timeout 20m ./...
 
@@ -39,7 +42,7 @@ lint:
 bench: control-plane build
 	@bash hack/bench.sh
 
-up: control-plane build
+up: control-plane packages build
 	$(BIN)/strata up
 
 clean:

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs the Debian packages of the storage tools that the agent drives
+# and its tests run for real: lvm2 (pvcreate, vgcreate, lvs, ...), the
+# filesystem tools (mkfs.ext4, mkfs.xfs, resize2fs, xfs_growfs) and
+# util-linux (losetup, lsblk, wipefs). Idempotent: installed commands are
+# not installed again.
+set -euo pipefail
+
+say() { echo "packages: $*" >&2; }
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+# command -> package
+declare -A wanted=(
+  [lvm]=lvm2
+  [mkfs.ext4]=e2fsprogs
+  [mkfs.xfs]=xfsprogs
+  [xfs_growfs]=xfsprogs
+  [losetup]=util-linux
+  [lsblk]=util-linux
+  [wipefs]=util-linux
+  [blkid]=util-linux
+)
+
+missing=()
+for cmd in "${!wanted[@]}"; do
+  if ! command -v "$cmd" >/dev/null && [ ! -x "/sbin/$cmd" ] && [ ! -x "/usr/sbin/$cmd" ]; then
+    missing+=("${wanted[$cmd]}")
+  fi
+done
+[ "${#missing[@]}" -eq 0 ] && exit 0
+mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
+say "installing Debian packages ${missing[*]}"
+install() { as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >/dev/null; }
+install || { as_root apt-get update -q >/dev/null && install; }

@@ -1,0 +1,444 @@
+package lvm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/strata-gitops/strata/internal/atomicfile"
+)
+
+// Loopback keeps physical volumes and volume groups real (lvm2 handles
+// them without device-mapper) and makes each logical volume a sparse file,
+// <Dir>/<vg>/<name>.img, attached as a loop device when its device is
+// asked for. A record beside it, <name>.json, says what it is. Space is
+// accounted against the real group: a thick volume or a thin pool takes
+// its size from the group's free space. A thin pool is a record only; its
+// data usage is what its volumes' files really occupy. Snapshots are
+// reflink copies where the filesystem under Dir has them (btrfs, xfs),
+// full copies elsewhere. See docs/lvm.md.
+type Loopback struct {
+	Dir    string
+	LVM    *LVM2
+	Runner Runner
+
+	mu sync.Mutex // one change at a time, so space checks hold
+}
+
+// NewLoopback returns a loopback manager keeping volume files under dir.
+func NewLoopback(dir string) (*Loopback, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	// losetup reports backing files by their resolved path.
+	if err := os.MkdirAll(abs, 0o700); err != nil {
+		return nil, fmt.Errorf("loopback volume directory %s: %w", abs, err)
+	}
+	if abs, err = filepath.EvalSymlinks(abs); err != nil {
+		return nil, err
+	}
+	return &Loopback{Dir: abs, LVM: NewLVM2(), Runner: Exec{}}, nil
+}
+
+var _ Manager = (*Loopback)(nil)
+
+// thinMetadataPerChunk models lvm2's thin-pool metadata: bytes used per
+// mapped chunk, and the floor lvm2 gives a pool's metadata.
+const (
+	thinMetadataPerChunk = 64
+	thinMetadataMin      = 2 << 20
+	defaultChunkSize     = 64 << 10
+)
+
+// record is what Loopback stores for each logical volume.
+type record struct {
+	Name         string   `json:"name"`
+	Kind         Kind     `json:"kind"`
+	Size         uint64   `json:"size"`
+	Pool         string   `json:"pool,omitempty"`
+	Origin       string   `json:"origin,omitempty"`
+	Tags         []string `json:"tags,omitempty"`
+	MetadataSize uint64   `json:"metadataSize,omitempty"`
+	ChunkSize    uint64   `json:"chunkSize,omitempty"`
+}
+
+// PhysicalVolumes implements Manager.
+func (l *Loopback) PhysicalVolumes(ctx context.Context) ([]PhysicalVolume, error) {
+	return l.LVM.PhysicalVolumes(ctx)
+}
+
+// VolumeGroups implements Manager: the real groups, less what the volume
+// files have been given.
+func (l *Loopback) VolumeGroups(ctx context.Context) ([]VolumeGroup, error) {
+	vgs, err := l.LVM.VolumeGroups(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for i := range vgs {
+		recs, err := l.records(vgs[i].Name)
+		if err != nil {
+			return nil, err
+		}
+		var used uint64
+		for _, r := range recs {
+			used += allocated(r)
+		}
+		vgs[i].Free -= min(used, vgs[i].Free)
+	}
+	return vgs, nil
+}
+
+// allocated is the group space a volume takes: thin volumes take theirs
+// from their pool.
+func allocated(r record) uint64 {
+	switch r.Kind {
+	case Thick:
+		return r.Size
+	case ThinPool:
+		return r.Size + r.MetadataSize
+	default:
+		return 0
+	}
+}
+
+// CreatePhysicalVolume implements Manager.
+func (l *Loopback) CreatePhysicalVolume(ctx context.Context, device string) error {
+	return l.LVM.CreatePhysicalVolume(ctx, device)
+}
+
+// CreateVolumeGroup implements Manager.
+func (l *Loopback) CreateVolumeGroup(ctx context.Context, name string, devices, tags []string) error {
+	return l.LVM.CreateVolumeGroup(ctx, name, devices, tags)
+}
+
+// ExtendVolumeGroup implements Manager.
+func (l *Loopback) ExtendVolumeGroup(ctx context.Context, name string, devices []string) error {
+	return l.LVM.ExtendVolumeGroup(ctx, name, devices)
+}
+
+// LogicalVolumes implements Manager.
+func (l *Loopback) LogicalVolumes(_ context.Context, vg string) ([]LogicalVolume, error) {
+	recs, err := l.records(vg)
+	if err != nil {
+		return nil, err
+	}
+	lvs := make([]LogicalVolume, 0, len(recs))
+	for _, r := range recs {
+		lv := LogicalVolume{Name: r.Name, VolumeGroup: vg, Size: r.Size, Kind: r.Kind, Pool: r.Pool, Origin: r.Origin,
+			Tags: r.Tags, MetadataSize: r.MetadataSize}
+		if r.Kind == ThinPool {
+			lv.DataPercent, lv.MetadataPercent = l.poolUsage(vg, r, recs)
+		}
+		lvs = append(lvs, lv)
+	}
+	return lvs, nil
+}
+
+// poolUsage is how full a pool is: the bytes its volumes' files really
+// occupy, and the metadata their mapped chunks would take.
+func (l *Loopback) poolUsage(vg string, pool record, recs []record) (data, metadata float64) {
+	var used, volumes uint64
+	for _, r := range recs {
+		if r.Kind != Thin || r.Pool != pool.Name {
+			continue
+		}
+		volumes++
+		var st syscall.Stat_t
+		if err := syscall.Stat(l.image(vg, r.Name), &st); err == nil {
+			used += uint64(st.Blocks) * 512
+		}
+	}
+	chunks := (used + pool.ChunkSize - 1) / pool.ChunkSize
+	data = 100 * float64(used) / float64(pool.Size)
+	metadata = 100 * float64(chunks*thinMetadataPerChunk+volumes*4096) / float64(pool.MetadataSize)
+	return min(data, 100), min(metadata, 100)
+}
+
+// CreateThinPool implements Manager.
+func (l *Loopback) CreateThinPool(ctx context.Context, vg string, pool ThinPoolSpec) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := record{Name: pool.Name, Kind: ThinPool, Size: pool.Size, MetadataSize: pool.MetadataSize, ChunkSize: pool.ChunkSize}
+	if r.ChunkSize == 0 {
+		r.ChunkSize = defaultChunkSize
+	}
+	if r.MetadataSize == 0 {
+		r.MetadataSize = max(thinMetadataMin, r.Size/r.ChunkSize*thinMetadataPerChunk)
+	}
+	if err := checkNew(ctx, l, vg, pool.Name, r.Size+r.MetadataSize); err != nil {
+		return err
+	}
+	return l.writeRecord(vg, r)
+}
+
+// ExtendThinPool implements Manager.
+func (l *Loopback) ExtendThinPool(ctx context.Context, vg, pool string, size, metadataSize uint64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r, err := l.record(vg, pool)
+	if err != nil {
+		return err
+	}
+	if r.Kind != ThinPool {
+		return named(ErrNotFound, "thin pool %s/%s (it is a %s volume)", vg, pool, r.Kind)
+	}
+	if err := checkGrowth(LogicalVolume{Name: pool, VolumeGroup: vg, Size: r.Size, MetadataSize: r.MetadataSize}, size, metadataSize); err != nil {
+		return err
+	}
+	grown := r
+	grown.Size, grown.MetadataSize = max(r.Size, size), max(r.MetadataSize, metadataSize)
+	group, err := findVolumeGroup(ctx, l, vg)
+	if err != nil {
+		return err
+	}
+	if need := allocated(grown) - allocated(r); need > group.Free {
+		return named(ErrNoSpace, "volume group %s has %d bytes free, growing thin pool %s needs %d", vg, group.Free, pool, need)
+	}
+	return l.writeRecord(vg, grown)
+}
+
+// CreateVolume implements Manager. The file comes first and the record
+// last: a crash in between leaves a file no record claims, which a retry
+// reuses.
+func (l *Loopback) CreateVolume(ctx context.Context, vg string, spec VolumeSpec) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := record{Name: spec.Name, Kind: Thick, Size: spec.Size, Pool: spec.Pool, Tags: spec.Tags}
+	if spec.Pool == "" {
+		if err := checkNew(ctx, l, vg, spec.Name, spec.Size); err != nil {
+			return err
+		}
+	} else {
+		r.Kind = Thin
+		if err := checkNewThin(ctx, l, vg, spec.Name, spec.Pool); err != nil {
+			return err
+		}
+	}
+	if err := l.createImage(vg, spec.Name, spec.Size); err != nil {
+		return err
+	}
+	return l.writeRecord(vg, r)
+}
+
+// CreateSnapshot implements Manager: a copy of the origin's file, written
+// under a temporary name, then the record.
+func (l *Loopback) CreateSnapshot(ctx context.Context, vg, name, origin string, tags []string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := checkSnapshot(ctx, l, vg, name, origin); err != nil {
+		return err
+	}
+	from, err := l.record(vg, origin)
+	if err != nil {
+		return err
+	}
+	if err := l.flush(ctx, l.image(vg, origin)); err != nil {
+		return err
+	}
+	tmp := l.image(vg, name) + ".tmp"
+	if _, err := l.Runner.Run(ctx, "cp", "--reflink=auto", "--sparse=always", l.image(vg, origin), tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, l.image(vg, name)); err != nil {
+		return err
+	}
+	return l.writeRecord(vg, record{Name: name, Kind: Thin, Size: from.Size, Pool: from.Pool, Origin: origin, Tags: tags})
+}
+
+// ResizeVolume implements Manager: the file grows, then an attached loop
+// device is told its new capacity, then the record.
+func (l *Loopback) ResizeVolume(ctx context.Context, vg, name string, size uint64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	grow, err := checkResize(ctx, l, vg, name, size)
+	if err != nil || !grow {
+		return err
+	}
+	r, err := l.record(vg, name)
+	if err != nil {
+		return err
+	}
+	if err := os.Truncate(l.image(vg, name), int64(size)); err != nil {
+		return err
+	}
+	if dev, err := l.attached(ctx, l.image(vg, name)); err != nil {
+		return err
+	} else if dev != "" {
+		if _, err := l.Runner.Run(ctx, "losetup", "--set-capacity", dev); err != nil {
+			return err
+		}
+	}
+	r.Size = size
+	return l.writeRecord(vg, r)
+}
+
+// RemoveVolume implements Manager: the loop device goes, then the file,
+// then the record; a crash in between leaves a record a retry removes.
+func (l *Loopback) RemoveVolume(ctx context.Context, vg, name string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := checkRemove(ctx, l, vg, name); err != nil {
+		return err
+	}
+	img := l.image(vg, name)
+	if dev, err := l.attached(ctx, img); err != nil {
+		return err
+	} else if dev != "" {
+		if _, err := l.Runner.Run(ctx, "losetup", "--detach", dev); err != nil {
+			return err
+		}
+	}
+	if err := os.Remove(img); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if err := os.Remove(l.recordPath(vg, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// DevicePath implements Manager: the loop device of the volume's file,
+// attached now if it is not yet.
+func (l *Loopback) DevicePath(ctx context.Context, vg, name string) (string, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r, err := l.record(vg, name)
+	if err != nil {
+		return "", err
+	}
+	if r.Kind == ThinPool {
+		return "", named(ErrNotFound, "device of %s/%s: a thin pool has none", vg, name)
+	}
+	img := l.image(vg, name)
+	if _, err := os.Stat(img); err != nil {
+		return "", fmt.Errorf("logical volume %s/%s has no file %s (a removal was interrupted; remove it again): %w", vg, name, img, err)
+	}
+	if dev, err := l.attached(ctx, img); err != nil || dev != "" {
+		return dev, err
+	}
+	out, err := l.Runner.Run(ctx, "losetup", "--find", "--show", img)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// flush writes what the origin's loop device holds in its cache through
+// to the file, as lvm2 suspends an origin before snapshotting it: the
+// snapshot then has every write the device completed.
+func (l *Loopback) flush(ctx context.Context, file string) error {
+	dev, err := l.attached(ctx, file)
+	if err != nil || dev == "" {
+		return err
+	}
+	f, err := os.Open(dev)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
+
+// attached returns the loop device backed by file, if any.
+func (l *Loopback) attached(ctx context.Context, file string) (string, error) {
+	out, err := l.Runner.Run(ctx, "losetup", "--list", "--json", "--output", "NAME,BACK-FILE")
+	if err != nil {
+		return "", err
+	}
+	if len(strings.TrimSpace(string(out))) == 0 {
+		return "", nil // no loop device at all
+	}
+	var list struct {
+		Devices []struct {
+			Name     string `json:"name"`
+			BackFile string `json:"back-file"`
+		} `json:"loopdevices"`
+	}
+	if err := json.Unmarshal(out, &list); err != nil {
+		return "", fmt.Errorf("reading losetup --list --json: %w", err)
+	}
+	for _, d := range list.Devices {
+		if strings.TrimSpace(d.BackFile) == file {
+			return d.Name, nil
+		}
+	}
+	return "", nil
+}
+
+func (l *Loopback) image(vg, name string) string { return filepath.Join(l.Dir, vg, name+".img") }
+
+func (l *Loopback) recordPath(vg, name string) string { return filepath.Join(l.Dir, vg, name+".json") }
+
+func (l *Loopback) createImage(vg, name string, size uint64) error {
+	if err := os.MkdirAll(filepath.Join(l.Dir, vg), 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(l.image(vg, name), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := f.Truncate(int64(size)); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func (l *Loopback) writeRecord(vg string, r record) error {
+	if err := os.MkdirAll(filepath.Join(l.Dir, vg), 0o700); err != nil {
+		return err
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return atomicfile.Write(l.recordPath(vg, r.Name), data)
+}
+
+func (l *Loopback) record(vg, name string) (record, error) {
+	data, err := os.ReadFile(l.recordPath(vg, name))
+	if errors.Is(err, os.ErrNotExist) {
+		return record{}, named(ErrNotFound, "logical volume %s/%s", vg, name)
+	}
+	if err != nil {
+		return record{}, err
+	}
+	var r record
+	if err := json.Unmarshal(data, &r); err != nil {
+		return record{}, fmt.Errorf("record of logical volume %s/%s (%s) is unreadable: %w", vg, name, l.recordPath(vg, name), err)
+	}
+	return r, nil
+}
+
+// records lists a group's volumes, sorted by name.
+func (l *Loopback) records(vg string) ([]record, error) {
+	entries, err := os.ReadDir(filepath.Join(l.Dir, vg))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var recs []record
+	for _, e := range entries {
+		name, ok := strings.CutSuffix(e.Name(), ".json")
+		if !ok || strings.HasPrefix(name, ".") {
+			continue
+		}
+		r, err := l.record(vg, name)
+		if err != nil {
+			return nil, err
+		}
+		recs = append(recs, r)
+	}
+	sort.Slice(recs, func(i, j int) bool { return recs[i].Name < recs[j].Name })
+	return recs, nil
+}
