@@ -1,5 +1,6 @@
 // Package scheme builds the runtime scheme every strata process uses: the
-// Kubernetes built-ins plus Flux's source, kustomize and notification kinds.
+// Kubernetes built-ins, Flux's source, kustomize and notification kinds,
+// and strata's own.
 package scheme
 
 import (
@@ -10,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 )
 
 // New returns a scheme with every kind strata reads or writes.
@@ -21,6 +24,7 @@ func New() *runtime.Scheme {
 		sourcev1.AddToScheme,
 		kustomizev1.AddToScheme,
 		notificationv1.AddToScheme,
+		storagev1alpha1.AddToScheme,
 	} {
 		utilruntime.Must(add(s))
 	}
