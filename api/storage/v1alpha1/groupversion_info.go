@@ -7,15 +7,24 @@
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 var (
 	// GroupVersion is the API group and version of these kinds.
 	GroupVersion = schema.GroupVersion{Group: "storage.strata.dev", Version: "v1alpha1"}
-	// SchemeBuilder registers the kinds.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	schemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 	// AddToScheme adds the kinds to a scheme.
-	AddToScheme = SchemeBuilder.AddToScheme
+	AddToScheme = schemeBuilder.AddToScheme
 )
+
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion,
+		&LVMCluster{}, &LVMClusterList{},
+		&LVMVolumeGroupNodeStatus{}, &LVMVolumeGroupNodeStatusList{},
+		&LogicalVolume{}, &LogicalVolumeList{})
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}

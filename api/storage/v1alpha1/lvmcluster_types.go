@@ -205,7 +205,3 @@ type LVMClusterList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []LVMCluster `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&LVMCluster{}, &LVMClusterList{})
-}
