@@ -14,7 +14,7 @@ import (
 
 var (
 	// GroupVersion is the API group and version of these kinds.
-	GroupVersion = schema.GroupVersion{Group: "storage.strata.dev", Version: "v1alpha1"}
+	GroupVersion  = schema.GroupVersion{Group: "storage.strata.dev", Version: "v1alpha1"}
 	schemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 	// AddToScheme adds the kinds to a scheme.
 	AddToScheme = schemeBuilder.AddToScheme
