@@ -19,6 +19,7 @@ declare -A wanted=(
   [lsblk]=util-linux
   [wipefs]=util-linux
   [blkid]=util-linux
+  [mount]=mount
 )
 
 missing=()

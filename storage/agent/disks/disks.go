@@ -1,0 +1,236 @@
+// Package disks finds a node's block devices and decides, with a reason
+// for every refusal, which of them a device class may use. It reads
+// lsblk and wipefs as JSON and sysfs; it never relies on udev, which a
+// minimal node may not run.
+package disks
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/strata-gitops/strata/storage/lvm"
+)
+
+// Device is a whole block device and what is on it.
+type Device struct {
+	Path                string
+	Size                uint64
+	ReadOnly, Removable bool
+	// Mountpoints of the device and of its partitions.
+	Mountpoints []string
+	// Partitions and other devices stacked on it (device-mapper holders).
+	Partitions, Holders []string
+	// Signatures wipefs finds: filesystems, partition tables, LVM, RAID.
+	Signatures []string
+	// VolumeGroup, when the device is an LVM physical volume in one.
+	VolumeGroup string
+	// PhysicalVolume is set when the device is an LVM physical volume.
+	PhysicalVolume bool
+}
+
+// Inspector reads the node's devices.
+type Inspector struct {
+	Runner lvm.Runner
+	LVM    lvm.Manager
+	// SysBlock is sysfs's /sys/class/block.
+	SysBlock string
+}
+
+// NewInspector reads devices with the real tools.
+func NewInspector(m lvm.Manager) *Inspector {
+	return &Inspector{Runner: lvm.Exec{}, LVM: m, SysBlock: "/sys/class/block"}
+}
+
+type lsblkDevice struct {
+	Name        string        `json:"name"`
+	Kname       string        `json:"kname"`
+	Type        string        `json:"type"`
+	Size        uint64        `json:"size"`
+	RO          bool          `json:"ro"`
+	RM          bool          `json:"rm"`
+	Mountpoints []*string     `json:"mountpoints"`
+	Children    []lsblkDevice `json:"children"`
+}
+
+// Devices lists every whole disk and loop device of the node, or only the
+// given paths (symlinks such as /dev/disk/by-id/... are followed).
+func (i *Inspector) Devices(ctx context.Context, paths ...string) ([]Device, error) {
+	args := []string{"--json", "--bytes", "--paths", "--tree", "--output", "NAME,KNAME,TYPE,SIZE,RO,RM,MOUNTPOINTS"}
+	for _, p := range paths {
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			return nil, fmt.Errorf("device %s: %w", p, err)
+		}
+		args = append(args, real)
+	}
+	out, err := i.Runner.Run(ctx, "lsblk", args...)
+	if err != nil {
+		return nil, err
+	}
+	var tree struct {
+		Devices []lsblkDevice `json:"blockdevices"`
+	}
+	if err := json.Unmarshal(out, &tree); err != nil {
+		return nil, fmt.Errorf("reading lsblk --json: %w", err)
+	}
+	pvs, err := i.LVM.PhysicalVolumes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var devices []Device
+	for _, b := range tree.Devices {
+		if b.Type != "disk" && b.Type != "loop" {
+			continue
+		}
+		d, err := i.device(ctx, b, pvs)
+		if err != nil {
+			return nil, err
+		}
+		devices = append(devices, d)
+	}
+	return devices, nil
+}
+
+func (i *Inspector) device(ctx context.Context, b lsblkDevice, pvs []lvm.PhysicalVolume) (Device, error) {
+	d := Device{Path: b.Name, Size: b.Size, ReadOnly: b.RO, Removable: b.RM}
+	var walk func(lsblkDevice, bool)
+	walk = func(n lsblkDevice, top bool) {
+		for _, m := range n.Mountpoints {
+			if m != nil && *m != "" {
+				d.Mountpoints = append(d.Mountpoints, *m)
+			}
+		}
+		if !top && n.Type == "part" {
+			d.Partitions = append(d.Partitions, n.Name)
+		}
+		for _, c := range n.Children {
+			walk(c, false)
+		}
+	}
+	walk(b, true)
+	holders, err := os.ReadDir(filepath.Join(i.SysBlock, filepath.Base(b.Kname), "holders"))
+	if err != nil && !os.IsNotExist(err) {
+		return Device{}, err
+	}
+	for _, h := range holders {
+		d.Holders = append(d.Holders, h.Name())
+	}
+	if d.Signatures, err = i.signatures(ctx, b.Name); err != nil {
+		return Device{}, err
+	}
+	for _, pv := range pvs {
+		if pv.Device == b.Name || pv.Device == b.Kname {
+			d.PhysicalVolume, d.VolumeGroup = true, pv.VolumeGroup
+		}
+	}
+	return d, nil
+}
+
+// signatures probes the device itself, as wipefs would wipe it.
+func (i *Inspector) signatures(ctx context.Context, dev string) ([]string, error) {
+	out, err := i.Runner.Run(ctx, "wipefs", "--no-act", "--json", dev)
+	if err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(string(out)) == "" {
+		return nil, nil // nothing found prints nothing
+	}
+	var found struct {
+		Signatures []struct {
+			Type string `json:"type"`
+		} `json:"signatures"`
+	}
+	if err := json.Unmarshal(out, &found); err != nil {
+		return nil, fmt.Errorf("reading wipefs --json for %s: %w", dev, err)
+	}
+	var types []string
+	for _, s := range found.Signatures {
+		types = append(types, s.Type)
+	}
+	sort.Strings(types)
+	return types, nil
+}
+
+// Policy is what a device class allows.
+type Policy struct {
+	MinSize uint64
+	// ManagedTag marks strata's volume groups.
+	ManagedTag string
+	// ForceWipe allows using a device whose signatures (a filesystem, a
+	// partition table, an LVM label outside any group) would be wiped.
+	ForceWipe bool
+}
+
+// Refusals says why d may not join a device class; none means it may.
+// A device already in one of strata's groups is in use, not refused.
+func Refusals(d Device, p Policy, groups []lvm.VolumeGroup) []string {
+	var why []string
+	add := func(format string, args ...any) { why = append(why, fmt.Sprintf(format, args...)) }
+	if d.ReadOnly {
+		add("read-only")
+	}
+	if d.Removable {
+		add("removable")
+	}
+	if d.Size < p.MinSize {
+		add("too small: %d bytes, at least %d needed", d.Size, p.MinSize)
+	}
+	for _, m := range d.Mountpoints {
+		if m == "/" || m == "/boot" || strings.HasPrefix(m, "/boot/") {
+			add("holds the system's %s filesystem", m)
+		} else {
+			add("mounted at %s", m)
+		}
+	}
+	if len(d.Holders) > 0 {
+		add("in use by %s", strings.Join(d.Holders, ", "))
+	}
+	if d.VolumeGroup != "" {
+		if !managed(d.VolumeGroup, p.ManagedTag, groups) {
+			add("in volume group %s, which strata does not manage (vgreduce it out of that group first)", d.VolumeGroup)
+		}
+		return why
+	}
+	if p.ForceWipe {
+		return why
+	}
+	if len(d.Partitions) > 0 {
+		add("has partitions %s", strings.Join(d.Partitions, ", "))
+	}
+	if d.PhysicalVolume {
+		add("an LVM physical volume outside any volume group (pvremove it, or set forceWipeDevicesAndDestroyAllData)")
+	} else if len(d.Signatures) > 0 {
+		add("holds data: %s signature (set forceWipeDevicesAndDestroyAllData to wipe it)", strings.Join(d.Signatures, ", "))
+	}
+	return why
+}
+
+func managed(vg, tag string, groups []lvm.VolumeGroup) bool {
+	for _, g := range groups {
+		if g.Name == vg {
+			return g.HasTag(tag)
+		}
+	}
+	return false
+}
+
+// Wipe erases every signature of d and of its partitions, partitions
+// first, and returns what was there. The caller decides that it may:
+// only with forceWipeDevicesAndDestroyAllData, once per device, after
+// Refusals with ForceWipe found nothing.
+func (i *Inspector) Wipe(ctx context.Context, d Device) ([]string, error) {
+	for _, p := range d.Partitions {
+		if _, err := i.Runner.Run(ctx, "wipefs", "--all", p); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := i.Runner.Run(ctx, "wipefs", "--all", d.Path); err != nil {
+		return nil, err
+	}
+	return d.Signatures, nil
+}

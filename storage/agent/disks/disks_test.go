@@ -1,0 +1,147 @@
+package disks
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/strata-gitops/strata/internal/testenv"
+	"github.com/strata-gitops/strata/storage/lvm"
+)
+
+const (
+	mib        = 1 << 20
+	managedTag = "strata.dev/managed"
+)
+
+func run(t *testing.T, name string, args ...string) {
+	t.Helper()
+	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v: %s", name, strings.Join(args, " "), err, out)
+	}
+}
+
+// refusals inspects one device and applies the policy.
+func refusals(t *testing.T, dev string, p Policy) []string {
+	t.Helper()
+	m := lvm.NewLVM2()
+	devices, err := NewInspector(m).Devices(context.Background(), dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(devices) != 1 || devices[0].Path != dev {
+		t.Fatalf("inspected %+v, want %s", devices, dev)
+	}
+	groups, err := m.VolumeGroups(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Refusals(devices[0], p, groups)
+}
+
+// Every refusal on real loop devices, and the wipe opt-in that lifts only
+// the refusals a wipe can cure.
+func TestRefusals(t *testing.T) {
+	testenv.NeedRoot(t, "loop devices")
+	testenv.NeedTools(t, "lsblk", "wipefs", "lvm", "mkfs.ext4", "mount")
+	policy := Policy{MinSize: 32 * mib, ManagedTag: managedTag}
+	force := policy
+	force.ForceWipe = true
+	vg := fmt.Sprintf("strata-disks-%d", os.Getpid())
+
+	cases := []struct {
+		name    string
+		prepare func(t *testing.T) string
+		want    string // empty: usable
+		forced  string // with the wipe opt-in; "same" for want
+	}{
+		{"blank", func(t *testing.T) string { return testenv.LoopDisk(t, 64*mib) }, "", ""},
+		{"too small", func(t *testing.T) string { return testenv.LoopDisk(t, 16*mib) }, "too small", "too small"},
+		{"filesystem", func(t *testing.T) string {
+			d := testenv.LoopDisk(t, 64*mib)
+			run(t, "mkfs.ext4", "-q", d)
+			return d
+		}, "holds data: ext4 signature", ""},
+		{"mounted", func(t *testing.T) string {
+			d := testenv.LoopDisk(t, 64*mib)
+			run(t, "mkfs.ext4", "-q", d)
+			dir := t.TempDir()
+			run(t, "mount", d, dir)
+			t.Cleanup(func() { _ = exec.Command("umount", dir).Run() })
+			return d
+		}, "mounted at /", "mounted at /"},
+		{"read-only", func(t *testing.T) string {
+			img := filepath.Join(t.TempDir(), "ro.img")
+			run(t, "truncate", "-s", "64M", img)
+			out, err := exec.Command("losetup", "--find", "--show", "--read-only", img).Output()
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := strings.TrimSpace(string(out))
+			t.Cleanup(func() { _ = exec.Command("losetup", "--detach", d).Run() })
+			return d
+		}, "read-only", "read-only"},
+		{"physical volume of someone else", func(t *testing.T) string {
+			d := testenv.LoopDisk(t, 64*mib)
+			run(t, "lvm", "pvcreate", "-qq", d)
+			t.Cleanup(func() { _ = exec.Command("lvm", "pvremove", "-ff", "-y", d).Run() })
+			return d
+		}, "an LVM physical volume outside any volume group", ""},
+		{"foreign volume group", func(t *testing.T) string {
+			d := testenv.LoopDisk(t, 64*mib)
+			run(t, "lvm", "vgcreate", vg+"-foreign", d)
+			t.Cleanup(func() { _ = exec.Command("lvm", "vgremove", "-ff", vg+"-foreign").Run() })
+			return d
+		}, "in volume group " + vg + "-foreign, which strata does not manage", "which strata does not manage"},
+		{"strata's own group", func(t *testing.T) string {
+			d := testenv.LoopDisk(t, 64*mib)
+			run(t, "lvm", "vgcreate", "--addtag", managedTag, vg+"-own", d)
+			t.Cleanup(func() { _ = exec.Command("lvm", "vgremove", "-ff", vg+"-own").Run() })
+			return d
+		}, "", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dev := tc.prepare(t)
+			check(t, "without the wipe opt-in", refusals(t, dev, policy), tc.want)
+			check(t, "with the wipe opt-in", refusals(t, dev, force), tc.forced)
+		})
+	}
+}
+
+func check(t *testing.T, when string, got []string, want string) {
+	t.Helper()
+	joined := strings.Join(got, "; ")
+	switch {
+	case want == "" && len(got) > 0:
+		t.Errorf("%s: refused (%s), want usable", when, joined)
+	case want != "" && !strings.Contains(joined, want):
+		t.Errorf("%s: refusals %q, want one saying %q", when, joined, want)
+	}
+}
+
+// A wipe removes the signature that made a device unusable, and says
+// what it removed.
+func TestWipe(t *testing.T) {
+	testenv.NeedRoot(t, "loop devices")
+	testenv.NeedTools(t, "lsblk", "wipefs", "lvm", "mkfs.ext4")
+	dev := testenv.LoopDisk(t, 64*mib)
+	run(t, "mkfs.ext4", "-q", dev)
+	in := NewInspector(lvm.NewLVM2())
+	devices, err := in.Devices(context.Background(), dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	removed, err := in.Wipe(context.Background(), devices[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(removed, ",") != "ext4" {
+		t.Errorf("wipe reported %v, want [ext4]", removed)
+	}
+	check(t, "after the wipe", refusals(t, dev, Policy{MinSize: mib, ManagedTag: managedTag}), "")
+}
