@@ -51,3 +51,18 @@ func NeedTools(t testing.TB, names ...string) {
 		}
 	}
 }
+
+// DetachLoopDevicesUnder detaches every loop device whose backing file is
+// under dir, so that a failed test leaves none attached.
+func DetachLoopDevicesUnder(t testing.TB, dir string) {
+	out, err := exec.Command("losetup", "--list", "--noheadings", "--output", "NAME,BACK-FILE").Output()
+	if err != nil {
+		t.Errorf("listing loop devices: %v", err)
+		return
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && strings.HasPrefix(f[1], dir+"/") {
+			_ = exec.Command("losetup", "--detach", f[0]).Run()
+		}
+	}
+}

@@ -10,7 +10,8 @@ import (
 
 func isNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
 
-func findVolume(ctx context.Context, m Manager, vg, name string) (LogicalVolume, error) {
+// FindVolume returns one logical volume of the group, or ErrNotFound.
+func FindVolume(ctx context.Context, m Manager, vg, name string) (LogicalVolume, error) {
 	lvs, err := m.LogicalVolumes(ctx, vg)
 	if err != nil {
 		return LogicalVolume{}, err
@@ -29,7 +30,7 @@ func checkNew(ctx context.Context, m Manager, vg, name string, size uint64) erro
 	if err != nil {
 		return err
 	}
-	if _, err := findVolume(ctx, m, vg, name); err == nil {
+	if _, err := FindVolume(ctx, m, vg, name); err == nil {
 		return named(ErrExists, "logical volume %s/%s", vg, name)
 	} else if !isNotFound(err) {
 		return err
@@ -46,7 +47,7 @@ func checkNewThin(ctx context.Context, m Manager, vg, name, pool string) error {
 	if err := checkNew(ctx, m, vg, name, 0); err != nil {
 		return err
 	}
-	lv, err := findVolume(ctx, m, vg, pool)
+	lv, err := FindVolume(ctx, m, vg, pool)
 	if err != nil {
 		return err
 	}
@@ -60,7 +61,7 @@ func checkSnapshot(ctx context.Context, m Manager, vg, name, origin string) erro
 	if err := checkNew(ctx, m, vg, name, 0); err != nil {
 		return err
 	}
-	lv, err := findVolume(ctx, m, vg, origin)
+	lv, err := FindVolume(ctx, m, vg, origin)
 	if err != nil {
 		return err
 	}
@@ -72,7 +73,7 @@ func checkSnapshot(ctx context.Context, m Manager, vg, name, origin string) erro
 
 // checkResize says whether the volume must grow; a smaller size is an error.
 func checkResize(ctx context.Context, m Manager, vg, name string, size uint64) (bool, error) {
-	lv, err := findVolume(ctx, m, vg, name)
+	lv, err := FindVolume(ctx, m, vg, name)
 	if err != nil {
 		return false, err
 	}

@@ -29,7 +29,7 @@ func TestContractLoopback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { detachUnder(t, m.Dir) })
+	t.Cleanup(func() { testenv.DetachLoopDevicesUnder(t, m.Dir) })
 	contract(t, m, true)
 }
 
@@ -131,7 +131,7 @@ func (c contractCase) thick(t *testing.T) {
 	if err := m.CreateVolume(ctx, vg, VolumeSpec{Name: "huge", Size: mustGroup(t, m, vg).Free + 64*mib}); !errors.Is(err, ErrNoSpace) {
 		t.Fatalf("oversized volume: %v, want ErrNoSpace", err)
 	}
-	if _, err := findVolume(ctx, m, vg, "huge"); !errors.Is(err, ErrNotFound) {
+	if _, err := FindVolume(ctx, m, vg, "huge"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("a refused volume exists: %v", err)
 	}
 	dev := mustDevice(t, m, vg, "thick")
@@ -224,7 +224,7 @@ func mustGroup(t *testing.T, m Manager, name string) VolumeGroup {
 
 func mustVolume(t *testing.T, m Manager, vg, name string) LogicalVolume {
 	t.Helper()
-	lv, err := findVolume(context.Background(), m, vg, name)
+	lv, err := FindVolume(context.Background(), m, vg, name)
 	if err != nil {
 		t.Fatal(err)
 	}

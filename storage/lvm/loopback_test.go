@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -30,23 +29,8 @@ func loopbackGroup(t *testing.T) (*Loopback, string) {
 	if err := m.CreateVolumeGroup(ctx, vg, []string{disk}, nil); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { detachUnder(t, m.Dir) })
+	t.Cleanup(func() { testenv.DetachLoopDevicesUnder(t, m.Dir) })
 	return m, vg
-}
-
-// detachUnder detaches every loop device whose file is under dir, so that
-// a failed test leaves none behind.
-func detachUnder(t *testing.T, dir string) {
-	out, err := exec.Command("losetup", "--list", "--noheadings", "--output", "NAME,BACK-FILE").Output()
-	if err != nil {
-		t.Error(err)
-		return
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && strings.HasPrefix(f[1], dir+"/") {
-			_ = exec.Command("losetup", "--detach", f[0]).Run()
-		}
-	}
 }
 
 // A crash between writing a volume's file and its record leaves a file
@@ -61,7 +45,7 @@ func TestLoopbackCreateAfterACrash(t *testing.T) {
 	if err := os.WriteFile(m.image(vg, "v"), []byte("stale"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := findVolume(ctx, m, vg, "v"); !errors.Is(err, ErrNotFound) {
+	if _, err := FindVolume(ctx, m, vg, "v"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("a volume without a record: %v, want ErrNotFound", err)
 	}
 	if err := m.CreateVolume(ctx, vg, VolumeSpec{Name: "v", Size: 8 * mib}); err != nil {
@@ -89,7 +73,7 @@ func TestLoopbackRemoveAfterACrash(t *testing.T) {
 	if err := m.RemoveVolume(ctx, vg, "v"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := findVolume(ctx, m, vg, "v"); !errors.Is(err, ErrNotFound) {
+	if _, err := FindVolume(ctx, m, vg, "v"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("after removal: %v", err)
 	}
 }

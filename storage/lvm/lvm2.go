@@ -189,7 +189,7 @@ func (l *LVM2) CreateThinPool(ctx context.Context, vg string, pool ThinPoolSpec)
 
 // ExtendThinPool implements Manager.
 func (l *LVM2) ExtendThinPool(ctx context.Context, vg, pool string, size, metadataSize uint64) error {
-	lv, err := findVolume(ctx, l, vg, pool)
+	lv, err := FindVolume(ctx, l, vg, pool)
 	if err != nil {
 		return err
 	}
@@ -257,7 +257,7 @@ func (l *LVM2) RemoveVolume(ctx context.Context, vg, name string) error {
 
 // DevicePath implements Manager.
 func (l *LVM2) DevicePath(ctx context.Context, vg, name string) (string, error) {
-	if _, err := findVolume(ctx, l, vg, name); err != nil {
+	if _, err := FindVolume(ctx, l, vg, name); err != nil {
 		return "", err
 	}
 	return "/dev/" + vg + "/" + name, nil

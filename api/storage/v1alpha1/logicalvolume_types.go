@@ -64,3 +64,9 @@ type LogicalVolumeList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []LogicalVolume `json:"items"`
 }
+
+// GetConditions returns the status conditions.
+func (lv *LogicalVolume) GetConditions() []metav1.Condition { return lv.Status.Conditions }
+
+// SetConditions replaces the status conditions.
+func (lv *LogicalVolume) SetConditions(c []metav1.Condition) { lv.Status.Conditions = c }

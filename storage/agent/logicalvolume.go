@@ -1,0 +1,192 @@
+// Package agent is the node daemon: it turns the LVMCluster's device
+// classes into volume groups on its node and the LogicalVolumes bound to
+// its node into volumes, and reports both.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/fluxcd/pkg/apis/meta"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
+	"github.com/strata-gitops/strata/internal/status"
+	"github.com/strata-gitops/strata/storage/lvm"
+)
+
+// LogicalVolumeFinalizer keeps a LogicalVolume until its volume is gone.
+const LogicalVolumeFinalizer = "storage.strata.dev/logicalvolume"
+
+// Reasons of a LogicalVolume's Ready condition.
+const (
+	CreatedReason      = "Created"
+	NoSpaceReason      = "NoSpace"
+	ClassUnknownReason = "DeviceClassUnknown"
+	VolumeFailedReason = "VolumeFailed"
+)
+
+// LogicalVolumeReconciler makes the LogicalVolumes bound to its node
+// real. Every step looks at the volume manager first, so that a reconcile
+// repeated after a crash at any line finds what the last one did and
+// neither loses nor duplicates a volume.
+type LogicalVolumeReconciler struct {
+	client.Client
+	Node    string
+	LVM     lvm.Manager
+	Classes ClassResolver
+	Events  events.EventRecorder
+}
+
+// ClassResolver says where a device class's volumes live on this node.
+type ClassResolver interface {
+	Resolve(ctx context.Context, class string) (Placement, error)
+}
+
+// Placement is a device class's volume group and, when thin, its pool.
+type Placement struct {
+	VolumeGroup, ThinPool string
+}
+
+// SetupWithManager watches only the LogicalVolumes of this node.
+func (r *LogicalVolumeReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	onThisNode := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		lv, ok := o.(*storagev1alpha1.LogicalVolume)
+		return ok && lv.Spec.NodeName == r.Node
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&storagev1alpha1.LogicalVolume{}, builder.WithPredicates(onThisNode, predicate.GenerationChangedPredicate{})).
+		Named("logicalvolume-" + r.Node).
+		Complete(r)
+}
+
+// Reconcile creates, grows or removes one volume.
+func (r *LogicalVolumeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	obj := &storagev1alpha1.LogicalVolume{}
+	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if obj.Spec.NodeName != r.Node {
+		return ctrl.Result{}, nil
+	}
+	if !obj.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.remove(ctx, obj)
+	}
+	if !controllerutil.ContainsFinalizer(obj, LogicalVolumeFinalizer) {
+		patch := client.MergeFrom(obj.DeepCopy())
+		controllerutil.AddFinalizer(obj, LogicalVolumeFinalizer)
+		if err := r.Patch(ctx, obj, patch); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	before := obj.DeepCopy()
+	err := r.ensure(ctx, obj)
+	obj.Status.ObservedGeneration = obj.Generation
+	if perr := status.Patch(ctx, r.Client, before, obj); perr != nil {
+		return ctrl.Result{}, perr
+	}
+	return ctrl.Result{}, err
+}
+
+// ensure brings the volume to the spec and records the outcome.
+func (r *LogicalVolumeReconciler) ensure(ctx context.Context, obj *storagev1alpha1.LogicalVolume) error {
+	where, err := r.Classes.Resolve(ctx, obj.Spec.DeviceClass)
+	if err != nil {
+		status.MarkFailed(obj, ClassUnknownReason, err.Error(), false)
+		return err
+	}
+	size := uint64(obj.Spec.Size.Value())
+	current, err := lvm.FindVolume(ctx, r.LVM, where.VolumeGroup, obj.Spec.Name)
+	switch {
+	case errors.Is(err, lvm.ErrNotFound):
+		err = r.create(ctx, obj, where, size)
+	case err == nil && current.Size < size:
+		err = r.LVM.ResizeVolume(ctx, where.VolumeGroup, obj.Spec.Name, size)
+		r.event(obj, corev1.EventTypeNormal, "Resized", "grew %s/%s to %d bytes", where.VolumeGroup, obj.Spec.Name, size)
+	}
+	if err != nil {
+		reason := VolumeFailedReason
+		if errors.Is(err, lvm.ErrNoSpace) {
+			reason = NoSpaceReason
+		}
+		status.MarkFailed(obj, reason, err.Error(), false)
+		r.event(obj, corev1.EventTypeWarning, reason, "%v", err)
+		return err
+	}
+	return r.record(ctx, obj, where)
+}
+
+func (r *LogicalVolumeReconciler) create(ctx context.Context, obj *storagev1alpha1.LogicalVolume, where Placement, size uint64) error {
+	tags := []string{ownerTag(obj)}
+	var err error
+	if obj.Spec.Source != "" {
+		source := &storagev1alpha1.LogicalVolume{}
+		if err := r.Get(ctx, client.ObjectKey{Name: obj.Spec.Source}, source); err != nil {
+			return fmt.Errorf("snapshot source LogicalVolume %s: %w", obj.Spec.Source, err)
+		}
+		err = r.LVM.CreateSnapshot(ctx, where.VolumeGroup, obj.Spec.Name, source.Spec.Name, tags)
+	} else {
+		err = r.LVM.CreateVolume(ctx, where.VolumeGroup, lvm.VolumeSpec{Name: obj.Spec.Name, Size: size, Pool: where.ThinPool, Tags: tags})
+	}
+	if errors.Is(err, lvm.ErrExists) {
+		return nil // made by a reconcile that did not get to record it
+	}
+	if err == nil {
+		r.event(obj, corev1.EventTypeNormal, CreatedReason, "created %s/%s", where.VolumeGroup, obj.Spec.Name)
+	}
+	return err
+}
+
+// record writes the device and size the volume has now.
+func (r *LogicalVolumeReconciler) record(ctx context.Context, obj *storagev1alpha1.LogicalVolume, where Placement) error {
+	lv, err := lvm.FindVolume(ctx, r.LVM, where.VolumeGroup, obj.Spec.Name)
+	if err != nil {
+		return err
+	}
+	dev, err := r.LVM.DevicePath(ctx, where.VolumeGroup, obj.Spec.Name)
+	if err != nil {
+		return err
+	}
+	obj.Status.Device = dev
+	obj.Status.CurrentSize = resource.NewQuantity(int64(lv.Size), resource.BinarySI)
+	status.MarkReady(obj, meta.SucceededReason, fmt.Sprintf("%s/%s is %s", where.VolumeGroup, obj.Spec.Name, dev))
+	return nil
+}
+
+// remove deletes the volume, then lets the object go.
+func (r *LogicalVolumeReconciler) remove(ctx context.Context, obj *storagev1alpha1.LogicalVolume) error {
+	if !controllerutil.ContainsFinalizer(obj, LogicalVolumeFinalizer) {
+		return nil
+	}
+	where, err := r.Classes.Resolve(ctx, obj.Spec.DeviceClass)
+	if err != nil {
+		return err
+	}
+	if err := r.LVM.RemoveVolume(ctx, where.VolumeGroup, obj.Spec.Name); err != nil && !errors.Is(err, lvm.ErrNotFound) {
+		r.event(obj, corev1.EventTypeWarning, VolumeFailedReason, "removing %s/%s: %v", where.VolumeGroup, obj.Spec.Name, err)
+		return err
+	}
+	patch := client.MergeFrom(obj.DeepCopy())
+	controllerutil.RemoveFinalizer(obj, LogicalVolumeFinalizer)
+	return r.Patch(ctx, obj, patch)
+}
+
+func (r *LogicalVolumeReconciler) event(obj *storagev1alpha1.LogicalVolume, kind, reason, format string, args ...any) {
+	if r.Events != nil {
+		r.Events.Eventf(obj, nil, kind, reason, reason, format, args...)
+	}
+}
+
+// ownerTag names, on the volume itself, the LogicalVolume it belongs to,
+// so that a volume nobody claims can be told apart.
+func ownerTag(obj *storagev1alpha1.LogicalVolume) string {
+	return "strata.dev/logicalvolume=" + obj.Name
+}
