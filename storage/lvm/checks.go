@@ -26,7 +26,7 @@ func FindVolume(ctx context.Context, m Manager, vg, name string) (LogicalVolume,
 
 // checkNew: the group exists, the name is free and size fits what is free.
 func checkNew(ctx context.Context, m Manager, vg, name string, size uint64) error {
-	group, err := findVolumeGroup(ctx, m, vg)
+	group, err := FindVolumeGroupOf(ctx, m, vg)
 	if err != nil {
 		return err
 	}
@@ -84,7 +84,7 @@ func checkResize(ctx context.Context, m Manager, vg, name string, size uint64) (
 		return false, nil
 	}
 	if lv.Kind == Thick {
-		group, err := findVolumeGroup(ctx, m, vg)
+		group, err := FindVolumeGroupOf(ctx, m, vg)
 		if err != nil {
 			return false, err
 		}

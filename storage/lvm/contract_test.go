@@ -215,7 +215,7 @@ func (c contractCase) removal(t *testing.T) {
 
 func mustGroup(t *testing.T, m Manager, name string) VolumeGroup {
 	t.Helper()
-	vg, err := findVolumeGroup(context.Background(), m, name)
+	vg, err := FindVolumeGroupOf(context.Background(), m, name)
 	if err != nil {
 		t.Fatal(err)
 	}

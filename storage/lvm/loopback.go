@@ -195,7 +195,7 @@ func (l *Loopback) ExtendThinPool(ctx context.Context, vg, pool string, size, me
 	}
 	grown := r
 	grown.Size, grown.MetadataSize = max(r.Size, size), max(r.MetadataSize, metadataSize)
-	group, err := findVolumeGroup(ctx, l, vg)
+	group, err := FindVolumeGroupOf(ctx, l, vg)
 	if err != nil {
 		return err
 	}

@@ -82,11 +82,11 @@ func (l *LVM2) VolumeGroups(ctx context.Context) ([]VolumeGroup, error) {
 }
 
 func (l *LVM2) volumeGroup(ctx context.Context, name string) (VolumeGroup, error) {
-	return findVolumeGroup(ctx, l, name)
+	return FindVolumeGroupOf(ctx, l, name)
 }
 
-// findVolumeGroup looks a group up by name in m's list.
-func findVolumeGroup(ctx context.Context, m Manager, name string) (VolumeGroup, error) {
+// FindVolumeGroupOf looks a group up by name in m's list, or ErrNotFound.
+func FindVolumeGroupOf(ctx context.Context, m Manager, name string) (VolumeGroup, error) {
 	vgs, err := m.VolumeGroups(ctx)
 	if err != nil {
 		return VolumeGroup{}, err

@@ -1,0 +1,334 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
+	"github.com/strata-gitops/strata/storage/agent/disks"
+	"github.com/strata-gitops/strata/storage/lvm"
+)
+
+// ManagedTag marks the volume groups strata made; no other group is ever
+// changed.
+const ManagedTag = "strata.dev/managed"
+
+// Node states of a device class.
+const (
+	StateReady  = "Ready"
+	StateFailed = "Failed"
+)
+
+// VolumeGroupReconciler makes the device classes of the LVMClusters in
+// Namespace real on its node: a tagged volume group per class, extended
+// as devices are added, and its thin pool; it reports them on the node's
+// LVMVolumeGroupNodeStatus.
+type VolumeGroupReconciler struct {
+	client.Client
+	Node      string
+	Namespace string
+	LVM       lvm.Manager
+	Disks     *disks.Inspector
+	// MinDeviceSize is the smallest device used (default 1 GiB).
+	MinDeviceSize uint64
+	Events        events.EventRecorder
+}
+
+// SetupWithManager reconciles the node's whole state on any LVMCluster
+// change in the namespace.
+func (r *VolumeGroupReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	toNode := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: r.Namespace, Name: r.Node}}}
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("volumegroup-"+r.Node).
+		Watches(&storagev1alpha1.LVMCluster{}, toNode).
+		Complete(r)
+}
+
+// Reconcile converges every device class selected for this node.
+func (r *VolumeGroupReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
+	node := &corev1.Node{}
+	if err := r.Get(ctx, client.ObjectKey{Name: r.Node}, node); err != nil {
+		return ctrl.Result{}, fmt.Errorf("node %s: %w", r.Node, err)
+	}
+	clusters := &storagev1alpha1.LVMClusterList{}
+	if err := r.List(ctx, clusters, client.InNamespace(r.Namespace)); err != nil {
+		return ctrl.Result{}, err
+	}
+	state, err := r.nodeStatus(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	before := state.DeepCopy()
+	state.Status.DeviceClasses = nil
+	var failed []string
+	for _, cluster := range clusters.Items {
+		for _, dc := range cluster.Spec.Storage.DeviceClasses {
+			if !selects(dc.NodeSelector, node) {
+				continue
+			}
+			st := r.reconcileClass(ctx, &cluster, dc, &state.Status)
+			if st.State == StateFailed {
+				failed = append(failed, dc.Name)
+			}
+			state.Status.DeviceClasses = append(state.Status.DeviceClasses, st)
+		}
+	}
+	if err := r.Status().Patch(ctx, state, client.MergeFrom(before)); err != nil {
+		return ctrl.Result{}, err
+	}
+	if len(failed) > 0 {
+		return ctrl.Result{}, fmt.Errorf("device classes %s failed on node %s (see LVMVolumeGroupNodeStatus %s/%s)",
+			strings.Join(failed, ", "), r.Node, r.Namespace, r.Node)
+	}
+	return ctrl.Result{}, nil
+}
+
+// nodeStatus returns the node's status object, creating it.
+func (r *VolumeGroupReconciler) nodeStatus(ctx context.Context) (*storagev1alpha1.LVMVolumeGroupNodeStatus, error) {
+	st := &storagev1alpha1.LVMVolumeGroupNodeStatus{ObjectMeta: metav1.ObjectMeta{Name: r.Node, Namespace: r.Namespace}}
+	err := r.Get(ctx, client.ObjectKeyFromObject(st), st)
+	if err == nil || !isNotFound(err) {
+		return st, err
+	}
+	return st, r.Create(ctx, st)
+}
+
+func selects(sel *corev1.NodeSelector, node *corev1.Node) bool {
+	if sel == nil || len(sel.NodeSelectorTerms) == 0 {
+		return true
+	}
+	ok, err := nodeaffinity.NewLazyErrorNodeSelector(sel).Match(node)
+	return err == nil && ok
+}
+
+// reconcileClass converges one class and says how it stands.
+func (r *VolumeGroupReconciler) reconcileClass(ctx context.Context, cluster *storagev1alpha1.LVMCluster, dc storagev1alpha1.DeviceClass,
+	node *storagev1alpha1.NodeStatus) storagev1alpha1.DeviceClassNodeStatus {
+	st := storagev1alpha1.DeviceClassNodeStatus{Node: r.Node, VolumeGroup: dc.Name}
+	fail := func(format string, args ...any) storagev1alpha1.DeviceClassNodeStatus {
+		st.State, st.Reason = StateFailed, fmt.Sprintf(format, args...)
+		r.event(cluster, corev1.EventTypeWarning, "DeviceClassFailed", "%s on %s: %s", dc.Name, r.Node, st.Reason)
+		return st
+	}
+	vg, err := lvm.FindVolumeGroupOf(ctx, r.LVM, dc.Name)
+	switch {
+	case err == nil && !vg.HasTag(ManagedTag):
+		return fail("volume group %s exists and is not strata's (no %s tag); strata never changes it", dc.Name, ManagedTag)
+	case err != nil && !errors.Is(err, lvm.ErrNotFound):
+		return fail("%v", err)
+	}
+	usable, err := r.usableDevices(ctx, cluster, dc, node, &st)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if err := r.ensureGroup(ctx, cluster, dc.Name, vg, usable); err != nil {
+		return fail("%v", err)
+	}
+	if dc.ThinPoolConfig != nil {
+		if err := r.ensureThinPool(ctx, dc.Name, *dc.ThinPoolConfig); err != nil {
+			return fail("%v", err)
+		}
+	}
+	if err := r.describe(ctx, dc, &st); err != nil {
+		return fail("%v", err)
+	}
+	st.State = StateReady
+	return st
+}
+
+// usableDevices inspects the class's devices, wipes those the opt-in
+// allows (once each) and returns the ones to put in the group. A required
+// path that cannot be used fails the class.
+func (r *VolumeGroupReconciler) usableDevices(ctx context.Context, cluster *storagev1alpha1.LVMCluster, dc storagev1alpha1.DeviceClass,
+	node *storagev1alpha1.NodeStatus, st *storagev1alpha1.DeviceClassNodeStatus) ([]string, error) {
+	sel := dc.DeviceSelector
+	if sel == nil {
+		sel = &storagev1alpha1.DeviceSelector{}
+	}
+	groups, err := r.LVM.VolumeGroups(ctx)
+	if err != nil {
+		return nil, err
+	}
+	force := sel.ForceWipeDevicesAndDestroyAllData != nil && *sel.ForceWipeDevicesAndDestroyAllData
+	policy := disks.Policy{MinSize: r.minSize(), ManagedTag: ManagedTag}
+	var usable, missingRequired []string
+	consider := func(path string, required bool) error {
+		found, err := r.Disks.Devices(ctx, path)
+		if err != nil || len(found) == 0 {
+			if required {
+				missingRequired = append(missingRequired, path+": not found")
+			}
+			return nil //nolint:nilerr // an absent optional path is simply not used yet
+		}
+		d := found[0]
+		if d.VolumeGroup == dc.Name {
+			return nil // already in the group
+		}
+		why := disks.Refusals(d, policy, groups)
+		if len(why) > 0 && force && len(disks.Refusals(d, withForce(policy), groups)) == 0 {
+			if wipedBefore(node, d.Path) {
+				why = append(why, "wiped once before and holds data again; strata wipes a device only once")
+			} else if why, err = r.wipe(ctx, cluster, d, node); err != nil {
+				return err
+			}
+		}
+		if len(why) > 0 {
+			st.Excluded = append(st.Excluded, storagev1alpha1.ExcludedDevice{Name: path, Reasons: why})
+			if required {
+				missingRequired = append(missingRequired, path+": "+strings.Join(why, "; "))
+			}
+			return nil
+		}
+		usable = append(usable, d.Path)
+		return nil
+	}
+	for _, p := range sel.Paths {
+		if err := consider(string(p), true); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range sel.OptionalPaths {
+		if err := consider(string(p), false); err != nil {
+			return nil, err
+		}
+	}
+	if len(missingRequired) > 0 {
+		return nil, fmt.Errorf("required devices cannot be used: %s", strings.Join(missingRequired, "; "))
+	}
+	return usable, nil
+}
+
+func withForce(p disks.Policy) disks.Policy {
+	p.ForceWipe = true
+	return p
+}
+
+func wipedBefore(node *storagev1alpha1.NodeStatus, device string) bool {
+	return slices.ContainsFunc(node.Wiped, func(w storagev1alpha1.WipedDevice) bool { return w.Device == device })
+}
+
+// wipe erases a device's signatures and records the wipe first-hand.
+func (r *VolumeGroupReconciler) wipe(ctx context.Context, cluster *storagev1alpha1.LVMCluster, d disks.Device,
+	node *storagev1alpha1.NodeStatus) ([]string, error) {
+	removed, err := r.Disks.Wipe(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	node.Wiped = append(node.Wiped, storagev1alpha1.WipedDevice{Device: d.Path, At: metav1.Now(), Signatures: removed})
+	r.event(cluster, corev1.EventTypeWarning, "DeviceWiped", "wiped %s on %s (forceWipeDevicesAndDestroyAllData): removed %s",
+		d.Path, r.Node, strings.Join(removed, ", "))
+	return nil, nil
+}
+
+// ensureGroup creates the tagged group or extends it; it never removes a
+// device from it.
+func (r *VolumeGroupReconciler) ensureGroup(ctx context.Context, cluster *storagev1alpha1.LVMCluster, name string, vg lvm.VolumeGroup, usable []string) error {
+	if vg.Name == "" {
+		if len(usable) == 0 {
+			return fmt.Errorf("no usable device for volume group %s", name)
+		}
+		if err := r.LVM.CreateVolumeGroup(ctx, name, usable, []string{ManagedTag}); err != nil {
+			return err
+		}
+		r.event(cluster, corev1.EventTypeNormal, "VolumeGroupCreated", "created volume group %s on %s from %s", name, r.Node, strings.Join(usable, ", "))
+		return nil
+	}
+	if len(usable) == 0 {
+		return nil
+	}
+	if err := r.LVM.ExtendVolumeGroup(ctx, name, usable); err != nil {
+		return err
+	}
+	r.event(cluster, corev1.EventTypeNormal, "VolumeGroupExtended", "extended volume group %s on %s with %s", name, r.Node, strings.Join(usable, ", "))
+	return nil
+}
+
+// ensureThinPool creates the pool at sizePercent of the group, grows its
+// data when the group grew and its metadata when the spec asks for more.
+func (r *VolumeGroupReconciler) ensureThinPool(ctx context.Context, vgName string, cfg storagev1alpha1.ThinPoolConfig) error {
+	vg, err := lvm.FindVolumeGroupOf(ctx, r.LVM, vgName)
+	if err != nil {
+		return err
+	}
+	percent := uint64(cfg.SizePercent)
+	if percent == 0 {
+		percent = 90
+	}
+	size := vg.Size * percent / 100 &^ (1<<20 - 1)
+	metadata := quantityBytes(cfg.MetadataSize)
+	pool, err := lvm.FindVolume(ctx, r.LVM, vgName, cfg.Name)
+	if errors.Is(err, lvm.ErrNotFound) {
+		return r.LVM.CreateThinPool(ctx, vgName, lvm.ThinPoolSpec{Name: cfg.Name, Size: size, MetadataSize: metadata,
+			ChunkSize: quantityBytes(cfg.ChunkSize)})
+	}
+	if err != nil {
+		return err
+	}
+	grow := max(size, pool.Size)
+	if grow-pool.Size > vg.Free { // the metadata's share of a grown group stays free
+		grow = pool.Size + vg.Free
+	}
+	if grow == pool.Size && metadata <= pool.MetadataSize {
+		return nil
+	}
+	return r.LVM.ExtendThinPool(ctx, vgName, cfg.Name, grow, max(metadata, pool.MetadataSize))
+}
+
+// describe fills the class's sizes, devices and pool usage.
+func (r *VolumeGroupReconciler) describe(ctx context.Context, dc storagev1alpha1.DeviceClass, st *storagev1alpha1.DeviceClassNodeStatus) error {
+	vg, err := lvm.FindVolumeGroupOf(ctx, r.LVM, dc.Name)
+	if err != nil {
+		return err
+	}
+	st.Size, st.Free = bytesQuantity(vg.Size), bytesQuantity(vg.Free)
+	st.Devices = vg.Devices
+	if dc.ThinPoolConfig == nil {
+		return nil
+	}
+	pool, err := lvm.FindVolume(ctx, r.LVM, dc.Name, dc.ThinPoolConfig.Name)
+	if err != nil {
+		return err
+	}
+	st.ThinPool = &storagev1alpha1.ThinPoolStatus{Name: pool.Name, Size: bytesQuantity(pool.Size),
+		DataPercent: fmt.Sprintf("%.2f", pool.DataPercent), MetadataPercent: fmt.Sprintf("%.2f", pool.MetadataPercent)}
+	return nil
+}
+
+func (r *VolumeGroupReconciler) minSize() uint64 {
+	if r.MinDeviceSize == 0 {
+		return 1 << 30
+	}
+	return r.MinDeviceSize
+}
+
+func (r *VolumeGroupReconciler) event(obj client.Object, kind, reason, format string, args ...any) {
+	if r.Events != nil {
+		r.Events.Eventf(obj, nil, kind, reason, reason, format, args...)
+	}
+}
+
+func quantityBytes(q *resource.Quantity) uint64 {
+	if q == nil {
+		return 0
+	}
+	return uint64(q.Value())
+}
+
+func bytesQuantity(n uint64) *resource.Quantity {
+	return resource.NewQuantity(int64(n), resource.BinarySI)
+}

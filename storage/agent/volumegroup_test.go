@@ -1,0 +1,152 @@
+package agent_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
+	"github.com/strata-gitops/strata/internal/testenv"
+	"github.com/strata-gitops/strata/storage/agent"
+	"github.com/strata-gitops/strata/storage/agent/disks"
+	"github.com/strata-gitops/strata/storage/lvm"
+)
+
+// An LVMCluster in the API becomes tagged volume groups and a thin pool
+// on real loop disks; a disk with a filesystem is refused until the wipe
+// opt-in, which wipes it once and says so; adding a path extends the
+// group and grows the pool.
+func TestVolumeGroupsFromLVMCluster(t *testing.T) {
+	testenv.NeedRoot(t, "volume groups")
+	testenv.NeedTools(t, "lvm", "losetup", "lsblk", "wipefs", "mkfs.ext4")
+	env := testenv.Get(t)
+	c, ctx := env.Client, context.Background()
+	m := loopback(t)
+	nodeName := fmt.Sprintf("vg-node-%d", counter.Add(1))
+	if err := c.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}); err != nil {
+		t.Fatal(err)
+	}
+	thin, plain := fmt.Sprintf("vgt-%d-%d-a", os.Getpid(), counter.Add(1)), fmt.Sprintf("vgt-%d-%d-b", os.Getpid(), counter.Add(1))
+	d1, d2, used := disksFor(t, thin, plain)
+	cluster := twoClasses(nodeName, thin, plain, d1, used)
+	if err := c.Create(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	testenv.RunManager(t, env, func(mgr manager.Manager) error {
+		return (&agent.VolumeGroupReconciler{Client: mgr.GetClient(), Node: nodeName, Namespace: "default", LVM: m,
+			Disks: disks.NewInspector(m), MinDeviceSize: 64 * mib}).SetupWithManager(mgr)
+	})
+
+	first := waitClasses(t, c, nodeName, func(byName map[string]storagev1alpha1.DeviceClassNodeStatus) error {
+		return firstState(byName[thin], byName[plain], d1)
+	})
+	group, err := lvm.FindVolumeGroupOf(ctx, m, thin)
+	if err != nil || !group.HasTag(agent.ManagedTag) {
+		t.Fatalf("group %+v: %v", group, err)
+	}
+	if pool := first[thin].ThinPool.Size.Value(); pool < int64(group.Size)*45/100 || pool > int64(group.Size)*55/100 {
+		t.Errorf("pool of %d bytes in a group of %d, want about 50%%", pool, group.Size)
+	}
+	if _, err := lvm.FindVolumeGroupOf(ctx, m, plain); err == nil {
+		t.Fatalf("a group was made on a disk that holds a filesystem")
+	}
+
+	// Add a path to one class, allow the wipe on the other.
+	if err := c.Get(ctx, client.ObjectKeyFromObject(cluster), cluster); err != nil {
+		t.Fatal(err)
+	}
+	classes := cluster.Spec.Storage.DeviceClasses
+	classes[0].DeviceSelector.Paths = append(classes[0].DeviceSelector.Paths, storagev1alpha1.DevicePath(d2))
+	classes[1].DeviceSelector.ForceWipeDevicesAndDestroyAllData = ptr.To(true)
+	if err := c.Update(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	waitClasses(t, c, nodeName, func(byName map[string]storagev1alpha1.DeviceClassNodeStatus) error {
+		a, b := byName[thin], byName[plain]
+		if len(a.Devices) != 2 || a.ThinPool.Size.Cmp(*first[thin].ThinPool.Size) <= 0 {
+			return fmt.Errorf("thin class after adding %s: %+v (pool was %s)", d2, a, first[thin].ThinPool.Size)
+		}
+		if b.State != agent.StateReady {
+			return fmt.Errorf("class after the wipe opt-in: %+v", b)
+		}
+		return nil
+	})
+	st := &storagev1alpha1.LVMVolumeGroupNodeStatus{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: nodeName}, st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Status.Wiped) != 1 || st.Status.Wiped[0].Device != used || fmt.Sprint(st.Status.Wiped[0].Signatures) != "[ext4]" {
+		t.Fatalf("wipe record %+v", st.Status.Wiped)
+	}
+}
+
+// disksFor attaches three disks, the last holding ext4, and removes the
+// groups and labels the test makes on them.
+func disksFor(t *testing.T, groups ...string) (d1, d2, used string) {
+	t.Helper()
+	d1, d2, used = testenv.LoopDisk(t, 256*mib), testenv.LoopDisk(t, 128*mib), testenv.LoopDisk(t, 128*mib)
+	t.Cleanup(func() {
+		for _, vg := range groups {
+			_ = runQuiet("lvm", "vgremove", "-ff", vg)
+		}
+		for _, d := range []string{d1, d2, used} {
+			_ = runQuiet("lvm", "pvremove", "-ff", "-y", d)
+		}
+	})
+	if out, err := exec.Command("mkfs.ext4", "-q", used).CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.ext4: %v: %s", err, out)
+	}
+	return d1, d2, used
+}
+
+// twoClasses is a thin class on d1 (and an optional path that is absent)
+// and a thick one on a disk that holds data.
+func twoClasses(name, thin, plain, d1, used string) *storagev1alpha1.LVMCluster {
+	return &storagev1alpha1.LVMCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: storagev1alpha1.LVMClusterSpec{Storage: storagev1alpha1.Storage{DeviceClasses: []storagev1alpha1.DeviceClass{
+			{Name: thin, DeviceSelector: &storagev1alpha1.DeviceSelector{Paths: []storagev1alpha1.DevicePath{storagev1alpha1.DevicePath(d1)},
+				OptionalPaths: []storagev1alpha1.DevicePath{"/dev/strata-not-attached"}},
+				ThinPoolConfig: &storagev1alpha1.ThinPoolConfig{Name: "pool", SizePercent: 50}},
+			{Name: plain, DeviceSelector: &storagev1alpha1.DeviceSelector{Paths: []storagev1alpha1.DevicePath{storagev1alpha1.DevicePath(used)}}},
+		}}},
+	}
+}
+
+// firstState: the thin class is made on d1; the class on a disk that
+// holds ext4 is refused for it.
+func firstState(a, b storagev1alpha1.DeviceClassNodeStatus, d1 string) error {
+	if a.State != agent.StateReady || a.ThinPool == nil || fmt.Sprint(a.Devices) != "["+d1+"]" {
+		return fmt.Errorf("thin class: %+v", a)
+	}
+	if b.State != agent.StateFailed || !strings.Contains(b.Reason, "holds data: ext4") || len(b.Excluded) != 1 {
+		return fmt.Errorf("class on a disk with ext4: %+v", b)
+	}
+	return nil
+}
+
+func waitClasses(t *testing.T, c client.Client, node string, check func(map[string]storagev1alpha1.DeviceClassNodeStatus) error) map[string]storagev1alpha1.DeviceClassNodeStatus {
+	t.Helper()
+	var byName map[string]storagev1alpha1.DeviceClassNodeStatus
+	testenv.Eventually(t, timeout, func() error {
+		st := &storagev1alpha1.LVMVolumeGroupNodeStatus{}
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: node}, st); err != nil {
+			return err
+		}
+		byName = map[string]storagev1alpha1.DeviceClassNodeStatus{}
+		for _, dc := range st.Status.DeviceClasses {
+			byName[dc.VolumeGroup] = dc
+		}
+		return check(byName)
+	})
+	return byName
+}
