@@ -205,3 +205,9 @@ type LVMClusterList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []LVMCluster `json:"items"`
 }
+
+// GetConditions returns the status conditions.
+func (c *LVMCluster) GetConditions() []metav1.Condition { return c.Status.Conditions }
+
+// SetConditions replaces the status conditions.
+func (c *LVMCluster) SetConditions(conds []metav1.Condition) { c.Status.Conditions = conds }
