@@ -75,15 +75,7 @@ func TestStorageClasses(t *testing.T) {
 	if err := c.Create(ctx, cluster); err != nil {
 		t.Fatal(err)
 	}
-	storageClassOf(t, c, fast, func(sc *storagev1.StorageClass) error {
-		if sc.Provisioner != lvmcluster.Driver || sc.Parameters[lvmcluster.DeviceClassParameter] != fast ||
-			sc.Parameters["csi.storage.k8s.io/fstype"] != "xfs" || sc.Parameters["x"] != "y" || sc.Labels["team"] != "db" ||
-			*sc.VolumeBindingMode != storagev1.VolumeBindingWaitForFirstConsumer || !*sc.AllowVolumeExpansion ||
-			sc.Annotations["storageclass.kubernetes.io/is-default-class"] != "true" {
-			return fmt.Errorf("fast StorageClass %+v", sc)
-		}
-		return nil
-	})
+	storageClassOf(t, c, fast, func(sc *storagev1.StorageClass) error { return checkFast(sc, fast) })
 	old := storageClassOf(t, c, bulk, func(sc *storagev1.StorageClass) error {
 		if *sc.ReclaimPolicy != corev1.PersistentVolumeReclaimRetain || sc.Parameters["csi.storage.k8s.io/fstype"] != "ext4" ||
 			sc.Annotations["storageclass.kubernetes.io/is-default-class"] != "false" {
@@ -159,6 +151,17 @@ func TestStatusFromNodes(t *testing.T) {
 	if len(got.Status.DeviceClassStatuses) != 1 || len(got.Status.DeviceClassStatuses[0].Nodes) != 2 {
 		t.Errorf("per-node statuses %+v", got.Status.DeviceClassStatuses)
 	}
+}
+
+// checkFast: the options, the default marker and xfs by default.
+func checkFast(sc *storagev1.StorageClass, class string) error {
+	if sc.Provisioner != lvmcluster.Driver || sc.Parameters[lvmcluster.DeviceClassParameter] != class ||
+		sc.Parameters["csi.storage.k8s.io/fstype"] != "xfs" || sc.Parameters["x"] != "y" || sc.Labels["team"] != "db" ||
+		*sc.VolumeBindingMode != storagev1.VolumeBindingWaitForFirstConsumer || !*sc.AllowVolumeExpansion ||
+		sc.Annotations["storageclass.kubernetes.io/is-default-class"] != "true" {
+		return fmt.Errorf("fast StorageClass %+v", sc)
+	}
+	return nil
 }
 
 func waitState(t *testing.T, c client.Client, obj *storagev1alpha1.LVMCluster, state string) *storagev1alpha1.LVMCluster {
