@@ -30,6 +30,7 @@ import (
 	"github.com/strata-gitops/strata/sources/artifact"
 	"github.com/strata-gitops/strata/sources/git"
 	"github.com/strata-gitops/strata/sources/receiver"
+	"github.com/strata-gitops/strata/storage/lvmcluster"
 )
 
 // Options are the controller's flags.
@@ -133,6 +134,9 @@ func register(ctx context.Context, mgr manager.Manager, cfg *rest.Config, o Opti
 		return err
 	}
 	if err := (&receiver.Reconciler{Client: mgr.GetClient()}).SetupWithManager(ctx, mgr); err != nil {
+		return err
+	}
+	if err := (&lvmcluster.Reconciler{Client: mgr.GetClient(), Events: events}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if o.ArtifactAddr != "" && o.ArtifactAddr != "0" {

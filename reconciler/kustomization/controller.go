@@ -27,9 +27,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
+	"github.com/strata-gitops/strata/internal/finalizer"
 	"github.com/strata-gitops/strata/internal/status"
 	"github.com/strata-gitops/strata/reconciler/build"
 	"github.com/strata-gitops/strata/reconciler/guard"
@@ -107,12 +107,8 @@ func (r *Reconciler) reconcileRequest(ctx context.Context, req ctrl.Request) (ct
 	if !obj.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.finalize(ctx, obj)
 	}
-	if !controllerutil.ContainsFinalizer(obj, Finalizer) {
-		patch := client.MergeFrom(obj.DeepCopy())
-		controllerutil.AddFinalizer(obj, Finalizer)
-		if err := r.Client.Patch(ctx, obj, patch); err != nil {
-			return ctrl.Result{}, err
-		}
+	if err := finalizer.Ensure(ctx, r.Client, obj, Finalizer); err != nil {
+		return ctrl.Result{}, err
 	}
 	if obj.Spec.Suspend {
 		return ctrl.Result{}, nil

@@ -8,6 +8,8 @@ import (
 	"github.com/fluxcd/pkg/ssa"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/strata-gitops/strata/internal/finalizer"
 )
 
 // finalize applies spec.deletionPolicy when a Kustomization is deleted:
@@ -24,9 +26,7 @@ func (r *Reconciler) finalize(ctx context.Context, obj *kustomizev1.Kustomizatio
 		}
 	}
 	r.records.forget(client.ObjectKeyFromObject(obj))
-	patch := client.MergeFrom(obj.DeepCopy())
-	controllerutil.RemoveFinalizer(obj, Finalizer)
-	return r.Client.Patch(ctx, obj, patch)
+	return finalizer.Release(ctx, r.Client, obj, Finalizer)
 }
 
 func shouldDeleteObjects(obj *kustomizev1.Kustomization) bool {

@@ -22,9 +22,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
+	"github.com/strata-gitops/strata/internal/finalizer"
 	"github.com/strata-gitops/strata/internal/status"
 	"github.com/strata-gitops/strata/sources/artifact"
 )
@@ -61,12 +61,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !obj.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.finalize(ctx, obj)
 	}
-	if !controllerutil.ContainsFinalizer(obj, Finalizer) {
-		patch := client.MergeFrom(obj.DeepCopy())
-		controllerutil.AddFinalizer(obj, Finalizer)
-		if err := r.Patch(ctx, obj, patch); err != nil {
-			return ctrl.Result{}, err
-		}
+	if err := finalizer.Ensure(ctx, r, obj, Finalizer); err != nil {
+		return ctrl.Result{}, err
 	}
 	if obj.Spec.Suspend {
 		return ctrl.Result{}, nil
@@ -213,9 +209,7 @@ func (r *Reconciler) finalize(ctx context.Context, obj *sourcev1.GitRepository) 
 	if err := removeAll(filepath.Join(r.MirrorDir, objectDir), filepath.Join(r.MirrorDir, objectDir)+".ssh"); err != nil {
 		return err
 	}
-	patch := client.MergeFrom(obj.DeepCopy())
-	controllerutil.RemoveFinalizer(obj, Finalizer)
-	return r.Patch(ctx, obj, patch)
+	return finalizer.Release(ctx, r, obj, Finalizer)
 }
 
 // recordChanges tells consumers which files the new revision changed, so

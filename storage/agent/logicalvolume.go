@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
+	"github.com/strata-gitops/strata/internal/finalizer"
 	"github.com/strata-gitops/strata/internal/status"
 	"github.com/strata-gitops/strata/storage/lvm"
 )
@@ -80,12 +81,8 @@ func (r *LogicalVolumeReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if !obj.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.remove(ctx, obj)
 	}
-	if !controllerutil.ContainsFinalizer(obj, LogicalVolumeFinalizer) {
-		patch := client.MergeFrom(obj.DeepCopy())
-		controllerutil.AddFinalizer(obj, LogicalVolumeFinalizer)
-		if err := r.Patch(ctx, obj, patch); err != nil {
-			return ctrl.Result{}, err
-		}
+	if err := finalizer.Ensure(ctx, r, obj, LogicalVolumeFinalizer); err != nil {
+		return ctrl.Result{}, err
 	}
 	before := obj.DeepCopy()
 	err := r.ensure(ctx, obj)
@@ -174,9 +171,7 @@ func (r *LogicalVolumeReconciler) remove(ctx context.Context, obj *storagev1alph
 		r.event(obj, corev1.EventTypeWarning, VolumeFailedReason, "removing %s/%s: %v", where.VolumeGroup, obj.Spec.Name, err)
 		return err
 	}
-	patch := client.MergeFrom(obj.DeepCopy())
-	controllerutil.RemoveFinalizer(obj, LogicalVolumeFinalizer)
-	return r.Patch(ctx, obj, patch)
+	return finalizer.Release(ctx, r, obj, LogicalVolumeFinalizer)
 }
 
 func (r *LogicalVolumeReconciler) event(obj *storagev1alpha1.LogicalVolume, kind, reason, format string, args ...any) {

@@ -44,8 +44,17 @@ type VolumeGroupReconciler struct {
 	Disks     *disks.Inspector
 	// MinDeviceSize is the smallest device used (default 1 GiB).
 	MinDeviceSize uint64
+	// FullThreshold is the percent of data or metadata use above which a
+	// thin pool takes no new volume (default 90).
+	FullThreshold float64
 	Events        events.EventRecorder
+
+	capacity map[string]uint64 // per class, from the current reconcile
 }
+
+// CapacityAnnotationPrefix + class, on the Node, is the size in bytes a
+// new volume of the class can have there, for topology-aware placement.
+const CapacityAnnotationPrefix = "capacity.strata.dev/"
 
 // SetupWithManager reconciles the node's whole state on any LVMCluster
 // change in the namespace.
@@ -75,6 +84,7 @@ func (r *VolumeGroupReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (
 	}
 	before := state.DeepCopy()
 	state.Status.DeviceClasses = nil
+	r.capacity = map[string]uint64{}
 	var failed []string
 	for _, cluster := range clusters.Items {
 		for _, dc := range cluster.Spec.Storage.DeviceClasses {
@@ -88,7 +98,19 @@ func (r *VolumeGroupReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (
 			state.Status.DeviceClasses = append(state.Status.DeviceClasses, st)
 		}
 	}
+	if state.Status.Unclaimed, err = r.unclaimed(ctx, state.Status.DeviceClasses); err != nil {
+		return ctrl.Result{}, err
+	}
+	for _, u := range state.Status.Unclaimed {
+		if !slices.Contains(before.Status.Unclaimed, u) {
+			r.event(state, corev1.EventTypeWarning, "UnclaimedVolume",
+				"logical volume %s on %s is claimed by no LogicalVolume; strata leaves it alone (remove it with lvremove if it is garbage)", u, r.Node)
+		}
+	}
 	if err := r.Status().Patch(ctx, state, client.MergeFrom(before)); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.annotateCapacity(ctx, node); err != nil {
 		return ctrl.Result{}, err
 	}
 	if len(failed) > 0 {
@@ -144,9 +166,11 @@ func (r *VolumeGroupReconciler) reconcileClass(ctx context.Context, cluster *sto
 			return fail("%v", err)
 		}
 	}
-	if err := r.describe(ctx, dc, &st); err != nil {
+	capacity, err := r.describe(ctx, dc, &st)
+	if err != nil {
 		return fail("%v", err)
 	}
+	r.capacity[dc.Name] = capacity
 	st.State = StateReady
 	return st
 }
@@ -289,24 +313,66 @@ func (r *VolumeGroupReconciler) ensureThinPool(ctx context.Context, vgName strin
 	return r.LVM.ExtendThinPool(ctx, vgName, cfg.Name, grow, max(metadata, pool.MetadataSize))
 }
 
-// describe fills the class's sizes, devices and pool usage.
-func (r *VolumeGroupReconciler) describe(ctx context.Context, dc storagev1alpha1.DeviceClass, st *storagev1alpha1.DeviceClassNodeStatus) error {
+// describe fills the class's sizes, devices and pool usage, and returns
+// the capacity a new volume of the class can have on this node.
+func (r *VolumeGroupReconciler) describe(ctx context.Context, dc storagev1alpha1.DeviceClass, st *storagev1alpha1.DeviceClassNodeStatus) (uint64, error) {
 	vg, err := lvm.FindVolumeGroupOf(ctx, r.LVM, dc.Name)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	st.Size, st.Free = bytesQuantity(vg.Size), bytesQuantity(vg.Free)
 	st.Devices = vg.Devices
 	if dc.ThinPoolConfig == nil {
-		return nil
+		return vg.Free, nil
+	}
+	lvs, err := r.LVM.LogicalVolumes(ctx, dc.Name)
+	if err != nil {
+		return 0, err
 	}
 	pool, err := lvm.FindVolume(ctx, r.LVM, dc.Name, dc.ThinPoolConfig.Name)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	st.ThinPool = &storagev1alpha1.ThinPoolStatus{Name: pool.Name, Size: bytesQuantity(pool.Size),
 		DataPercent: fmt.Sprintf("%.2f", pool.DataPercent), MetadataPercent: fmt.Sprintf("%.2f", pool.MetadataPercent)}
-	return nil
+	if full := r.fullness(pool); full != "" {
+		st.ThinPool.Full = full
+		return 0, nil
+	}
+	return thinCapacity(pool, lvs, dc.ThinPoolConfig.OverprovisionRatio), nil
+}
+
+// fullness says why no new thin volume may go into the pool, if so: its
+// data or metadata is fuller than the threshold. Overprovisioning alone
+// would keep offering a pool that is about to run out (TopoLVM #1101).
+func (r *VolumeGroupReconciler) fullness(pool lvm.LogicalVolume) string {
+	limit := r.FullThreshold
+	if limit == 0 {
+		limit = 90
+	}
+	switch {
+	case pool.DataPercent >= limit:
+		return fmt.Sprintf("data %.1f%% full (threshold %.0f%%): no new thin volumes here", pool.DataPercent, limit)
+	case pool.MetadataPercent >= limit:
+		return fmt.Sprintf("metadata %.1f%% full (threshold %.0f%%): no new thin volumes here", pool.MetadataPercent, limit)
+	}
+	return ""
+}
+
+// thinCapacity is the pool's overprovisioned size less what its volumes
+// were promised.
+func thinCapacity(pool lvm.LogicalVolume, lvs []lvm.LogicalVolume, ratio int32) uint64 {
+	if ratio < 1 {
+		ratio = 10
+	}
+	total := pool.Size * uint64(ratio)
+	var promised uint64
+	for _, lv := range lvs {
+		if lv.Kind == lvm.Thin && lv.Pool == pool.Name {
+			promised += lv.Size
+		}
+	}
+	return total - min(promised, total)
 }
 
 func (r *VolumeGroupReconciler) minSize() uint64 {
@@ -331,4 +397,54 @@ func quantityBytes(q *resource.Quantity) uint64 {
 
 func bytesQuantity(n uint64) *resource.Quantity {
 	return resource.NewQuantity(int64(n), resource.BinarySI)
+}
+
+// annotateCapacity writes each class's capacity on the Node and drops
+// the annotations of classes no longer here.
+func (r *VolumeGroupReconciler) annotateCapacity(ctx context.Context, node *corev1.Node) error {
+	patch := client.MergeFrom(node.DeepCopy())
+	if node.Annotations == nil {
+		node.Annotations = map[string]string{}
+	}
+	for k := range node.Annotations {
+		if strings.HasPrefix(k, CapacityAnnotationPrefix) {
+			delete(node.Annotations, k)
+		}
+	}
+	for class, bytes := range r.capacity {
+		node.Annotations[CapacityAnnotationPrefix+class] = fmt.Sprint(bytes)
+	}
+	return r.Patch(ctx, node, patch)
+}
+
+// unclaimed lists the volumes in this node's classes' groups that no
+// LogicalVolume bound to this node names. They are reported, never
+// removed: a volume may hold data whatever the API says.
+func (r *VolumeGroupReconciler) unclaimed(ctx context.Context, classes []storagev1alpha1.DeviceClassNodeStatus) ([]string, error) {
+	objs := &storagev1alpha1.LogicalVolumeList{}
+	if err := r.List(ctx, objs); err != nil {
+		return nil, err
+	}
+	claimed := map[string]bool{}
+	for _, o := range objs.Items {
+		if o.Spec.NodeName == r.Node {
+			claimed[o.Spec.DeviceClass+"/"+o.Spec.Name] = true
+		}
+	}
+	var out []string
+	for _, c := range classes {
+		if c.State != StateReady {
+			continue
+		}
+		lvs, err := r.LVM.LogicalVolumes(ctx, c.VolumeGroup)
+		if err != nil {
+			return nil, err
+		}
+		for _, lv := range lvs {
+			if lv.Kind != lvm.ThinPool && !claimed[c.VolumeGroup+"/"+lv.Name] {
+				out = append(out, c.VolumeGroup+"/"+lv.Name)
+			}
+		}
+	}
+	return out, nil
 }

@@ -59,6 +59,11 @@ func TestVolumeGroupsFromLVMCluster(t *testing.T) {
 	if _, err := lvm.FindVolumeGroupOf(ctx, m, plain); err == nil {
 		t.Fatalf("a group was made on a disk that holds a filesystem")
 	}
+	checkCapacity(t, c, nodeName, thin, first[thin].ThinPool.Size.Value()*10)
+	// A volume that no LogicalVolume claims is reported, not removed.
+	if err := m.CreateVolume(ctx, thin, lvm.VolumeSpec{Name: "stray", Size: 8 * mib, Pool: "pool"}); err != nil {
+		t.Fatal(err)
+	}
 
 	// Add a path to one class, allow the wipe on the other.
 	if err := c.Get(ctx, client.ObjectKeyFromObject(cluster), cluster); err != nil {
@@ -83,6 +88,12 @@ func TestVolumeGroupsFromLVMCluster(t *testing.T) {
 	st := &storagev1alpha1.LVMVolumeGroupNodeStatus{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: nodeName}, st); err != nil {
 		t.Fatal(err)
+	}
+	if fmt.Sprint(st.Status.Unclaimed) != "["+thin+"/stray]" {
+		t.Errorf("unclaimed volumes %v, want [%s/stray]", st.Status.Unclaimed, thin)
+	}
+	if _, err := lvm.FindVolume(ctx, m, thin, "stray"); err != nil {
+		t.Errorf("the unclaimed volume was touched: %v", err)
 	}
 	if len(st.Status.Wiped) != 1 || st.Status.Wiped[0].Device != used || fmt.Sprint(st.Status.Wiped[0].Signatures) != "[ext4]" {
 		t.Fatalf("wipe record %+v", st.Status.Wiped)
@@ -120,6 +131,21 @@ func twoClasses(name, thin, plain, d1, used string) *storagev1alpha1.LVMCluster 
 			{Name: plain, DeviceSelector: &storagev1alpha1.DeviceSelector{Paths: []storagev1alpha1.DevicePath{storagev1alpha1.DevicePath(used)}}},
 		}}},
 	}
+}
+
+// checkCapacity: the Node says how big a new volume of the class can be.
+func checkCapacity(t *testing.T, c client.Client, node, class string, want int64) {
+	t.Helper()
+	testenv.Eventually(t, timeout, func() error {
+		n := &corev1.Node{}
+		if err := c.Get(context.Background(), client.ObjectKey{Name: node}, n); err != nil {
+			return err
+		}
+		if got := n.Annotations[agent.CapacityAnnotationPrefix+class]; got != fmt.Sprint(want) {
+			return fmt.Errorf("capacity annotation %q, want %d", got, want)
+		}
+		return nil
+	})
 }
 
 // firstState: the thin class is made on d1; the class on a disk that

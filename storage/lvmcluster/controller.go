@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
+	"github.com/strata-gitops/strata/internal/finalizer"
 	"github.com/strata-gitops/strata/internal/status"
 )
 
@@ -61,12 +62,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !obj.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.finalize(ctx, obj)
 	}
-	if !controllerutil.ContainsFinalizer(obj, Finalizer) {
-		patch := client.MergeFrom(obj.DeepCopy())
-		controllerutil.AddFinalizer(obj, Finalizer)
-		if err := r.Patch(ctx, obj, patch); err != nil {
-			return ctrl.Result{}, err
-		}
+	if err := finalizer.Ensure(ctx, r, obj, Finalizer); err != nil {
+		return ctrl.Result{}, err
 	}
 	before := obj.DeepCopy()
 	err := r.ensureStorageClasses(ctx, obj)
@@ -182,9 +179,7 @@ func (r *Reconciler) finalize(ctx context.Context, obj *storagev1alpha1.LVMClust
 			return err
 		}
 	}
-	patch := client.MergeFrom(obj.DeepCopy())
-	controllerutil.RemoveFinalizer(obj, Finalizer)
-	return r.Patch(ctx, obj, patch)
+	return finalizer.Release(ctx, r, obj, Finalizer)
 }
 
 func (r *Reconciler) event(obj client.Object, kind, reason, format string, args ...any) {
