@@ -21,7 +21,7 @@ import (
 const mib = 1 << 20
 
 func TestContractLVM2(t *testing.T) {
-	contract(t, NewLVM2(), hasDeviceMapper())
+	contract(t, NewLVM2(), KernelHasDeviceMapper())
 }
 
 func TestContractLoopback(t *testing.T) {
@@ -33,12 +33,6 @@ func TestContractLoopback(t *testing.T) {
 	contract(t, m, true)
 }
 
-// hasDeviceMapper asks the kernel, not /dev: installing lvm2 creates
-// /dev/mapper/control even where the kernel has no device-mapper.
-func hasDeviceMapper() bool {
-	_, err := os.Stat("/sys/class/misc/device-mapper")
-	return err == nil
-}
 
 var groups atomic.Int32
 

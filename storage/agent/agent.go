@@ -1,0 +1,99 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/strata-gitops/strata/internal/scheme"
+	"github.com/strata-gitops/strata/storage/agent/disks"
+	"github.com/strata-gitops/strata/storage/lvm"
+)
+
+// Options configure one node's agent.
+type Options struct {
+	NodeName  string
+	Namespace string // where the LVMClusters and the node's status live
+	// Backend is lvm2, loopback, or auto: lvm2 where the kernel has
+	// device-mapper, loopback elsewhere.
+	Backend         string
+	LoopbackDir     string
+	MinDeviceSize   uint64
+	FullThreshold   float64
+	MetricsAddr     string
+	HealthProbeAddr string
+}
+
+// Defaults are the agent's flag defaults.
+func Defaults() Options {
+	return Options{NodeName: os.Getenv("NODE_NAME"), Namespace: "strata-system", Backend: "auto",
+		LoopbackDir: "/var/lib/strata/loopback", MinDeviceSize: 1 << 30, FullThreshold: 90,
+		MetricsAddr: ":8082", HealthProbeAddr: ":8083"}
+}
+
+// VolumeManager returns the backend the options name.
+func VolumeManager(o Options) (lvm.Manager, string, error) {
+	backend := o.Backend
+	if backend == "auto" {
+		backend = "lvm2"
+		if !lvm.KernelHasDeviceMapper() {
+			backend = "loopback"
+		}
+	}
+	switch backend {
+	case "lvm2":
+		return lvm.NewLVM2(), backend, nil
+	case "loopback":
+		m, err := lvm.NewLoopback(filepath.Clean(o.LoopbackDir))
+		return m, backend, err
+	}
+	return nil, "", fmt.Errorf("--backend %q: use lvm2, loopback or auto", o.Backend)
+}
+
+// NewManager assembles the agent: the volume-group and LogicalVolume
+// reconcilers of one node.
+func NewManager(_ context.Context, cfg *rest.Config, o Options) (manager.Manager, error) {
+	if o.NodeName == "" {
+		return nil, fmt.Errorf("the agent needs its node's name: set --node-name or NODE_NAME (the downward API's spec.nodeName)")
+	}
+	m, backend, err := VolumeManager(o)
+	if err != nil {
+		return nil, err
+	}
+	ctrl.Log.Info("volume manager", "backend", backend, "node", o.NodeName)
+	mgr, err := ctrl.NewManager(cfg, manager.Options{
+		Scheme:                 scheme.New(),
+		Metrics:                metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress: o.HealthProbeAddr,
+	})
+	if err != nil {
+		return nil, err
+	}
+	events := mgr.GetEventRecorder("strata-agent")
+	vg := &VolumeGroupReconciler{Client: mgr.GetClient(), Node: o.NodeName, Namespace: o.Namespace, LVM: m,
+		Disks: disks.NewInspector(m), MinDeviceSize: o.MinDeviceSize, FullThreshold: o.FullThreshold, Events: events}
+	if err := vg.SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
+	lv := &LogicalVolumeReconciler{Client: mgr.GetClient(), Node: o.NodeName, LVM: m, Events: events,
+		Classes: ClusterClasses{Client: mgr.GetClient(), Namespace: o.Namespace}}
+	if err := lv.SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
+	if o.HealthProbeAddr != "" && o.HealthProbeAddr != "0" {
+		if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+			return nil, err
+		}
+		if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+			return nil, err
+		}
+	}
+	return mgr, nil
+}
