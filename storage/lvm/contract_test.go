@@ -33,7 +33,6 @@ func TestContractLoopback(t *testing.T) {
 	contract(t, m, true)
 }
 
-
 var groups atomic.Int32
 
 // contractCase is one manager and the group its contract run works in.
