@@ -4,8 +4,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
+
+	"github.com/strata-gitops/strata/internal/loopdev"
 )
 
 // LoopDisk returns a loop device backed by a new sparse file of size
@@ -20,11 +21,10 @@ func LoopDisk(t testing.TB, size int64) string {
 	if err := os.Truncate(img, size); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command("losetup", "--find", "--show", img).CombinedOutput()
+	dev, err := loopdev.Attach(img)
 	if err != nil {
-		t.Fatalf("attaching %s: %v: %s", img, err, out)
+		t.Fatal(err)
 	}
-	dev := strings.TrimSpace(string(out))
 	t.Cleanup(func() {
 		if out, err := exec.Command("losetup", "--detach", dev).CombinedOutput(); err != nil {
 			t.Errorf("detaching %s: %v: %s", dev, err, out)
@@ -55,14 +55,7 @@ func NeedTools(t testing.TB, names ...string) {
 // DetachLoopDevicesUnder detaches every loop device whose backing file is
 // under dir, so that a failed test leaves none attached.
 func DetachLoopDevicesUnder(t testing.TB, dir string) {
-	out, err := exec.Command("losetup", "--list", "--noheadings", "--output", "NAME,BACK-FILE").Output()
-	if err != nil {
-		t.Errorf("listing loop devices: %v", err)
-		return
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && strings.HasPrefix(f[1], dir+"/") {
-			_ = exec.Command("losetup", "--detach", f[0]).Run()
-		}
+	if err := loopdev.DetachUnder(dir); err != nil {
+		t.Errorf("detaching loop devices under %s: %v", dir, err)
 	}
 }

@@ -6,6 +6,7 @@ package up
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -87,6 +88,11 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	say("controller started (artifacts in %s)", filepath.Join(o.StateDir, "controller"))
+	agentDone, detachDisks, err := startAgent(ctx, cp.Config, c, o, say)
+	if err != nil {
+		return err
+	}
+	defer detachDisks()
 
 	path, err := bootstrap(ctx, c, repoURL)
 	if err != nil {
@@ -101,7 +107,11 @@ func Run(ctx context.Context, o Options) error {
 	printNextSteps(o.Out, repo.work, kubeconfig)
 	<-ctx.Done()
 	cancel()
-	return <-mgrDone
+	var agentErr error
+	if agentDone != nil {
+		agentErr = <-agentDone
+	}
+	return errors.Join(<-mgrDone, agentErr)
 }
 
 func writeKubeconfig(cp *controlplane.ControlPlane, path string) error {
