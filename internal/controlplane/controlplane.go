@@ -61,6 +61,9 @@ func Start(o Options) (*ControlPlane, error) {
 	}
 	cfg, err := env.Start()
 	if err != nil {
+		// envtest leaves the processes running when a later step, such as
+		// installing a CRD the API server refuses, fails.
+		_ = env.Stop()
 		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", o.AssetsDir, err)
 	}
 	cfg.QPS, cfg.Burst = 500, 1000
