@@ -70,6 +70,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err == nil {
 		err = r.aggregate(ctx, obj)
 	} else {
+		obj.Status.State, obj.Status.Ready = "Failed", false
 		status.MarkFailed(obj, "StorageClassFailed", err.Error(), false)
 	}
 	obj.Status.ObservedGeneration = obj.Generation
@@ -100,6 +101,9 @@ func (r *Reconciler) ensureStorageClasses(ctx context.Context, obj *storagev1alp
 			return fmt.Errorf("StorageClass %s belongs to LVMCluster %s, not this one: rename device class %s", want.Name, owner, dc.Name)
 		}
 		if immutableChanged(have, want) {
+			if err := r.refuseFSTypeChangeInUse(ctx, have, want, dc.Name); err != nil {
+				return err
+			}
 			if err := r.Delete(ctx, have); err != nil {
 				return err
 			}
@@ -115,6 +119,31 @@ func (r *Reconciler) ensureStorageClasses(ctx context.Context, obj *storagev1alp
 		}
 	}
 	return nil
+}
+
+// refuseFSTypeChangeInUse stops a class's filesystem from changing while
+// volumes of it exist: they keep the old one, and the class would then
+// promise a filesystem some of its volumes do not have.
+func (r *Reconciler) refuseFSTypeChangeInUse(ctx context.Context, have, want *storagev1.StorageClass, class string) error {
+	from, to := have.Parameters[fsTypeParameter], want.Parameters[fsTypeParameter]
+	if from == to {
+		return nil
+	}
+	pvs := &corev1.PersistentVolumeList{}
+	if err := r.List(ctx, pvs); err != nil {
+		return err
+	}
+	var using []string
+	for _, pv := range pvs.Items {
+		if pv.Spec.StorageClassName == have.Name {
+			using = append(using, pv.Name)
+		}
+	}
+	if len(using) == 0 {
+		return nil
+	}
+	return fmt.Errorf("device class %s: fstype cannot change from %s to %s while %d volumes use it (%s): they would keep %s; "+
+		"add a new device class for %s instead", class, from, to, len(using), strings.Join(using, ", "), from, to)
 }
 
 // aggregate copies the agents' per-node class statuses into the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -106,6 +107,20 @@ func TestStorageClasses(t *testing.T) {
 	if err := c.Create(ctx, pv); err != nil {
 		t.Fatal(err)
 	}
+	// With a volume on it, the class's filesystem no longer changes.
+	if err := c.Get(ctx, client.ObjectKeyFromObject(cluster), cluster); err != nil {
+		t.Fatal(err)
+	}
+	cluster.Spec.Storage.DeviceClasses[0].FSType = "ext4"
+	if err := c.Update(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	refused := waitState(t, c, cluster, "Failed")
+	if msg := readyMessage(refused); !strings.Contains(msg, "fstype cannot change from xfs to ext4 while 1 volumes use it") {
+		t.Fatalf("fstype change of a class in use: %q", msg)
+	}
+	storageClassOf(t, c, fast, func(sc *storagev1.StorageClass) error { return checkFast(sc, fast) })
+
 	if err := c.Delete(ctx, cluster); err != nil {
 		t.Fatal(err)
 	}
@@ -162,6 +177,15 @@ func checkFast(sc *storagev1.StorageClass, class string) error {
 		return fmt.Errorf("fast StorageClass %+v", sc)
 	}
 	return nil
+}
+
+func readyMessage(obj *storagev1alpha1.LVMCluster) string {
+	for _, c := range obj.Status.Conditions {
+		if c.Type == "Ready" {
+			return c.Message
+		}
+	}
+	return ""
 }
 
 func waitState(t *testing.T, c client.Client, obj *storagev1alpha1.LVMCluster, state string) *storagev1alpha1.LVMCluster {
