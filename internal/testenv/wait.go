@@ -5,8 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -83,4 +85,20 @@ func RunManagerFrom(t testing.TB, build func(ctx context.Context) (Manager, erro
 	}
 	t.Cleanup(stop)
 	return stop
+}
+
+// Update applies mutate to the latest obj and updates it, again on a
+// conflict: a controller under test may write the object in between.
+func Update[T client.Object](t testing.TB, c client.Client, obj T, mutate func(T)) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		mutate(obj)
+		return c.Update(context.Background(), obj)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

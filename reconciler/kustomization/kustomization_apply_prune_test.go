@@ -273,11 +273,7 @@ func TestQuietWaitEndsWithTheDependencysFirstResult(t *testing.T) {
 		}
 		return nil
 	})
-	base := s.get("base")
-	base.Spec.Suspend = false
-	if err := s.c.Update(context.Background(), base); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Update(t, s.c, s.get("base"), func(k *kustomizev1.Kustomization) { k.Spec.Suspend = false })
 	testenv.Eventually(t, 10*time.Second, func() error {
 		c := apimeta.FindStatusCondition(s.get("app").Status.Conditions, meta.ReadyCondition)
 		if c == nil || c.Reason != meta.DependencyNotReadyReason {

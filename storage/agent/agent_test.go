@@ -24,7 +24,8 @@ func TestAgentFromLVMClusterToDevice(t *testing.T) {
 	env := testenv.Get(t)
 	c, ctx := env.Client, context.Background()
 	o := agent.Defaults()
-	o.NodeName, o.Namespace = fmt.Sprintf("agent-node-%d", counter.Add(1)), "default"
+	o.NodeName = fmt.Sprintf("agent-node-%d", counter.Add(1))
+	o.Namespace = ownNamespace(t, c, o.NodeName)
 	o.Backend, o.LoopbackDir, o.MinDeviceSize = "loopback", t.TempDir(), 64*mib
 	o.MetricsAddr, o.HealthProbeAddr = "0", "0"
 	t.Cleanup(func() { testenv.DetachLoopDevicesUnder(t, o.LoopbackDir) })
@@ -35,7 +36,7 @@ func TestAgentFromLVMClusterToDevice(t *testing.T) {
 	if err := c.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: o.NodeName}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Create(ctx, &storagev1alpha1.LVMCluster{ObjectMeta: metav1.ObjectMeta{Name: class, Namespace: "default"},
+	if err := c.Create(ctx, &storagev1alpha1.LVMCluster{ObjectMeta: metav1.ObjectMeta{Name: class, Namespace: o.Namespace},
 		Spec: storagev1alpha1.LVMClusterSpec{Storage: storagev1alpha1.Storage{DeviceClasses: []storagev1alpha1.DeviceClass{{
 			Name: class, DeviceSelector: &storagev1alpha1.DeviceSelector{Paths: []storagev1alpha1.DevicePath{storagev1alpha1.DevicePath(disk)}},
 			ThinPoolConfig: &storagev1alpha1.ThinPoolConfig{Name: "pool"}}}}}}); err != nil {

@@ -51,6 +51,7 @@ func newNode(t *testing.T, m lvm.Manager) *node {
 	n := &node{t: t, c: env.Client, m: m, name: fmt.Sprintf("node-%d", counter.Add(1))}
 	n.thin, n.thick = fmt.Sprintf("lvthin%d%s", os.Getpid(), n.name), fmt.Sprintf("lvthick%d%s", os.Getpid(), n.name)
 	ctx := context.Background()
+	ownNamespace(t, n.c, n.name)
 	for _, vg := range []string{n.thin, n.thick} {
 		disk := testenv.LoopDisk(t, 256*mib)
 		if err := m.CreateVolumeGroup(ctx, vg, []string{disk}, []string{"strata.dev/managed"}); err != nil {
@@ -62,7 +63,7 @@ func newNode(t *testing.T, m lvm.Manager) *node {
 		t.Fatal(err)
 	}
 	cluster := &storagev1alpha1.LVMCluster{
-		ObjectMeta: metav1.ObjectMeta{Name: n.name, Namespace: "default"},
+		ObjectMeta: metav1.ObjectMeta{Name: n.name, Namespace: n.name},
 		Spec: storagev1alpha1.LVMClusterSpec{Storage: storagev1alpha1.Storage{DeviceClasses: []storagev1alpha1.DeviceClass{
 			{Name: n.thin, ThinPoolConfig: &storagev1alpha1.ThinPoolConfig{Name: "pool"}},
 			{Name: n.thick},
@@ -77,7 +78,7 @@ func newNode(t *testing.T, m lvm.Manager) *node {
 func (n *node) start() func() {
 	return testenv.RunManager(n.t, testenv.Get(n.t), func(mgr manager.Manager) error {
 		return (&agent.LogicalVolumeReconciler{Client: mgr.GetClient(), Node: n.name, LVM: n.m,
-			Classes: agent.ClusterClasses{Client: mgr.GetClient(), Namespace: "default"}}).SetupWithManager(mgr)
+			Classes: agent.ClusterClasses{Client: mgr.GetClient(), Namespace: n.name}}).SetupWithManager(mgr)
 	})
 }
 
@@ -147,10 +148,7 @@ func TestLogicalVolumeLifecycle(t *testing.T) {
 		t.Fatalf("volume %+v: %v", lv, err)
 	}
 
-	v.Spec.Size = resource.MustParse("96Mi")
-	if err := n.c.Update(ctx, v); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Update(t, n.c, v, func(l *storagev1alpha1.LogicalVolume) { l.Spec.Size = resource.MustParse("96Mi") })
 	testenv.Eventually(t, timeout, func() error {
 		got := &storagev1alpha1.LogicalVolume{}
 		if err := n.c.Get(ctx, client.ObjectKeyFromObject(v), got); err != nil {

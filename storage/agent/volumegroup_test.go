@@ -32,6 +32,7 @@ func TestVolumeGroupsFromLVMCluster(t *testing.T) {
 	c, ctx := env.Client, context.Background()
 	m := loopback(t)
 	nodeName := fmt.Sprintf("vg-node-%d", counter.Add(1))
+	ownNamespace(t, c, nodeName)
 	if err := c.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}); err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +43,7 @@ func TestVolumeGroupsFromLVMCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.RunManager(t, env, func(mgr manager.Manager) error {
-		return (&agent.VolumeGroupReconciler{Client: mgr.GetClient(), Node: nodeName, Namespace: "default", LVM: m,
+		return (&agent.VolumeGroupReconciler{Client: mgr.GetClient(), Node: nodeName, Namespace: nodeName, LVM: m,
 			Disks: disks.NewInspector(m), MinDeviceSize: 64 * mib}).SetupWithManager(mgr)
 	})
 
@@ -66,15 +67,11 @@ func TestVolumeGroupsFromLVMCluster(t *testing.T) {
 	}
 
 	// Add a path to one class, allow the wipe on the other.
-	if err := c.Get(ctx, client.ObjectKeyFromObject(cluster), cluster); err != nil {
-		t.Fatal(err)
-	}
-	classes := cluster.Spec.Storage.DeviceClasses
-	classes[0].DeviceSelector.Paths = append(classes[0].DeviceSelector.Paths, storagev1alpha1.DevicePath(d2))
-	classes[1].DeviceSelector.ForceWipeDevicesAndDestroyAllData = ptr.To(true)
-	if err := c.Update(ctx, cluster); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Update(t, c, cluster, func(l *storagev1alpha1.LVMCluster) {
+		classes := l.Spec.Storage.DeviceClasses
+		classes[0].DeviceSelector.Paths = append(classes[0].DeviceSelector.Paths, storagev1alpha1.DevicePath(d2))
+		classes[1].DeviceSelector.ForceWipeDevicesAndDestroyAllData = ptr.To(true)
+	})
 	waitClasses(t, c, nodeName, func(byName map[string]storagev1alpha1.DeviceClassNodeStatus) error {
 		a, b := byName[thin], byName[plain]
 		if len(a.Devices) != 2 || a.ThinPool.Size.Cmp(*first[thin].ThinPool.Size) <= 0 {
@@ -86,7 +83,7 @@ func TestVolumeGroupsFromLVMCluster(t *testing.T) {
 		return nil
 	})
 	st := &storagev1alpha1.LVMVolumeGroupNodeStatus{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: nodeName}, st); err != nil {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: nodeName, Name: nodeName}, st); err != nil {
 		t.Fatal(err)
 	}
 	if fmt.Sprint(st.Status.Unclaimed) != "["+thin+"/stray]" {
@@ -123,7 +120,7 @@ func disksFor(t *testing.T, groups ...string) (d1, d2, used string) {
 // and a thick one on a disk that holds data.
 func twoClasses(name, thin, plain, d1, used string) *storagev1alpha1.LVMCluster {
 	return &storagev1alpha1.LVMCluster{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: name},
 		Spec: storagev1alpha1.LVMClusterSpec{Storage: storagev1alpha1.Storage{DeviceClasses: []storagev1alpha1.DeviceClass{
 			{Name: thin, DeviceSelector: &storagev1alpha1.DeviceSelector{Paths: []storagev1alpha1.DevicePath{storagev1alpha1.DevicePath(d1)},
 				OptionalPaths: []storagev1alpha1.DevicePath{"/dev/strata-not-attached"}},
@@ -165,7 +162,7 @@ func waitClasses(t *testing.T, c client.Client, node string, check func(map[stri
 	var byName map[string]storagev1alpha1.DeviceClassNodeStatus
 	testenv.Eventually(t, timeout, func() error {
 		st := &storagev1alpha1.LVMVolumeGroupNodeStatus{}
-		if err := c.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: node}, st); err != nil {
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: node, Name: node}, st); err != nil {
 			return err
 		}
 		byName = map[string]storagev1alpha1.DeviceClassNodeStatus{}

@@ -17,15 +17,22 @@ func NewLVM2() *LVM2 { return &LVM2{Runner: Exec{}} }
 
 var _ Manager = (*LVM2)(nil)
 
+// noHints makes every command scan the devices instead of trusting
+// lvm2's hints file: a disk wiped or a loop device re-attached outside
+// lvm2 keeps the device list unchanged, so its hints would go on naming
+// a volume group that is no longer there.
+var noHints = []string{"--config", `devices/hints="none"`}
+
+// lvm runs an lvm2 command; args[0] is its name.
 func (l *LVM2) lvm(ctx context.Context, args ...string) error {
-	_, err := l.Runner.Run(ctx, "lvm", args...)
+	_, err := l.Runner.Run(ctx, "lvm", append(append([]string{args[0]}, noHints...), args[1:]...)...)
 	return err
 }
 
 // report runs one of pvs, vgs or lvs and returns its rows.
 func (l *LVM2) report(ctx context.Context, command, kind string, fields []string, args ...string) ([]map[string]string, error) {
-	all := append([]string{command, "--reportformat", "json", "--units", "b", "--nosuffix", "-o", strings.Join(fields, ",")}, args...)
-	out, err := l.Runner.Run(ctx, "lvm", all...)
+	all := append(append([]string{command}, noHints...), "--reportformat", "json", "--units", "b", "--nosuffix", "-o", strings.Join(fields, ","))
+	out, err := l.Runner.Run(ctx, "lvm", append(all, args...)...)
 	if err != nil {
 		return nil, err
 	}

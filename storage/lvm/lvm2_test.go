@@ -63,29 +63,29 @@ func TestLVM2CommandLines(t *testing.T) {
 		want string
 	}{
 		{"pvcreate refuses prompts", func(m *LVM2) error { return m.CreatePhysicalVolume(ctx, "/dev/loop1") },
-			"lvm pvcreate -qq /dev/loop1"},
+			"lvm pvcreate --config devices/hints=\"none\" -qq /dev/loop1"},
 		{"vgcreate with tags", func(m *LVM2) error {
 			return m.CreateVolumeGroup(ctx, "vg2", []string{"/dev/loop1", "/dev/loop2"}, []string{"strata.dev/managed"})
-		}, "lvm vgcreate --addtag strata.dev/managed vg2 /dev/loop1 /dev/loop2"},
+		}, "lvm vgcreate --config devices/hints=\"none\" --addtag strata.dev/managed vg2 /dev/loop1 /dev/loop2"},
 		{"vgextend", func(m *LVM2) error { return m.ExtendVolumeGroup(ctx, "vg1", []string{"/dev/loop3"}) },
-			"lvm vgextend vg1 /dev/loop3"},
+			"lvm vgextend --config devices/hints=\"none\" vg1 /dev/loop3"},
 		{"thick volume", func(m *LVM2) error {
 			return m.CreateVolume(ctx, "vg1", VolumeSpec{Name: "v", Size: 10 << 20, Tags: []string{"t"}})
-		}, "lvm lvcreate --name v --size 10485760b --wipesignatures y --yes --addtag t vg1"},
+		}, "lvm lvcreate --config devices/hints=\"none\" --name v --size 10485760b --wipesignatures y --yes --addtag t vg1"},
 		{"thin pool", func(m *LVM2) error {
 			return m.CreateThinPool(ctx, "vg1", ThinPoolSpec{Name: "p2", Size: 64 << 20, MetadataSize: 4 << 20, ChunkSize: 128 << 10})
-		}, "lvm lvcreate --type thin-pool --name p2 --size 67108864b --poolmetadatasize 4194304b --chunksize 131072b vg1"},
+		}, "lvm lvcreate --config devices/hints=\"none\" --type thin-pool --name p2 --size 67108864b --poolmetadatasize 4194304b --chunksize 131072b vg1"},
 		{"thin volume", func(m *LVM2) error {
 			return m.CreateVolume(ctx, "vg1", VolumeSpec{Name: "v", Size: 1 << 30, Pool: "pool"})
-		}, "lvm lvcreate --type thin --name v --virtualsize 1073741824b --thinpool pool vg1"},
+		}, "lvm lvcreate --config devices/hints=\"none\" --type thin --name v --virtualsize 1073741824b --thinpool pool vg1"},
 		{"thin snapshot, active", func(m *LVM2) error { return m.CreateSnapshot(ctx, "vg1", "s", "thin", []string{"x"}) },
-			"lvm lvcreate --snapshot --name s --setactivationskip n --addtag x vg1/thin"},
+			"lvm lvcreate --config devices/hints=\"none\" --snapshot --name s --setactivationskip n --addtag x vg1/thin"},
 		{"grow", func(m *LVM2) error { return m.ResizeVolume(ctx, "vg1", "thick", 200<<20) },
-			"lvm lvextend --size 209715200b vg1/thick"},
+			"lvm lvextend --config devices/hints=\"none\" --size 209715200b vg1/thick"},
 		{"grow pool metadata online", func(m *LVM2) error { return m.ExtendThinPool(ctx, "vg1", "pool", 0, 8<<20) },
-			"lvm lvextend --poolmetadatasize 8388608b vg1/pool"},
+			"lvm lvextend --config devices/hints=\"none\" --poolmetadatasize 8388608b vg1/pool"},
 		{"remove", func(m *LVM2) error { return m.RemoveVolume(ctx, "vg1", "thick") },
-			"lvm lvremove --yes vg1/thick"},
+			"lvm lvremove --config devices/hints=\"none\" --yes vg1/thick"},
 		{"same size is no change", func(m *LVM2) error { return m.ResizeVolume(ctx, "vg1", "thick", 100<<20) }, ""},
 	}
 	for _, tc := range cases {

@@ -85,13 +85,7 @@ func TestStorageClasses(t *testing.T) {
 		return nil
 	})
 
-	if err := c.Get(ctx, client.ObjectKeyFromObject(cluster), cluster); err != nil {
-		t.Fatal(err)
-	}
-	cluster.Spec.Storage.DeviceClasses[1].FSType = "xfs"
-	if err := c.Update(ctx, cluster); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Update(t, c, cluster, func(l *storagev1alpha1.LVMCluster) { l.Spec.Storage.DeviceClasses[1].FSType = "xfs" })
 	storageClassOf(t, c, bulk, func(sc *storagev1.StorageClass) error {
 		if sc.UID == old.UID || sc.Parameters["csi.storage.k8s.io/fstype"] != "xfs" {
 			return fmt.Errorf("bulk StorageClass not replaced: %+v", sc.Parameters)
@@ -108,13 +102,7 @@ func TestStorageClasses(t *testing.T) {
 		t.Fatal(err)
 	}
 	// With a volume on it, the class's filesystem no longer changes.
-	if err := c.Get(ctx, client.ObjectKeyFromObject(cluster), cluster); err != nil {
-		t.Fatal(err)
-	}
-	cluster.Spec.Storage.DeviceClasses[0].FSType = "ext4"
-	if err := c.Update(ctx, cluster); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Update(t, c, cluster, func(l *storagev1alpha1.LVMCluster) { l.Spec.Storage.DeviceClasses[0].FSType = "ext4" })
 	refused := waitState(t, c, cluster, "Failed")
 	if msg := readyMessage(refused); !strings.Contains(msg, "fstype cannot change from xfs to ext4 while 1 volumes use it") {
 		t.Fatalf("fstype change of a class in use: %q", msg)
