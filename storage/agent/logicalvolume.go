@@ -106,8 +106,9 @@ func (r *LogicalVolumeReconciler) ensure(ctx context.Context, obj *storagev1alph
 	case errors.Is(err, lvm.ErrNotFound):
 		err = r.create(ctx, obj, where, size)
 	case err == nil && current.Size < size:
-		err = r.LVM.ResizeVolume(ctx, where.VolumeGroup, obj.Spec.Name, size)
-		r.event(obj, corev1.EventTypeNormal, "Resized", "grew %s/%s to %d bytes", where.VolumeGroup, obj.Spec.Name, size)
+		if err = r.LVM.ResizeVolume(ctx, where.VolumeGroup, obj.Spec.Name, size); err == nil {
+			r.event(obj, corev1.EventTypeNormal, "Resized", "grew %s/%s to %d bytes", where.VolumeGroup, obj.Spec.Name, size)
+		}
 	}
 	if err != nil {
 		reason := VolumeFailedReason
