@@ -167,7 +167,7 @@ type Policy struct {
 }
 
 // Refusals says why d may not join a device class; none means it may.
-// A device already in one of strata's groups is in use, not refused.
+// The caller leaves out the devices already in the class's own group.
 func Refusals(d Device, p Policy, groups []lvm.VolumeGroup) []string {
 	var why []string
 	add := func(format string, args ...any) { why = append(why, fmt.Sprintf(format, args...)) }
@@ -191,7 +191,9 @@ func Refusals(d Device, p Policy, groups []lvm.VolumeGroup) []string {
 		add("in use by %s", strings.Join(d.Holders, ", "))
 	}
 	if d.VolumeGroup != "" {
-		if !managed(d.VolumeGroup, p.ManagedTag, groups) {
+		if managed(d.VolumeGroup, p.ManagedTag, groups) {
+			add("already in strata's volume group %s, of another device class", d.VolumeGroup)
+		} else {
 			add("in volume group %s, which strata does not manage (vgreduce it out of that group first)", d.VolumeGroup)
 		}
 		return why

@@ -97,12 +97,12 @@ func TestRefusals(t *testing.T) {
 			t.Cleanup(func() { _ = exec.Command("lvm", "vgremove", "-ff", vg+"-foreign").Run() })
 			return d
 		}, "in volume group " + vg + "-foreign, which strata does not manage", "which strata does not manage"},
-		{"strata's own group", func(t *testing.T) string {
+		{"another class's group", func(t *testing.T) string {
 			d := testenv.LoopDisk(t, 64*mib)
 			run(t, "lvm", "vgcreate", "--addtag", managedTag, vg+"-own", d)
 			t.Cleanup(func() { _ = exec.Command("lvm", "vgremove", "-ff", vg+"-own").Run() })
 			return d
-		}, "", ""},
+		}, "already in strata's volume group " + vg + "-own, of another device class", "of another device class"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
