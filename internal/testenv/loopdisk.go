@@ -59,3 +59,15 @@ func DetachLoopDevicesUnder(t testing.TB, dir string) {
 		t.Errorf("detaching loop devices under %s: %v", dir, err)
 	}
 }
+
+// RemoveVolumeGroup takes a test's volume groups and the LVM labels of
+// its disks away with the real tools, whatever the code under test left;
+// it ignores lvm2's hints, which disks re-attached by tests make stale.
+func RemoveVolumeGroup(groups []string, disks ...string) {
+	for _, vg := range groups {
+		_ = exec.Command("lvm", "vgremove", "--config", `devices/hints="none"`, "--force", "--force", vg).Run()
+	}
+	for _, d := range disks {
+		_ = exec.Command("lvm", "pvremove", "--config", `devices/hints="none"`, "--force", "--force", "--yes", d).Run()
+	}
+}

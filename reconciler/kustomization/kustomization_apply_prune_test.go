@@ -199,12 +199,8 @@ func TestChangeInSharedBaseIsApplied(t *testing.T) {
 	}
 }
 
-// TestLongApplyShowsProgress: an apply that takes longer than a moment
-// (here: waiting for a Deployment no kubelet will run) is shown as
-// Reconciling with the revision while it runs, as Flux shows it.
-func TestLongApplyShowsProgress(t *testing.T) {
-	s := newStack(t)
-	rev := s.push(map[string]string{"app/web.yaml": `apiVersion: apps/v1
+// neverReadyDeployment waits forever with wait: true: no kubelet runs it.
+const neverReadyDeployment = `apiVersion: apps/v1
 kind: Deployment
 metadata:
   name: web
@@ -218,7 +214,14 @@ spec:
       containers:
         - name: web
           image: nginx
-`})
+`
+
+// TestLongApplyShowsProgress: an apply that takes longer than a moment
+// (here: waiting for a Deployment no kubelet will run) is shown as
+// Reconciling with the revision while it runs, as Flux shows it.
+func TestLongApplyShowsProgress(t *testing.T) {
+	s := newStack(t)
+	rev := s.push(map[string]string{"app/web.yaml": neverReadyDeployment})
 	s.source(rev)
 	s.kustomization("app", "./app", func(k *kustomizev1.Kustomization) { k.Spec.Wait = true })
 	s.waitCondition("app", meta.ReconcilingCondition, metav1.ConditionTrue, meta.ProgressingReason, "Applying revision "+rev)
@@ -231,26 +234,10 @@ spec:
 // the dependency's apply has run for the second that makes it say so.
 func TestDependentWaitsQuietlyForAFirstApply(t *testing.T) {
 	s := newStack(t)
-	rev := s.push(map[string]string{"base/web.yaml": `apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: web
-spec:
-  selector:
-    matchLabels: {app: web}
-  template:
-    metadata:
-      labels: {app: web}
-    spec:
-      containers:
-        - name: web
-          image: nginx
-`, "app/a.yaml": configMap("a")})
+	rev := s.push(map[string]string{"base/web.yaml": neverReadyDeployment, "app/a.yaml": configMap("a")})
 	s.source(rev)
 	s.kustomization("base", "./base", func(k *kustomizev1.Kustomization) { k.Spec.Wait = true })
-	s.kustomization("app", "./app", func(k *kustomizev1.Kustomization) {
-		k.Spec.DependsOn = []meta.DependencyReference{{Name: "base"}}
-	})
+	s.kustomization("app", "./app", dependsOn("base"))
 	s.waitCondition("base", meta.ReconcilingCondition, metav1.ConditionTrue, meta.ProgressingReason, "Applying revision "+rev)
 	if app := s.get("app"); len(app.Status.Conditions) != 0 || app.Status.ObservedGeneration == app.Generation {
 		t.Errorf("the dependent wrote a status while its dependency is in its first apply: %+v", app.Status)

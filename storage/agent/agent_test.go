@@ -31,7 +31,7 @@ func TestAgentFromLVMClusterToDevice(t *testing.T) {
 	t.Cleanup(func() { testenv.DetachLoopDevicesUnder(t, o.LoopbackDir) })
 	class := fmt.Sprintf("agent-%d-%d", os.Getpid(), counter.Add(1))
 	disk := testenv.LoopDisk(t, 256*mib)
-	t.Cleanup(func() { removeGroup(class, disk) })
+	t.Cleanup(func() { testenv.RemoveVolumeGroup([]string{class}, disk) })
 
 	if err := c.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: o.NodeName}}); err != nil {
 		t.Fatal(err)

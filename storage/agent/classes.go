@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
@@ -37,5 +36,3 @@ func (c ClusterClasses) Resolve(ctx context.Context, class string) (Placement, e
 	}
 	return Placement{}, fmt.Errorf("device class %q is in no LVMCluster in namespace %s: add it there or fix spec.deviceClass", class, c.Namespace)
 }
-
-func isNotFound(err error) bool { return apierrors.IsNotFound(err) }

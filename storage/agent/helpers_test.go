@@ -2,15 +2,12 @@ package agent_test
 
 import (
 	"context"
-	"os/exec"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
-
-func runQuiet(name string, args ...string) error { return exec.Command(name, args...).Run() }
 
 // ownNamespace makes a namespace for one test's LVMClusters: an agent
 // reconciles every LVMCluster of its namespace, and an earlier test's

@@ -57,7 +57,7 @@ func newNode(t *testing.T, m lvm.Manager) *node {
 		if err := m.CreateVolumeGroup(ctx, vg, []string{disk}, []string{"strata.dev/managed"}); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { removeGroup(vg, disk) })
+		t.Cleanup(func() { testenv.RemoveVolumeGroup([]string{vg}, disk) })
 	}
 	if err := m.CreateThinPool(ctx, n.thin, lvm.ThinPoolSpec{Name: "pool", Size: 128 * mib}); err != nil {
 		t.Fatal(err)
@@ -111,11 +111,6 @@ func (n *node) wait(lv *storagev1alpha1.LogicalVolume, status metav1.ConditionSt
 		return nil
 	})
 	return got
-}
-
-func removeGroup(vg, disk string) {
-	_ = runQuiet("lvm", "vgremove", "-ff", vg)
-	_ = runQuiet("lvm", "pvremove", "-ff", "-y", disk)
 }
 
 func loopback(t *testing.T) *lvm.Loopback {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
@@ -124,7 +125,7 @@ func (r *VolumeGroupReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (
 func (r *VolumeGroupReconciler) nodeStatus(ctx context.Context) (*storagev1alpha1.LVMVolumeGroupNodeStatus, error) {
 	st := &storagev1alpha1.LVMVolumeGroupNodeStatus{ObjectMeta: metav1.ObjectMeta{Name: r.Node, Namespace: r.Namespace}}
 	err := r.Get(ctx, client.ObjectKeyFromObject(st), st)
-	if err == nil || !isNotFound(err) {
+	if err == nil || !apierrors.IsNotFound(err) {
 		return st, err
 	}
 	return st, r.Create(ctx, st)
@@ -264,7 +265,8 @@ func (r *VolumeGroupReconciler) wipe(ctx context.Context, cluster *storagev1alph
 func (r *VolumeGroupReconciler) ensureGroup(ctx context.Context, cluster *storagev1alpha1.LVMCluster, name string, vg lvm.VolumeGroup, usable []string) error {
 	if vg.Name == "" {
 		if len(usable) == 0 {
-			return fmt.Errorf("no usable device for volume group %s", name)
+			return fmt.Errorf("no usable device for volume group %s: every device considered is listed in excluded with why; "+
+				"free one of them or add another to deviceSelector.paths", name)
 		}
 		if err := r.LVM.CreateVolumeGroup(ctx, name, usable, []string{ManagedTag}); err != nil {
 			return err
@@ -329,9 +331,10 @@ func (r *VolumeGroupReconciler) describe(ctx context.Context, dc storagev1alpha1
 	if err != nil {
 		return 0, err
 	}
-	pool, err := lvm.FindVolume(ctx, r.LVM, dc.Name, dc.ThinPoolConfig.Name)
-	if err != nil {
-		return 0, err
+	pool, ok := lvm.Named(lvs, dc.ThinPoolConfig.Name)
+	if !ok {
+		return 0, fmt.Errorf("thin pool %s/%s vanished right after it was ensured (removed outside strata?); the next reconcile makes it again",
+			dc.Name, dc.ThinPoolConfig.Name)
 	}
 	st.ThinPool = &storagev1alpha1.ThinPoolStatus{Name: pool.Name, Size: bytesQuantity(pool.Size),
 		DataPercent: fmt.Sprintf("%.2f", pool.DataPercent), MetadataPercent: fmt.Sprintf("%.2f", pool.MetadataPercent)}

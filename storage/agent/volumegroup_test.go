@@ -102,14 +102,7 @@ func TestVolumeGroupsFromLVMCluster(t *testing.T) {
 func disksFor(t *testing.T, groups ...string) (d1, d2, used string) {
 	t.Helper()
 	d1, d2, used = testenv.LoopDisk(t, 256*mib), testenv.LoopDisk(t, 128*mib), testenv.LoopDisk(t, 128*mib)
-	t.Cleanup(func() {
-		for _, vg := range groups {
-			_ = runQuiet("lvm", "vgremove", "-ff", vg)
-		}
-		for _, d := range []string{d1, d2, used} {
-			_ = runQuiet("lvm", "pvremove", "-ff", "-y", d)
-		}
-	})
+	t.Cleanup(func() { testenv.RemoveVolumeGroup(groups, d1, d2, used) })
 	if out, err := exec.Command("mkfs.ext4", "-q", used).CombinedOutput(); err != nil {
 		t.Fatalf("mkfs.ext4: %v: %s", err, out)
 	}

@@ -8,20 +8,26 @@ import (
 // The checks every Manager makes before it changes anything, so that both
 // implementations fail the same way, with typed errors.
 
-func isNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
-
 // FindVolume returns one logical volume of the group, or ErrNotFound.
 func FindVolume(ctx context.Context, m Manager, vg, name string) (LogicalVolume, error) {
 	lvs, err := m.LogicalVolumes(ctx, vg)
 	if err != nil {
 		return LogicalVolume{}, err
 	}
-	for _, lv := range lvs {
-		if lv.Name == name {
-			return lv, nil
-		}
+	if lv, ok := Named(lvs, name); ok {
+		return lv, nil
 	}
 	return LogicalVolume{}, named(ErrNotFound, "logical volume %s/%s", vg, name)
+}
+
+// Named picks a volume out of a list already read.
+func Named(lvs []LogicalVolume, name string) (LogicalVolume, bool) {
+	for _, lv := range lvs {
+		if lv.Name == name {
+			return lv, true
+		}
+	}
+	return LogicalVolume{}, false
 }
 
 // checkNew: the group exists, the name is free and size fits what is free.
@@ -32,7 +38,7 @@ func checkNew(ctx context.Context, m Manager, vg, name string, size uint64) erro
 	}
 	if _, err := FindVolume(ctx, m, vg, name); err == nil {
 		return named(ErrExists, "logical volume %s/%s", vg, name)
-	} else if !isNotFound(err) {
+	} else if !errors.Is(err, ErrNotFound) {
 		return err
 	}
 	if size > group.Free {

@@ -47,7 +47,7 @@ func contract(t *testing.T, m Manager, volumes bool) {
 	testenv.NeedTools(t, "lvm", "losetup", "mkfs.ext4", "blkid")
 	c := contractCase{m: m, vg: fmt.Sprintf("strata-ct-%d-%d", os.Getpid(), groups.Add(1)),
 		d1: testenv.LoopDisk(t, 256*mib), d2: testenv.LoopDisk(t, 128*mib)}
-	t.Cleanup(func() { removeGroup(t, c.vg, c.d1, c.d2) })
+	t.Cleanup(func() { testenv.RemoveVolumeGroup([]string{c.vg}, c.d1, c.d2) })
 	t.Run("physical volumes and groups", c.groups)
 	t.Run("a device with a filesystem is refused, not wiped", c.refusesSignature)
 	if !volumes {
@@ -274,13 +274,4 @@ func deviceSize(t *testing.T, dev string) int64 {
 		t.Fatal(err)
 	}
 	return size
-}
-
-// removeGroup takes the test's group and physical volumes away with the
-// real tools, whatever the manager under test left.
-func removeGroup(t *testing.T, vg string, devices ...string) {
-	_ = exec.Command("lvm", "vgremove", "--force", "--force", vg).Run()
-	for _, d := range devices {
-		_ = exec.Command("lvm", "pvremove", "--force", "--force", "--yes", d).Run()
-	}
 }

@@ -22,7 +22,7 @@ func loopbackGroup(t *testing.T) (*Loopback, string) {
 	ctx := context.Background()
 	vg := "strata-lb-" + strings.ReplaceAll(t.Name(), "/", "-")
 	disk := testenv.LoopDisk(t, 128*mib)
-	t.Cleanup(func() { removeGroup(t, vg, disk) })
+	t.Cleanup(func() { testenv.RemoveVolumeGroup([]string{vg}, disk) })
 	if err := m.CreatePhysicalVolume(ctx, disk); err != nil {
 		t.Fatal(err)
 	}

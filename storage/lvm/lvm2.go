@@ -2,6 +2,7 @@ package lvm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -88,10 +89,6 @@ func (l *LVM2) VolumeGroups(ctx context.Context) ([]VolumeGroup, error) {
 	return vgs, nil
 }
 
-func (l *LVM2) volumeGroup(ctx context.Context, name string) (VolumeGroup, error) {
-	return FindVolumeGroupOf(ctx, l, name)
-}
-
 // FindVolumeGroupOf looks a group up by name in m's list, or ErrNotFound.
 func FindVolumeGroupOf(ctx context.Context, m Manager, name string) (VolumeGroup, error) {
 	vgs, err := m.VolumeGroups(ctx)
@@ -124,9 +121,9 @@ func (l *LVM2) CreatePhysicalVolume(ctx context.Context, device string) error {
 
 // CreateVolumeGroup implements Manager.
 func (l *LVM2) CreateVolumeGroup(ctx context.Context, name string, devices, tags []string) error {
-	if _, err := l.volumeGroup(ctx, name); err == nil {
+	if _, err := FindVolumeGroupOf(ctx, l, name); err == nil {
 		return named(ErrExists, "volume group %s", name)
-	} else if !isNotFound(err) {
+	} else if !errors.Is(err, ErrNotFound) {
 		return err
 	}
 	args := append([]string{"vgcreate"}, tagArgs(tags)...)
@@ -135,7 +132,7 @@ func (l *LVM2) CreateVolumeGroup(ctx context.Context, name string, devices, tags
 
 // ExtendVolumeGroup implements Manager.
 func (l *LVM2) ExtendVolumeGroup(ctx context.Context, name string, devices []string) error {
-	if _, err := l.volumeGroup(ctx, name); err != nil {
+	if _, err := FindVolumeGroupOf(ctx, l, name); err != nil {
 		return err
 	}
 	return l.lvm(ctx, append([]string{"vgextend", name}, devices...)...)
