@@ -36,6 +36,7 @@ func agentCommand() *cobra.Command {
 	f.StringVar(&o.LoopbackDir, "loopback-dir", o.LoopbackDir, "where the loopback backend keeps volume files")
 	f.Uint64Var(&o.MinDeviceSize, "min-device-size", o.MinDeviceSize, "smallest device, in bytes, a device class uses")
 	f.Float64Var(&o.FullThreshold, "thin-pool-full-percent", o.FullThreshold, "data or metadata use of a thin pool, in percent, above which it takes no new volume")
+	f.StringVar(&o.APISocket, "api-socket", o.APISocket, "unix socket of the local API the CSI node service uses; empty to serve none")
 	f.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address of the Prometheus metrics endpoint, 0 to disable")
 	f.StringVar(&o.HealthProbeAddr, "health-probe-bind-address", o.HealthProbeAddr, "address of the /healthz and /readyz probes, 0 to disable")
 	return cmd

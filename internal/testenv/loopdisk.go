@@ -61,13 +61,5 @@ func DetachLoopDevicesUnder(t testing.TB, dir string) {
 }
 
 // RemoveVolumeGroup takes a test's volume groups and the LVM labels of
-// its disks away with the real tools, whatever the code under test left;
-// it ignores lvm2's hints, which disks re-attached by tests make stale.
-func RemoveVolumeGroup(groups []string, disks ...string) {
-	for _, vg := range groups {
-		_ = exec.Command("lvm", "vgremove", "--config", `devices/hints="none"`, "--force", "--force", vg).Run()
-	}
-	for _, d := range disks {
-		_ = exec.Command("lvm", "pvremove", "--config", `devices/hints="none"`, "--force", "--force", "--yes", d).Run()
-	}
-}
+// its disks away, whatever the code under test left.
+func RemoveVolumeGroup(groups []string, disks ...string) { loopdev.ForgetLVM(groups, disks...) }

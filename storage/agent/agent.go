@@ -14,6 +14,7 @@ import (
 
 	"github.com/strata-gitops/strata/internal/scheme"
 	"github.com/strata-gitops/strata/storage/agent/disks"
+	"github.com/strata-gitops/strata/storage/agent/nodeapi"
 	"github.com/strata-gitops/strata/storage/lvm"
 )
 
@@ -29,13 +30,17 @@ type Options struct {
 	FullThreshold   float64
 	MetricsAddr     string
 	HealthProbeAddr string
+	// APISocket is where the CSI node service reaches the agent; empty
+	// serves no API.
+	APISocket string
 }
 
 // Defaults are the agent's flag defaults.
 func Defaults() Options {
 	return Options{NodeName: os.Getenv("NODE_NAME"), Namespace: "strata-system", Backend: "auto",
 		LoopbackDir: "/var/lib/strata/loopback", MinDeviceSize: 1 << 30, FullThreshold: 90,
-		MetricsAddr: ":8082", HealthProbeAddr: ":8083"}
+		MetricsAddr: ":8082", HealthProbeAddr: ":8083",
+		APISocket: "/run/strata/agent.sock"}
 }
 
 // VolumeManager returns the backend the options name.
@@ -86,6 +91,12 @@ func NewManager(_ context.Context, cfg *rest.Config, o Options) (manager.Manager
 		Classes: ClusterClasses{Client: mgr.GetClient(), Namespace: o.Namespace}}
 	if err := lv.SetupWithManager(mgr); err != nil {
 		return nil, err
+	}
+	if o.APISocket != "" {
+		api := &nodeapi.Server{LVM: m, ManagedTag: ManagedTag}
+		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return nodeapi.Serve(ctx, o.APISocket, api) })); err != nil {
+			return nil, err
+		}
 	}
 	if o.HealthProbeAddr != "" && o.HealthProbeAddr != "0" {
 		if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

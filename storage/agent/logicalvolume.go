@@ -59,14 +59,18 @@ type Placement struct {
 
 // SetupWithManager watches only the LogicalVolumes of this node.
 func (r *LogicalVolumeReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	onThisNode := predicate.NewPredicateFuncs(func(o client.Object) bool {
-		lv, ok := o.(*storagev1alpha1.LogicalVolume)
-		return ok && lv.Spec.NodeName == r.Node
-	})
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&storagev1alpha1.LogicalVolume{}, builder.WithPredicates(onThisNode, predicate.GenerationChangedPredicate{})).
+		For(&storagev1alpha1.LogicalVolume{}, builder.WithPredicates(onNode(r.Node), predicate.GenerationChangedPredicate{})).
 		Named("logicalvolume-" + r.Node).
 		Complete(r)
+}
+
+// onNode passes the LogicalVolumes bound to node.
+func onNode(node string) predicate.Predicate {
+	return predicate.NewPredicateFuncs(func(o client.Object) bool {
+		lv, ok := o.(*storagev1alpha1.LogicalVolume)
+		return ok && lv.Spec.NodeName == node
+	})
 }
 
 // Reconcile creates, grows or removes one volume.
@@ -102,10 +106,13 @@ func (r *LogicalVolumeReconciler) ensure(ctx context.Context, obj *storagev1alph
 	}
 	size := uint64(obj.Spec.Size.Value())
 	current, err := lvm.FindVolume(ctx, r.LVM, where.VolumeGroup, obj.Spec.Name)
-	switch {
-	case errors.Is(err, lvm.ErrNotFound):
-		err = r.create(ctx, obj, where, size)
-	case err == nil && current.Size < size:
+	if errors.Is(err, lvm.ErrNotFound) {
+		if err = r.create(ctx, obj, where, size); err == nil {
+			current, err = lvm.FindVolume(ctx, r.LVM, where.VolumeGroup, obj.Spec.Name)
+		}
+	}
+	// A snapshot starts at its source's size, which may be less than asked.
+	if err == nil && current.Size < size {
 		if err = r.LVM.ResizeVolume(ctx, where.VolumeGroup, obj.Spec.Name, size); err == nil {
 			r.event(obj, corev1.EventTypeNormal, "Resized", "grew %s/%s to %d bytes", where.VolumeGroup, obj.Spec.Name, size)
 		}
@@ -123,7 +130,7 @@ func (r *LogicalVolumeReconciler) ensure(ctx context.Context, obj *storagev1alph
 }
 
 func (r *LogicalVolumeReconciler) create(ctx context.Context, obj *storagev1alpha1.LogicalVolume, where Placement, size uint64) error {
-	tags := []string{ownerTag(obj)}
+	tags := []string{storagev1alpha1.LogicalVolumeTag(obj.Name)}
 	var err error
 	if obj.Spec.Source != "" {
 		source := &storagev1alpha1.LogicalVolume{}
@@ -179,10 +186,4 @@ func (r *LogicalVolumeReconciler) event(obj *storagev1alpha1.LogicalVolume, kind
 	if r.Events != nil {
 		r.Events.Eventf(obj, nil, kind, reason, reason, format, args...)
 	}
-}
-
-// ownerTag names, on the volume itself, the LogicalVolume it belongs to,
-// so that a volume nobody claims can be told apart.
-func ownerTag(obj *storagev1alpha1.LogicalVolume) string {
-	return "strata.dev/logicalvolume=" + obj.Name
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -53,12 +55,10 @@ type VolumeGroupReconciler struct {
 	capacity map[string]uint64 // per class, from the current reconcile
 }
 
-// CapacityAnnotationPrefix + class, on the Node, is the size in bytes a
-// new volume of the class can have there, for topology-aware placement.
-const CapacityAnnotationPrefix = "capacity.strata.dev/"
-
-// SetupWithManager reconciles the node's whole state on any LVMCluster
-// change in the namespace.
+// SetupWithManager reconciles the node's whole state on any change of an
+// LVMCluster in the namespace or of a LogicalVolume on the node (which
+// changes the capacity left), and every resyncPeriod, since pools fill
+// as data is written.
 func (r *VolumeGroupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	toNode := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: r.Namespace, Name: r.Node}}}
@@ -66,8 +66,12 @@ func (r *VolumeGroupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("volumegroup-"+r.Node).
 		Watches(&storagev1alpha1.LVMCluster{}, toNode).
+		Watches(&storagev1alpha1.LogicalVolume{}, toNode, builder.WithPredicates(onNode(r.Node))).
 		Complete(r)
 }
+
+// resyncPeriod is how often the node's state is read again unasked.
+const resyncPeriod = time.Minute
 
 // Reconcile converges every device class selected for this node.
 func (r *VolumeGroupReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
@@ -118,7 +122,7 @@ func (r *VolumeGroupReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (
 		return ctrl.Result{}, fmt.Errorf("device classes %s failed on node %s (see LVMVolumeGroupNodeStatus %s/%s)",
 			strings.Join(failed, ", "), r.Node, r.Namespace, r.Node)
 	}
-	return ctrl.Result{}, nil
+	return ctrl.Result{RequeueAfter: resyncPeriod}, nil
 }
 
 // nodeStatus returns the node's status object, creating it.
@@ -410,12 +414,12 @@ func (r *VolumeGroupReconciler) annotateCapacity(ctx context.Context, node *core
 		node.Annotations = map[string]string{}
 	}
 	for k := range node.Annotations {
-		if strings.HasPrefix(k, CapacityAnnotationPrefix) {
+		if strings.HasPrefix(k, storagev1alpha1.CapacityAnnotationPrefix) {
 			delete(node.Annotations, k)
 		}
 	}
 	for class, bytes := range r.capacity {
-		node.Annotations[CapacityAnnotationPrefix+class] = fmt.Sprint(bytes)
+		node.Annotations[storagev1alpha1.CapacityAnnotationPrefix+class] = fmt.Sprint(bytes)
 	}
 	return r.Patch(ctx, node, patch)
 }

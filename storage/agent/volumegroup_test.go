@@ -131,7 +131,7 @@ func checkCapacity(t *testing.T, c client.Client, node, class string, want int64
 		if err := c.Get(context.Background(), client.ObjectKey{Name: node}, n); err != nil {
 			return err
 		}
-		if got := n.Annotations[agent.CapacityAnnotationPrefix+class]; got != fmt.Sprint(want) {
+		if got := n.Annotations[storagev1alpha1.CapacityAnnotationPrefix+class]; got != fmt.Sprint(want) {
 			return fmt.Errorf("capacity annotation %q, want %d", got, want)
 		}
 		return nil

@@ -1,0 +1,13 @@
+package v1alpha1
+
+// Keys shared by the agents, which write them, and the controllers and
+// the CSI driver, which read them.
+
+// CapacityAnnotationPrefix + device class, on a Node, is the size in bytes
+// a new volume of the class can have there, for topology-aware placement.
+const CapacityAnnotationPrefix = "capacity.strata.dev/"
+
+// LogicalVolumeTag is the lvm2 tag that names, on the volume itself, the
+// LogicalVolume it belongs to: a volume nobody claims can be told apart,
+// and the node's agent finds a LogicalVolume's volume without the API.
+func LogicalVolumeTag(name string) string { return "strata.dev/logicalvolume=" + name }

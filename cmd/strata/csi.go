@@ -1,0 +1,40 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/strata-gitops/strata/storage/csi"
+)
+
+func csiCommand() *cobra.Command {
+	o := csi.Defaults()
+	var kubeconfig string
+	cmd := &cobra.Command{
+		Use:   "csi",
+		Short: "Run the CSI driver " + csi.DriverName + " (--mode controller once per cluster, --mode node on every node)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctrl.SetLogger(zap.New())
+			o.Version = version
+			var cfg *rest.Config
+			if o.Mode == "controller" {
+				var err error
+				if cfg, err = restConfig(kubeconfig); err != nil {
+					return err
+				}
+			}
+			return csi.Run(ctrl.SetupSignalHandler(), cfg, o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Mode, "mode", o.Mode, "which CSI service to serve besides Identity: controller or node")
+	f.StringVar(&o.Endpoint, "endpoint", o.Endpoint, "unix socket to serve on, as unix:///path or /path")
+	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file for controller mode; in-cluster configuration when empty")
+	f.DurationVar(&o.Wait, "agent-wait", o.Wait, "controller mode: how long a call waits for a node's agent before the CO is told to retry")
+	f.StringVar(&o.NodeName, "node-name", o.NodeName, "node mode: this node's name (default: $NODE_NAME)")
+	f.StringVar(&o.NodeIP, "node-ip", o.NodeIP, "node mode: this node's IP, part of the node ID (default: $NODE_IP)")
+	f.StringVar(&o.AgentSocket, "agent-socket", o.AgentSocket, "node mode: the local API socket of this node's strata agent")
+	return cmd
+}

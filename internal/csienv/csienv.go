@@ -1,0 +1,249 @@
+// Package csienv runs strata's whole CSI path on this machine against a
+// running API server: a Node with a loop-device disk, an LVMCluster with
+// one thin device class on it, the node's agent, and both CSI services on
+// unix sockets. csi-sanity in `make test`, `make sanity` and the CSI
+// benchmark use it.
+package csienv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/mount-utils"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
+	"github.com/strata-gitops/strata/internal/loopdev"
+	"github.com/strata-gitops/strata/internal/scheme"
+	"github.com/strata-gitops/strata/storage/agent"
+	stratacsi "github.com/strata-gitops/strata/storage/csi"
+)
+
+// Options describe the environment.
+type Options struct {
+	// Dir holds the disk image, the loopback volumes and the sockets.
+	Dir string
+	// Node is the node's name; also the namespace of its LVMCluster.
+	Node string
+	// Class is the thin device class, the default one.
+	Class    string
+	DiskSize int64
+	// Backend is the agent's: loopback, lvm2 or auto.
+	Backend string
+	// Ready bounds the wait for the agent to report capacity.
+	Ready time.Duration
+}
+
+// Defaults is a node "sanity-node" with an 8 GiB disk (sparse) and a thin
+// class "thin" overprovisioned tenfold, so that csi-sanity's 10 GiB
+// volumes fit.
+func Defaults(dir string) Options {
+	return Options{Dir: dir, Node: "sanity-node", Class: "thin", DiskSize: 8 << 30, Backend: "auto", Ready: 2 * time.Minute}
+}
+
+// Env is a running CSI path.
+type Env struct {
+	ControllerEndpoint, NodeEndpoint string
+	Client                           client.Client
+	Disk                             string
+	opts                             Options
+	cancel                           context.CancelFunc
+	done                             []chan error
+}
+
+// Start builds the environment and returns once both CSI services answer
+// and the agent has reported the class's capacity.
+func Start(ctx context.Context, cfg *rest.Config, o Options) (env *Env, err error) {
+	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	env = &Env{Client: c, opts: o, cancel: cancel,
+		ControllerEndpoint: "unix://" + filepath.Join(o.Dir, "controller.sock"),
+		NodeEndpoint:       "unix://" + filepath.Join(o.Dir, "node.sock")}
+	defer func() {
+		if err != nil {
+			env.Stop()
+		}
+	}()
+	if env.Disk, err = attachDisk(o); err != nil {
+		return env, err
+	}
+	if err = createCluster(ctx, c, o, env.Disk); err != nil {
+		return env, err
+	}
+	ao := agent.Defaults()
+	ao.NodeName, ao.Namespace, ao.Backend = o.Node, o.Node, o.Backend
+	ao.LoopbackDir, ao.MinDeviceSize = filepath.Join(o.Dir, "loopback"), 64<<20
+	ao.MetricsAddr, ao.HealthProbeAddr = "0", "0"
+	ao.APISocket = filepath.Join(o.Dir, "agent.sock")
+	mgr, err := agent.NewManager(ctx, cfg, ao)
+	if err != nil {
+		return env, err
+	}
+	env.run(func() error { return mgr.Start(ctx) })
+	co := stratacsi.Defaults()
+	co.Mode, co.Endpoint, co.Wait = "controller", env.ControllerEndpoint, time.Minute
+	env.run(func() error { return stratacsi.Run(ctx, cfg, co) })
+	no := co
+	no.Mode, no.Endpoint, no.NodeName, no.NodeIP, no.AgentSocket = "node", env.NodeEndpoint, o.Node, "127.0.0.1", ao.APISocket
+	env.run(func() error { return stratacsi.Run(ctx, nil, no) })
+	if err := env.waitReady(ctx); err != nil {
+		return env, err
+	}
+	return env, nil
+}
+
+func (e *Env) run(f func() error) {
+	done := make(chan error, 1)
+	e.done = append(e.done, done)
+	go func() { done <- f() }()
+}
+
+// Stop stops everything and takes the disk away: the volume group, its
+// volumes and the loop devices.
+func (e *Env) Stop() {
+	e.cancel()
+	for _, done := range e.done {
+		<-done
+	}
+	unmountUnder(e.opts.Dir)
+	_ = loopdev.DetachUnder(filepath.Join(e.opts.Dir, "loopback"))
+	if e.Disk != "" {
+		loopdev.ForgetLVM([]string{e.opts.Class}, e.Disk)
+	}
+	_ = loopdev.DetachUnder(e.opts.Dir)
+}
+
+// SanityArgs are csi-sanity's arguments for this environment: its
+// endpoints, and mount and staging directories under Dir.
+func (e *Env) SanityArgs() []string {
+	return []string{"-csi.endpoint", e.NodeEndpoint, "-csi.controllerendpoint", e.ControllerEndpoint,
+		"-csi.mountdir", filepath.Join(e.opts.Dir, "mount"), "-csi.stagingdir", filepath.Join(e.opts.Dir, "staging")}
+}
+
+// unmountUnder unmounts whatever a failed run left mounted under dir,
+// deepest first, so that removing dir cannot reach into a volume.
+func unmountUnder(dir string) {
+	mounts, err := mount.New("").List()
+	if err != nil {
+		return
+	}
+	prefix := strings.TrimSuffix(dir, "/") + "/"
+	for i := len(mounts) - 1; i >= 0; i-- {
+		if strings.HasPrefix(mounts[i].Path, prefix) {
+			_ = mount.New("").Unmount(mounts[i].Path)
+		}
+	}
+}
+
+func attachDisk(o Options) (string, error) {
+	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
+		return "", err
+	}
+	img := filepath.Join(o.Dir, "disk.img")
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		return "", err
+	}
+	if err := os.Truncate(img, o.DiskSize); err != nil {
+		return "", err
+	}
+	return loopdev.Attach(img)
+}
+
+// createCluster makes the Node, and the LVMCluster whose one default thin
+// class uses the disk.
+func createCluster(ctx context.Context, c client.Client, o Options, disk string) error {
+	cluster := &storagev1alpha1.LVMCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "csi", Namespace: o.Node},
+		Spec: storagev1alpha1.LVMClusterSpec{Storage: storagev1alpha1.Storage{DeviceClasses: []storagev1alpha1.DeviceClass{{
+			Name: o.Class, Default: true, FSType: "ext4",
+			DeviceSelector: &storagev1alpha1.DeviceSelector{Paths: []storagev1alpha1.DevicePath{storagev1alpha1.DevicePath(disk)}},
+			ThinPoolConfig: &storagev1alpha1.ThinPoolConfig{Name: "pool", SizePercent: 90, OverprovisionRatio: 10},
+		}}}},
+	}
+	for _, obj := range []client.Object{
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: o.Node}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.Node}},
+		cluster,
+	} {
+		if err := c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// waitReady polls, within the Ready bound, until the agent has written
+// the class's capacity on the Node and both CSI services answer a probe.
+func (e *Env) waitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, e.opts.Ready)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var last error
+	for {
+		if last = e.ready(ctx); last == nil {
+			return nil
+		}
+		for _, done := range e.done {
+			select {
+			case err := <-done:
+				return fmt.Errorf("a part of the CSI environment stopped: %v", err)
+			default:
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("CSI environment not ready in %s: %w", e.opts.Ready, last)
+		case <-tick.C:
+		}
+	}
+}
+
+func (e *Env) ready(ctx context.Context) error {
+	node := &corev1.Node{}
+	if err := e.Client.Get(ctx, client.ObjectKey{Name: e.opts.Node}, node); err != nil {
+		return err
+	}
+	capacity, _ := strconv.ParseInt(node.Annotations[storagev1alpha1.CapacityAnnotationPrefix+e.opts.Class], 10, 64)
+	if capacity == 0 {
+		return errors.New("the agent has not reported capacity for class " + e.opts.Class)
+	}
+	for _, endpoint := range []string{e.ControllerEndpoint, e.NodeEndpoint} {
+		if err := probe(ctx, endpoint); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func probe(ctx context.Context, endpoint string) error {
+	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	rsp, err := csi.NewIdentityClient(conn).Probe(ctx, &csi.ProbeRequest{})
+	if err != nil {
+		return fmt.Errorf("probing %s: %w", endpoint, err)
+	}
+	if rsp.GetReady() != nil && !rsp.GetReady().GetValue() {
+		return fmt.Errorf("%s is not ready", endpoint)
+	}
+	return nil
+}

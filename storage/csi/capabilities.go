@@ -1,0 +1,78 @@
+package csi
+
+import (
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// Sizes of new volumes.
+const (
+	// extent is lvm2's default extent size; every size is a multiple.
+	extent      = 4 << 20
+	defaultSize = 1 << 30
+)
+
+// filesystems are the fstypes a volume may be formatted with.
+var filesystems = map[string]bool{"": true, "ext4": true, "xfs": true}
+
+// checkCapabilities refuses what a node-local volume cannot be: shared
+// between nodes, or formatted with a filesystem strata does not grow.
+func checkCapabilities(caps []*csi.VolumeCapability) error {
+	if len(caps) == 0 {
+		return status.Error(codes.InvalidArgument, "volume capabilities are required")
+	}
+	for _, c := range caps {
+		if err := checkCapability(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkCapability(c *csi.VolumeCapability) error {
+	if c == nil {
+		return status.Error(codes.InvalidArgument, "volume capability is required")
+	}
+	switch mode := c.GetAccessMode().GetMode(); mode {
+	case csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY:
+	default:
+		return status.Errorf(codes.InvalidArgument, "access mode %s: a %s volume lives on one node; use ReadWriteOnce or ReadOnlyMany on one node",
+			mode, DriverName)
+	}
+	switch {
+	case c.GetBlock() != nil:
+	case c.GetMount() != nil:
+		if fs := c.GetMount().GetFsType(); !filesystems[fs] {
+			return status.Errorf(codes.InvalidArgument, "fstype %q: use ext4 or xfs", fs)
+		}
+	default:
+		return status.Error(codes.InvalidArgument, "volume capability has neither block nor mount access")
+	}
+	return nil
+}
+
+// volumeSize is the size to give a volume: the required bytes (1 GiB when
+// none) rounded up to whole extents, within the limit.
+func volumeSize(r *csi.CapacityRange) (resource.Quantity, error) {
+	want, limit := r.GetRequiredBytes(), r.GetLimitBytes()
+	if want < 0 || limit < 0 {
+		return resource.Quantity{}, status.Errorf(codes.InvalidArgument, "capacity range %v has a negative size", r)
+	}
+	if want == 0 {
+		want = defaultSize
+		if limit > 0 && limit < want {
+			want = limit
+		}
+	}
+	size := (want + extent - 1) / extent * extent
+	if limit > 0 && size > limit {
+		return resource.Quantity{}, status.Errorf(codes.OutOfRange,
+			"capacity range: %d bytes required, rounded to whole 4 MiB extents is %d, above the limit of %d", want, size, limit)
+	}
+	return *resource.NewQuantity(size, resource.BinarySI), nil
+}
+
+func wrapInt64(n int64) *wrapperspb.Int64Value { return wrapperspb.Int64(n) }

@@ -1,0 +1,496 @@
+package csi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
+	"github.com/strata-gitops/strata/storage/lvmcluster"
+)
+
+// Labels and annotations the controller service puts on LogicalVolumes.
+const (
+	// KindLabel tells volumes from snapshots, so that a snapshot is
+	// never deleted through DeleteVolume and the other way round.
+	KindLabel = "storage.strata.dev/csi-kind"
+	// NameAnnotation keeps the name the CO gave, which may be longer
+	// than an object name.
+	NameAnnotation = "storage.strata.dev/csi-name"
+
+	kindVolume   = "volume"
+	kindSnapshot = "snapshot"
+)
+
+// Controller is the CSI Controller service. It keeps no state of its own:
+// every volume and snapshot is a LogicalVolume object, which the agent of
+// its node makes real and reports on.
+type Controller struct {
+	csi.UnimplementedControllerServer
+	Client client.WithWatch
+	// Wait bounds how long a call waits for an agent. The CO retries a
+	// call that timed out, and the retry finds the object made before.
+	Wait time.Duration
+}
+
+// ControllerGetCapabilities implements csi.ControllerServer.
+func (c *Controller) ControllerGetCapabilities(context.Context, *csi.ControllerGetCapabilitiesRequest) (*csi.ControllerGetCapabilitiesResponse, error) {
+	var caps []*csi.ControllerServiceCapability
+	for _, t := range []csi.ControllerServiceCapability_RPC_Type{
+		csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME,
+		csi.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT,
+		csi.ControllerServiceCapability_RPC_CLONE_VOLUME,
+		csi.ControllerServiceCapability_RPC_EXPAND_VOLUME,
+		csi.ControllerServiceCapability_RPC_GET_CAPACITY,
+	} {
+		caps = append(caps, &csi.ControllerServiceCapability{Type: &csi.ControllerServiceCapability_Rpc{
+			Rpc: &csi.ControllerServiceCapability_RPC{Type: t}}})
+	}
+	return &csi.ControllerGetCapabilitiesResponse{Capabilities: caps}, nil
+}
+
+// CreateVolume implements csi.ControllerServer: a LogicalVolume on a node
+// the topology allows and that has room, then a wait for its agent.
+func (c *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
+	if err := required("name", req.GetName()); err != nil {
+		return nil, err
+	}
+	if err := checkCapabilities(req.GetVolumeCapabilities()); err != nil {
+		return nil, err
+	}
+	class, err := findClass(ctx, c.Client, req.GetParameters()[lvmcluster.DeviceClassParameter])
+	if err != nil {
+		return nil, err
+	}
+	size, err := volumeSize(req.GetCapacityRange())
+	if err != nil {
+		return nil, err
+	}
+	source, err := c.contentSource(ctx, req.GetVolumeContentSource())
+	if err != nil {
+		return nil, err
+	}
+	want := newLogicalVolume(req.GetName(), kindVolume, class.Name, size)
+	if source != nil {
+		if err := fitsSource(want, source, req.GetCapacityRange()); err != nil {
+			return nil, err
+		}
+	}
+	lv, err := c.getOrCreate(ctx, want, req.GetCapacityRange(), func() (string, error) {
+		if source != nil {
+			return source.Spec.NodeName, allowed(source.Spec.NodeName, req.GetAccessibilityRequirements())
+		}
+		return placeVolume(ctx, c.Client, class.Name, size.Value(), req.GetAccessibilityRequirements())
+	})
+	if err != nil {
+		return nil, err
+	}
+	if lv, err = c.waitReady(ctx, lv); err != nil {
+		return nil, err
+	}
+	sc := req.GetParameters()[StorageClassParameter]
+	if sc == "" {
+		sc = lvmcluster.StorageClassName(class.Name)
+	}
+	return &csi.CreateVolumeResponse{Volume: &csi.Volume{
+		VolumeId:           VolumeID{StorageClass: sc, Name: lv.Name}.String(),
+		CapacityBytes:      lv.Status.CurrentSize.Value(),
+		VolumeContext:      map[string]string{lvmcluster.DeviceClassParameter: class.Name},
+		ContentSource:      req.GetVolumeContentSource(),
+		AccessibleTopology: []*csi.Topology{{Segments: map[string]string{TopologyKey: lv.Spec.NodeName}}},
+	}}, nil
+}
+
+// newLogicalVolume is the object for a CSI volume or snapshot name.
+func newLogicalVolume(csiName, kind, class string, size resource.Quantity) *storagev1alpha1.LogicalVolume {
+	name := objectName(csiName)
+	return &storagev1alpha1.LogicalVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{KindLabel: kind},
+			Annotations: map[string]string{NameAnnotation: csiName}},
+		Spec: storagev1alpha1.LogicalVolumeSpec{Name: name, DeviceClass: class, Size: size},
+	}
+}
+
+// contentSource is the LogicalVolume a new volume starts from, if any.
+func (c *Controller) contentSource(ctx context.Context, src *csi.VolumeContentSource) (*storagev1alpha1.LogicalVolume, error) {
+	switch {
+	case src == nil:
+		return nil, nil
+	case src.GetSnapshot() != nil:
+		return c.lookup(ctx, src.GetSnapshot().GetSnapshotId(), kindSnapshot)
+	case src.GetVolume() != nil:
+		return c.lookup(ctx, src.GetVolume().GetVolumeId(), kindVolume)
+	}
+	return nil, status.Error(codes.InvalidArgument, "volume content source is neither a snapshot nor a volume")
+}
+
+// fitsSource makes want a copy of source: on its node, in its class, at
+// least its size.
+func fitsSource(want, source *storagev1alpha1.LogicalVolume, r *csi.CapacityRange) error {
+	if source.Spec.DeviceClass != want.Spec.DeviceClass {
+		return status.Errorf(codes.InvalidArgument, "source %s is in device class %s, the new volume in %s: a copy stays in its source's class",
+			source.Name, source.Spec.DeviceClass, want.Spec.DeviceClass)
+	}
+	if want.Spec.Size.Cmp(source.Spec.Size) < 0 {
+		if limit := r.GetLimitBytes(); limit > 0 && limit < source.Spec.Size.Value() {
+			return status.Errorf(codes.OutOfRange, "source %s is %s, more than the limit of %d bytes", source.Name, source.Spec.Size.String(), limit)
+		}
+		want.Spec.Size = source.Spec.Size
+	}
+	want.Spec.Source = source.Name
+	return nil
+}
+
+// getOrCreate returns the LogicalVolume of want's name, creating it on the
+// node place picks if there is none. An existing one must be what was
+// asked for, or the call fails with AlreadyExists.
+func (c *Controller) getOrCreate(ctx context.Context, want *storagev1alpha1.LogicalVolume, r *csi.CapacityRange, place func() (string, error)) (*storagev1alpha1.LogicalVolume, error) {
+	have := &storagev1alpha1.LogicalVolume{}
+	err := c.Client.Get(ctx, client.ObjectKeyFromObject(want), have)
+	if apierrors.IsNotFound(err) {
+		if want.Spec.NodeName == "" {
+			if want.Spec.NodeName, err = place(); err != nil {
+				return nil, err
+			}
+		}
+		err = c.Client.Create(ctx, want)
+		if err == nil {
+			return want, nil
+		}
+		if apierrors.IsAlreadyExists(err) { // a concurrent call made it
+			err = c.Client.Get(ctx, client.ObjectKeyFromObject(want), have)
+		}
+	}
+	if err != nil {
+		return nil, apiError(err, want.Name)
+	}
+	if err := sameRequest(have, want, r); err != nil {
+		return nil, err
+	}
+	return have, nil
+}
+
+// sameRequest says whether an existing object answers a repeated call.
+func sameRequest(have, want *storagev1alpha1.LogicalVolume, r *csi.CapacityRange) error {
+	differs := func(what string) error {
+		return status.Errorf(codes.AlreadyExists, "%s %q exists with another %s", have.Labels[KindLabel], have.Annotations[NameAnnotation], what)
+	}
+	switch {
+	case have.Labels[KindLabel] != want.Labels[KindLabel]:
+		return status.Errorf(codes.AlreadyExists, "the name %q is taken by a %s", want.Annotations[NameAnnotation], have.Labels[KindLabel])
+	case have.Annotations[NameAnnotation] != want.Annotations[NameAnnotation]:
+		return status.Errorf(codes.AlreadyExists, "LogicalVolume %s belongs to %q", have.Name, have.Annotations[NameAnnotation])
+	case have.Spec.DeviceClass != want.Spec.DeviceClass:
+		return differs("device class")
+	case have.Spec.Source != want.Spec.Source:
+		return differs("source")
+	case have.Spec.Size.Cmp(want.Spec.Size) < 0,
+		r.GetLimitBytes() > 0 && have.Spec.Size.Value() > r.GetLimitBytes():
+		return differs("size (" + have.Spec.Size.String() + ")")
+	}
+	return nil
+}
+
+// DeleteVolume implements csi.ControllerServer. It waits until the agent
+// has removed the volume, so that its space is free when it returns.
+func (c *Controller) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error) {
+	if err := required("volume ID", req.GetVolumeId()); err != nil {
+		return nil, err
+	}
+	return &csi.DeleteVolumeResponse{}, c.remove(ctx, req.GetVolumeId(), kindVolume)
+}
+
+// remove deletes the object of a volume or snapshot ID and waits until it
+// is gone. An ID that names nothing of this kind is already gone.
+func (c *Controller) remove(ctx context.Context, id, kind string) error {
+	lv, err := c.lookup(ctx, id, kind)
+	if status.Code(err) == codes.NotFound {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	err = c.Client.Delete(ctx, lv, client.Preconditions{UID: &lv.UID})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return apiError(err, lv.Name)
+	}
+	_, err = c.waitFor(ctx, lv.Name, func(lv *storagev1alpha1.LogicalVolume) (bool, error) { return lv == nil, nil })
+	return err
+}
+
+// ControllerExpandVolume implements csi.ControllerServer: it raises the
+// LogicalVolume's size and waits for the agent to grow the volume. The
+// filesystem is grown by NodeExpandVolume.
+func (c *Controller) ControllerExpandVolume(ctx context.Context, req *csi.ControllerExpandVolumeRequest) (*csi.ControllerExpandVolumeResponse, error) {
+	if err := required("volume ID", req.GetVolumeId()); err != nil {
+		return nil, err
+	}
+	if req.GetCapacityRange() == nil {
+		return nil, status.Error(codes.InvalidArgument, "capacity range is required")
+	}
+	size, err := volumeSize(req.GetCapacityRange())
+	if err != nil {
+		return nil, err
+	}
+	lv, err := c.lookup(ctx, req.GetVolumeId(), kindVolume)
+	if err != nil {
+		return nil, err
+	}
+	if lv.Spec.Size.Cmp(size) < 0 {
+		patch := client.MergeFrom(lv.DeepCopy())
+		lv.Spec.Size = size
+		if err := c.Client.Patch(ctx, lv, patch); err != nil {
+			return nil, apiError(err, lv.Name)
+		}
+	}
+	if lv, err = c.waitReady(ctx, lv); err != nil {
+		return nil, err
+	}
+	block := req.GetVolumeCapability().GetBlock() != nil
+	return &csi.ControllerExpandVolumeResponse{CapacityBytes: lv.Status.CurrentSize.Value(), NodeExpansionRequired: !block}, nil
+}
+
+// ValidateVolumeCapabilities implements csi.ControllerServer.
+func (c *Controller) ValidateVolumeCapabilities(ctx context.Context, req *csi.ValidateVolumeCapabilitiesRequest) (*csi.ValidateVolumeCapabilitiesResponse, error) {
+	if err := required("volume ID", req.GetVolumeId()); err != nil {
+		return nil, err
+	}
+	if len(req.GetVolumeCapabilities()) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "volume capabilities are required")
+	}
+	if _, err := c.lookup(ctx, req.GetVolumeId(), kindVolume); err != nil {
+		return nil, err
+	}
+	if err := checkCapabilities(req.GetVolumeCapabilities()); err != nil {
+		return &csi.ValidateVolumeCapabilitiesResponse{Message: status.Convert(err).Message()}, nil
+	}
+	return &csi.ValidateVolumeCapabilitiesResponse{Confirmed: &csi.ValidateVolumeCapabilitiesResponse_Confirmed{
+		VolumeContext: req.GetVolumeContext(), VolumeCapabilities: req.GetVolumeCapabilities(), Parameters: req.GetParameters(),
+	}}, nil
+}
+
+// CreateSnapshot implements csi.ControllerServer: a thin snapshot, on the
+// source's node, of a volume in a thin device class.
+func (c *Controller) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshotRequest) (*csi.CreateSnapshotResponse, error) {
+	if err := required("name", req.GetName(), "source volume ID", req.GetSourceVolumeId()); err != nil {
+		return nil, err
+	}
+	source, err := c.lookup(ctx, req.GetSourceVolumeId(), kindVolume)
+	if err != nil {
+		return nil, err
+	}
+	class, err := findClass(ctx, c.Client, source.Spec.DeviceClass)
+	if err != nil {
+		return nil, err
+	}
+	if class.ThinPoolConfig == nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is in device class %s, which is thick: snapshots need a class with a thinPoolConfig",
+			req.GetSourceVolumeId(), class.Name)
+	}
+	want := newLogicalVolume(req.GetName(), kindSnapshot, class.Name, source.Spec.Size)
+	want.Spec.NodeName, want.Spec.Source = source.Spec.NodeName, source.Name
+	lv, err := c.getOrCreate(ctx, want, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	if lv, err = c.waitReady(ctx, lv); err != nil {
+		return nil, err
+	}
+	id, _ := ParseVolumeID(req.GetSourceVolumeId())
+	return &csi.CreateSnapshotResponse{Snapshot: &csi.Snapshot{
+		SnapshotId:     VolumeID{StorageClass: id.StorageClass, Name: lv.Name}.String(),
+		SourceVolumeId: req.GetSourceVolumeId(),
+		SizeBytes:      lv.Status.CurrentSize.Value(),
+		CreationTime:   timestamppb.New(lv.CreationTimestamp.Time),
+		ReadyToUse:     true,
+	}}, nil
+}
+
+// DeleteSnapshot implements csi.ControllerServer.
+func (c *Controller) DeleteSnapshot(ctx context.Context, req *csi.DeleteSnapshotRequest) (*csi.DeleteSnapshotResponse, error) {
+	if err := required("snapshot ID", req.GetSnapshotId()); err != nil {
+		return nil, err
+	}
+	return &csi.DeleteSnapshotResponse{}, c.remove(ctx, req.GetSnapshotId(), kindSnapshot)
+}
+
+// GetCapacity implements csi.ControllerServer from the capacity the
+// agents write on their Nodes: one node's when the topology names it,
+// the sum over all nodes otherwise.
+func (c *Controller) GetCapacity(ctx context.Context, req *csi.GetCapacityRequest) (*csi.GetCapacityResponse, error) {
+	class, err := findClass(ctx, c.Client, req.GetParameters()[lvmcluster.DeviceClassParameter])
+	if err != nil {
+		return nil, err
+	}
+	capacity, err := nodeCapacity(ctx, c.Client, class.Name)
+	if err != nil {
+		return nil, err
+	}
+	var total, largest int64
+	for node, bytes := range capacity {
+		if n, ok := req.GetAccessibleTopology().GetSegments()[TopologyKey]; ok && n != node {
+			continue
+		}
+		total += bytes
+		largest = max(largest, bytes)
+	}
+	return &csi.GetCapacityResponse{AvailableCapacity: total, MaximumVolumeSize: wrapInt64(largest)}, nil
+}
+
+// lookup returns the LogicalVolume of a volume or snapshot ID, or
+// codes.NotFound.
+func (c *Controller) lookup(ctx context.Context, id, kind string) (*storagev1alpha1.LogicalVolume, error) {
+	parsed, err := ParseVolumeID(id)
+	if err != nil {
+		return nil, status.Error(codes.NotFound, err.Error())
+	}
+	lv := &storagev1alpha1.LogicalVolume{}
+	if err := c.Client.Get(ctx, client.ObjectKey{Name: parsed.Name}, lv); err != nil {
+		return nil, apiError(err, parsed.Name)
+	}
+	if lv.Labels[KindLabel] != kind {
+		return nil, status.Errorf(codes.NotFound, "%s is not a %s of %s", id, kind, DriverName)
+	}
+	return lv, nil
+}
+
+// waitReady waits until the agent reports the volume at its size. A
+// volume for which its node has no room is given up, so that a retry can
+// place it elsewhere.
+func (c *Controller) waitReady(ctx context.Context, lv *storagev1alpha1.LogicalVolume) (*storagev1alpha1.LogicalVolume, error) {
+	name := lv.Name
+	ready, err := c.waitFor(ctx, name, func(lv *storagev1alpha1.LogicalVolume) (bool, error) {
+		if lv == nil || !lv.DeletionTimestamp.IsZero() {
+			return false, status.Errorf(codes.Aborted, "LogicalVolume %s is being deleted", name)
+		}
+		return readiness(lv)
+	})
+	if status.Code(err) == codes.ResourceExhausted && ready != nil && ready.Status.Device == "" {
+		_ = c.Client.Delete(ctx, ready, client.Preconditions{UID: &ready.UID})
+	}
+	return ready, err
+}
+
+// readiness reads a LogicalVolume's state as the agent last reported it.
+func readiness(lv *storagev1alpha1.LogicalVolume) (bool, error) {
+	if lv.Status.ObservedGeneration != lv.Generation {
+		return false, nil
+	}
+	for _, cond := range lv.Status.Conditions {
+		if cond.Type != "Ready" {
+			continue
+		}
+		if cond.Status == metav1.ConditionTrue {
+			return lv.Status.CurrentSize != nil && lv.Status.CurrentSize.Cmp(lv.Spec.Size) >= 0, nil
+		}
+		if cond.Reason == noSpaceReason {
+			return false, status.Errorf(codes.ResourceExhausted, "node %s: %s", lv.Spec.NodeName, cond.Message)
+		}
+	}
+	return false, nil
+}
+
+// noSpaceReason is the agent's reason for a volume its group has no room for.
+const noSpaceReason = "NoSpace"
+
+// waitFor watches one LogicalVolume until done says so, done fails, or
+// the wait runs out. done sees nil once the object is gone.
+func (c *Controller) waitFor(ctx context.Context, name string, done func(*storagev1alpha1.LogicalVolume) (bool, error)) (*storagev1alpha1.LogicalVolume, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.Wait)
+	defer cancel()
+	var last *storagev1alpha1.LogicalVolume
+	for {
+		lv := &storagev1alpha1.LogicalVolume{}
+		if err := c.Client.Get(ctx, client.ObjectKey{Name: name}, lv); apierrors.IsNotFound(err) {
+			lv = nil
+		} else if err != nil {
+			if ctx.Err() != nil {
+				return last, notReady(name, last)
+			}
+			return nil, apiError(err, name)
+		}
+		if finished, err := done(lv); finished || err != nil {
+			return lv, err
+		}
+		last = lv
+		seen, finished, err := c.follow(ctx, lv, done)
+		if finished || err != nil {
+			return seen, err
+		}
+		if seen != nil {
+			last = seen
+		}
+		if ctx.Err() != nil {
+			return last, notReady(name, last)
+		}
+	}
+}
+
+// follow applies done to each change of one object after the version
+// read, until done says so or the watch ends (then the caller reads again).
+func (c *Controller) follow(ctx context.Context, from *storagev1alpha1.LogicalVolume, done func(*storagev1alpha1.LogicalVolume) (bool, error)) (*storagev1alpha1.LogicalVolume, bool, error) {
+	w, err := c.Client.Watch(ctx, &storagev1alpha1.LogicalVolumeList{},
+		client.MatchingFields{"metadata.name": from.Name}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: from.ResourceVersion}})
+	if err != nil {
+		return nil, false, nil
+	}
+	defer w.Stop()
+	var last *storagev1alpha1.LogicalVolume
+	for ev := range w.ResultChan() {
+		lv, ok := ev.Object.(*storagev1alpha1.LogicalVolume)
+		if !ok {
+			return last, false, nil // an error event: read afresh
+		}
+		if ev.Type == watch.Deleted {
+			lv = nil
+		}
+		if finished, err := done(lv); finished || err != nil {
+			return lv, true, err
+		}
+		last = lv
+	}
+	return last, false, nil
+}
+
+// notReady says what the agent last reported about a volume it has not
+// finished with in time.
+func notReady(name string, last *storagev1alpha1.LogicalVolume) error {
+	if last == nil {
+		return status.Errorf(codes.DeadlineExceeded, "LogicalVolume %s: no report from its agent in time", name)
+	}
+	msg := "no report yet"
+	for _, cond := range last.Status.Conditions {
+		if cond.Type == "Ready" {
+			msg = cond.Message
+		}
+	}
+	return status.Errorf(codes.DeadlineExceeded, "LogicalVolume %s: the agent of node %s has not finished in time (last report: %s); is it running?",
+		name, last.Spec.NodeName, msg)
+}
+
+// apiError maps an API server error to a gRPC status.
+func apiError(err error, name string) error {
+	if _, ok := status.FromError(err); ok && status.Code(err) != codes.Unknown {
+		return err
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return status.Errorf(codes.NotFound, "LogicalVolume %s not found", name)
+	case apierrors.IsInvalid(err):
+		return status.Errorf(codes.InvalidArgument, "LogicalVolume %s: %v", name, err)
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return status.Errorf(codes.DeadlineExceeded, "LogicalVolume %s: %v", name, err)
+	}
+	return status.Errorf(codes.Unavailable, "LogicalVolume %s: %v", name, fmt.Errorf("API server: %w", err))
+}

@@ -1,0 +1,284 @@
+package csi
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"k8s.io/mount-utils"
+	utilexec "k8s.io/utils/exec"
+
+	"github.com/strata-gitops/strata/storage/agent/nodeapi"
+)
+
+// defaultFSType formats a volume whose capability names no filesystem.
+// StorageClasses made from an LVMCluster always name one.
+const defaultFSType = "ext4"
+
+// Agent is what the node service asks its node's agent.
+type Agent interface {
+	Volume(ctx context.Context, logicalVolume string) (*nodeapi.Volume, error)
+}
+
+// Node is the CSI Node service of one node: it stages a volume by
+// formatting it if blank and mounting it, and publishes it by bind mount.
+type Node struct {
+	csi.UnimplementedNodeServer
+	Name, IP string
+	Agent    Agent
+	Mounter  *mount.SafeFormatAndMount
+}
+
+// NewMounter returns the mounter of the host's mount table and tools.
+func NewMounter() *mount.SafeFormatAndMount {
+	return &mount.SafeFormatAndMount{Interface: mount.New(""), Exec: utilexec.New()}
+}
+
+// NodeGetInfo implements csi.NodeServer.
+func (n *Node) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {
+	return &csi.NodeGetInfoResponse{
+		NodeId:             NodeID(n.Name, n.IP),
+		AccessibleTopology: &csi.Topology{Segments: map[string]string{TopologyKey: n.Name}},
+	}, nil
+}
+
+// NodeGetCapabilities implements csi.NodeServer.
+func (n *Node) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequest) (*csi.NodeGetCapabilitiesResponse, error) {
+	var caps []*csi.NodeServiceCapability
+	for _, t := range []csi.NodeServiceCapability_RPC_Type{
+		csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME,
+		csi.NodeServiceCapability_RPC_EXPAND_VOLUME,
+		csi.NodeServiceCapability_RPC_GET_VOLUME_STATS,
+	} {
+		caps = append(caps, &csi.NodeServiceCapability{Type: &csi.NodeServiceCapability_Rpc{
+			Rpc: &csi.NodeServiceCapability_RPC{Type: t}}})
+	}
+	return &csi.NodeGetCapabilitiesResponse{Capabilities: caps}, nil
+}
+
+// NodeStageVolume implements csi.NodeServer: a filesystem volume is
+// formatted if blank and mounted at the staging path; a block volume
+// needs nothing.
+func (n *Node) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
+	if err := required("volume ID", req.GetVolumeId(), "staging target path", req.GetStagingTargetPath()); err != nil {
+		return nil, err
+	}
+	capability := req.GetVolumeCapability()
+	if err := checkCapability(capability); err != nil {
+		return nil, err
+	}
+	vol, err := n.volume(ctx, req.GetVolumeId())
+	if err != nil || capability.GetBlock() != nil {
+		return nil, err
+	}
+	staging := req.GetStagingTargetPath()
+	if err := os.MkdirAll(staging, 0o750); err != nil {
+		return nil, status.Errorf(codes.Internal, "staging path %s: %v", staging, err)
+	}
+	if mounted, err := n.mountedDevice(staging); err != nil {
+		return nil, err
+	} else if mounted != "" {
+		if mounted != vol.Device {
+			return nil, status.Errorf(codes.AlreadyExists, "staging path %s has %s mounted, not %s's device %s", staging, mounted, req.GetVolumeId(), vol.Device)
+		}
+		return &csi.NodeStageVolumeResponse{}, nil
+	}
+	fstype := capability.GetMount().GetFsType()
+	if fstype == "" {
+		fstype = defaultFSType
+	}
+	if err := n.Mounter.FormatAndMount(vol.Device, staging, fstype, capability.GetMount().GetMountFlags()); err != nil {
+		return nil, status.Errorf(codes.Internal, "formatting (if blank) and mounting %s at %s: %v", vol.Device, staging, err)
+	}
+	return &csi.NodeStageVolumeResponse{}, nil
+}
+
+// NodeUnstageVolume implements csi.NodeServer.
+func (n *Node) NodeUnstageVolume(_ context.Context, req *csi.NodeUnstageVolumeRequest) (*csi.NodeUnstageVolumeResponse, error) {
+	if err := required("volume ID", req.GetVolumeId(), "staging target path", req.GetStagingTargetPath()); err != nil {
+		return nil, err
+	}
+	if err := n.unmount(req.GetStagingTargetPath()); err != nil {
+		return nil, err
+	}
+	return &csi.NodeUnstageVolumeResponse{}, nil
+}
+
+// NodePublishVolume implements csi.NodeServer: a bind mount of the staged
+// filesystem, or of the block device onto a file, read-only if asked.
+func (n *Node) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
+	if err := required("volume ID", req.GetVolumeId(), "target path", req.GetTargetPath(), "staging target path", req.GetStagingTargetPath()); err != nil {
+		return nil, err
+	}
+	capability := req.GetVolumeCapability()
+	if err := checkCapability(capability); err != nil {
+		return nil, err
+	}
+	vol, err := n.volume(ctx, req.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	target, source := req.GetTargetPath(), req.GetStagingTargetPath()
+	if capability.GetBlock() != nil {
+		source = vol.Device
+		err = makeFile(target)
+	} else {
+		if staged, serr := n.mountedDevice(source); serr != nil || staged != vol.Device {
+			return nil, status.Errorf(codes.FailedPrecondition, "volume %s is not staged at %s: call NodeStageVolume first", req.GetVolumeId(), source)
+		}
+		err = os.MkdirAll(target, 0o750)
+	}
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "target path %s: %v", target, err)
+	}
+	if mounted, err := n.Mounter.IsMountPoint(target); err != nil {
+		return nil, status.Errorf(codes.Internal, "target path %s: %v", target, err)
+	} else if mounted {
+		return &csi.NodePublishVolumeResponse{}, nil
+	}
+	options := []string{"bind"}
+	if req.GetReadonly() || capability.GetAccessMode().GetMode() == csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY {
+		options = append(options, "ro")
+	}
+	if err := n.Mounter.Mount(source, target, "", options); err != nil {
+		return nil, status.Errorf(codes.Internal, "bind-mounting %s at %s: %v", source, target, err)
+	}
+	return &csi.NodePublishVolumeResponse{}, nil
+}
+
+// NodeUnpublishVolume implements csi.NodeServer: unmount, then remove the
+// target path, which NodePublishVolume made.
+func (n *Node) NodeUnpublishVolume(_ context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
+	if err := required("volume ID", req.GetVolumeId(), "target path", req.GetTargetPath()); err != nil {
+		return nil, err
+	}
+	if err := mount.CleanupMountPoint(req.GetTargetPath(), n.Mounter, true); err != nil {
+		return nil, status.Errorf(codes.Internal, "unmounting %s: %v", req.GetTargetPath(), err)
+	}
+	return &csi.NodeUnpublishVolumeResponse{}, nil
+}
+
+// NodeGetVolumeStats implements csi.NodeServer.
+func (n *Node) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
+	if err := required("volume ID", req.GetVolumeId(), "volume path", req.GetVolumePath()); err != nil {
+		return nil, err
+	}
+	vol, err := n.volume(ctx, req.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	block, err := isDevice(req.GetVolumePath())
+	if err != nil {
+		return nil, err
+	}
+	if block {
+		return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{
+			{Unit: csi.VolumeUsage_BYTES, Total: int64(vol.Size)}}}, nil
+	}
+	var fs unix.Statfs_t
+	if err := unix.Statfs(req.GetVolumePath(), &fs); err != nil {
+		return nil, status.Errorf(codes.Internal, "statfs %s: %v", req.GetVolumePath(), err)
+	}
+	blockSize := int64(fs.Bsize)
+	return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{
+		{Unit: csi.VolumeUsage_BYTES, Total: int64(fs.Blocks) * blockSize, Available: int64(fs.Bavail) * blockSize,
+			Used: int64(fs.Blocks-fs.Bfree) * blockSize},
+		{Unit: csi.VolumeUsage_INODES, Total: int64(fs.Files), Available: int64(fs.Ffree), Used: int64(fs.Files - fs.Ffree)},
+	}}, nil
+}
+
+// NodeExpandVolume implements csi.NodeServer: it grows the filesystem to
+// the volume, which ControllerExpandVolume grew.
+func (n *Node) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolumeRequest) (*csi.NodeExpandVolumeResponse, error) {
+	if err := required("volume ID", req.GetVolumeId(), "volume path", req.GetVolumePath()); err != nil {
+		return nil, err
+	}
+	vol, err := n.volume(ctx, req.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	block, err := isDevice(req.GetVolumePath())
+	if err != nil || block || req.GetVolumeCapability().GetBlock() != nil {
+		return &csi.NodeExpandVolumeResponse{CapacityBytes: int64(vol.Size)}, err
+	}
+	if _, err := mount.NewResizeFs(n.Mounter.Exec).Resize(vol.Device, req.GetVolumePath()); err != nil {
+		return nil, status.Errorf(codes.Internal, "growing the filesystem on %s (mounted at %s): %v", vol.Device, req.GetVolumePath(), err)
+	}
+	return &csi.NodeExpandVolumeResponse{CapacityBytes: int64(vol.Size)}, nil
+}
+
+// volume asks the agent where a volume ID's volume is on this node.
+func (n *Node) volume(ctx context.Context, volumeID string) (*nodeapi.Volume, error) {
+	id, err := ParseVolumeID(volumeID)
+	if err != nil {
+		return nil, status.Error(codes.NotFound, err.Error())
+	}
+	vol, err := n.Agent.Volume(ctx, id.Name)
+	if err != nil {
+		if _, ok := status.FromError(err); !ok {
+			err = status.Errorf(codes.Unavailable, "asking this node's strata agent about %s: %v", volumeID, err)
+		}
+		return nil, err
+	}
+	return vol, nil
+}
+
+// mountedDevice is the device mounted at path, or "" when none is.
+func (n *Node) mountedDevice(path string) (string, error) {
+	mounted, err := n.Mounter.IsMountPoint(path)
+	if err != nil {
+		return "", status.Errorf(codes.Internal, "checking mounts at %s: %v", path, err)
+	}
+	if !mounted {
+		return "", nil
+	}
+	dev, _, err := mount.GetDeviceNameFromMount(n.Mounter, path)
+	if err != nil {
+		return "", status.Errorf(codes.Internal, "reading the device mounted at %s: %v", path, err)
+	}
+	return dev, nil
+}
+
+// unmount unmounts path if something is mounted there, keeping the path.
+func (n *Node) unmount(path string) error {
+	mounted, err := n.Mounter.IsMountPoint(path)
+	if errors.Is(err, os.ErrNotExist) || (err == nil && !mounted) {
+		return nil
+	}
+	if err == nil {
+		err = n.Mounter.Unmount(path)
+	}
+	if err != nil {
+		return status.Errorf(codes.Internal, "unmounting %s: %v", path, err)
+	}
+	return nil
+}
+
+// isDevice says whether path is a block device; a missing path is NotFound.
+func isDevice(path string) (bool, error) {
+	info, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, status.Errorf(codes.NotFound, "volume path %s does not exist", path)
+	}
+	if err != nil {
+		return false, status.Errorf(codes.Internal, "volume path %s: %v", path, err)
+	}
+	return info.Mode()&os.ModeDevice != 0, nil
+}
+
+// makeFile creates the file a block volume is bind-mounted onto.
+func makeFile(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,63 @@
+package csi
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
+	"github.com/strata-gitops/strata/internal/scheme"
+	"github.com/strata-gitops/strata/storage/agent/nodeapi"
+)
+
+// Options configure one `strata csi` process.
+type Options struct {
+	// Mode is controller or node.
+	Mode     string
+	Endpoint string
+	Version  string
+	// Wait bounds how long a controller call waits for an agent.
+	Wait time.Duration
+	// Node mode: this node, and its agent's API socket.
+	NodeName, NodeIP string
+	AgentSocket      string
+}
+
+// Defaults are the flag defaults of `strata csi`.
+func Defaults() Options {
+	return Options{Mode: "controller", Endpoint: "unix:///csi/csi.sock", Wait: 60 * time.Second,
+		NodeName: os.Getenv("NODE_NAME"), NodeIP: os.Getenv("NODE_IP"), AgentSocket: "/run/strata/agent.sock"}
+}
+
+// Run serves the Identity service and, by mode, the Controller or the
+// Node service until ctx ends. cfg is needed in controller mode only.
+func Run(ctx context.Context, cfg *rest.Config, o Options) error {
+	identity := &Identity{Version: o.Version}
+	switch o.Mode {
+	case "controller":
+		if cfg == nil {
+			return fmt.Errorf("controller mode needs a Kubernetes API: set --kubeconfig or run in a cluster")
+		}
+		c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme.New()})
+		if err != nil {
+			return err
+		}
+		identity.Ready = func(ctx context.Context) error { return c.List(ctx, &storagev1alpha1.LogicalVolumeList{}, client.Limit(1)) }
+		return Serve(ctx, o.Endpoint, identity, &Controller{Client: c, Wait: o.Wait}, nil)
+	case "node":
+		if o.NodeName == "" {
+			return fmt.Errorf("node mode needs the node's name: set --node-name or NODE_NAME (the downward API's spec.nodeName)")
+		}
+		agent, err := nodeapi.Dial(o.AgentSocket)
+		if err != nil {
+			return err
+		}
+		defer agent.Close()
+		return Serve(ctx, o.Endpoint, identity, nil, &Node{Name: o.NodeName, IP: o.NodeIP, Agent: agent, Mounter: NewMounter()})
+	}
+	return fmt.Errorf("--mode %q: use controller or node", o.Mode)
+}

@@ -1,0 +1,94 @@
+package csi_test
+
+import (
+	"context"
+	"encoding/xml"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/strata-gitops/strata/internal/csienv"
+	"github.com/strata-gitops/strata/internal/testenv"
+)
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
+
+// startCSI runs the driver with the loopback backend on a loop disk.
+func startCSI(t *testing.T) *csienv.Env {
+	t.Helper()
+	testenv.NeedRoot(t, "loop devices and mounts")
+	testenv.NeedTools(t, "lvm", "losetup", "mkfs.ext4", "resize2fs", "blkid")
+	env := testenv.Get(t)
+	o := csienv.Defaults(t.TempDir())
+	o.Backend = "loopback"
+	e, err := csienv.Start(context.Background(), env.Config, o)
+	if e != nil {
+		t.Cleanup(e.Stop)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// TestSanity runs the CSI community's conformance suite, csi-sanity,
+// against both services. Any failed spec fails the test.
+func TestSanity(t *testing.T) {
+	sanity := filepath.Join(testenv.RepoRoot(), "bin", "csi-sanity")
+	if _, err := os.Stat(sanity); err != nil {
+		testenv.Unavailable(t, "bin/csi-sanity is not installed (make test installs it through hack/tools.sh)")
+	}
+	e := startCSI(t)
+	junit := filepath.Join(t.TempDir(), "junit.xml")
+	out, err := exec.Command(sanity, append(e.SanityArgs(), "-csi.junitfile", junit)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("csi-sanity failed: %v\n%s", err, out)
+	}
+	checkSkipsDocumented(t, junit)
+}
+
+// checkSkipsDocumented fails for every spec csi-sanity skipped that
+// docs/csi.md does not list with its reason.
+func checkSkipsDocumented(t *testing.T, junit string) {
+	t.Helper()
+	data, err := os.ReadFile(junit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var report struct {
+		Suites []struct {
+			Cases []struct {
+				Name    string `xml:"name,attr"`
+				Skipped *struct {
+					Message string `xml:"message,attr"`
+				} `xml:"skipped"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	if err := xml.Unmarshal(data, &report); err != nil {
+		t.Fatalf("reading csi-sanity's report %s: %v", junit, err)
+	}
+	docs, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "docs", "csi.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := 0
+	for _, suite := range report.Suites {
+		for _, c := range suite.Cases {
+			ran++
+			if c.Skipped != nil && !strings.Contains(string(docs), specName(c.Name)) {
+				t.Errorf("csi-sanity skipped %q (%s), and docs/csi.md does not list it", specName(c.Name), c.Skipped.Message)
+			}
+		}
+	}
+	if ran == 0 {
+		t.Fatalf("csi-sanity's report %s lists no specs", junit)
+	}
+}
+
+// specName drops ginkgo's node-type prefix from a spec's name.
+func specName(name string) string {
+	return strings.TrimSpace(strings.TrimPrefix(name, "[It]"))
+}
