@@ -6,7 +6,7 @@ BIN := $(CURDIR)/bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 export KUBEBUILDER_ASSETS := $(BIN)/k8s
 
-.PHONY: all build test lint generate bench up tools control-plane packages clean
+.PHONY: all build test lint generate bench up sanity tools control-plane packages clean
 
 all: build
 
@@ -30,8 +30,16 @@ generate:
 # Every test, against a real kube-apiserver and etcd and real git servers.
 # Packages run one after another: each starts its own API server.
 test: control-plane packages
+	@bash hack/tools.sh csi-sanity
 	@echo "► running tests"
 	$(GO) test -count=1 -p 1 -timeout 20m ./...
+
+# csi-sanity against the CSI driver on its own; SANITY_ARGS go to csi-sanity,
+# e.g. SANITY_ARGS=-ginkgo.focus=NodeExpandVolume.
+BACKEND ?= lvm
+sanity: control-plane packages
+	@bash hack/tools.sh csi-sanity
+	$(GO) run ./hack/sanity -backend $(BACKEND) -- $(SANITY_ARGS)
 
 lint:
 	@bash hack/tools.sh golangci-lint

@@ -11,11 +11,12 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"sort"
 	"time"
 
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/strata-gitops/strata/internal/benchstat"
 )
 
 type config struct {
@@ -102,8 +103,8 @@ func (r result) print() {
 	fmt.Printf("%s: no-change pass, controller start to one reconcile each: %s; %s\n", r.name, second, r.writes)
 	if len(r.push) > 0 {
 		fmt.Printf("%s: push to applied through the receiver, %d pushes: p50 %d ms, p90 %d ms, max %d ms (new artifact stored: p50 %d ms)\n",
-			r.name, len(r.push), pct(r.push, 50).Milliseconds(), pct(r.push, 90).Milliseconds(), pct(r.push, 100).Milliseconds(),
-			pct(r.fetch, 50).Milliseconds())
+			r.name, len(r.push), benchstat.Percentile(r.push, 50).Milliseconds(), benchstat.Percentile(r.push, 90).Milliseconds(), benchstat.Percentile(r.push, 100).Milliseconds(),
+			benchstat.Percentile(r.fetch, 50).Milliseconds())
 	}
 }
 
@@ -165,14 +166,4 @@ func measure(cfg config, ctl controller) (result, error) {
 		res.fetch = b.fetchLatencies
 	}
 	return res, err
-}
-
-func pct(d []time.Duration, p int) time.Duration {
-	s := append([]time.Duration(nil), d...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	idx := (len(s)*p + 99) / 100
-	if idx > 0 {
-		idx--
-	}
-	return s[idx]
 }

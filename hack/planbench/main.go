@@ -15,10 +15,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
+	"github.com/strata-gitops/strata/internal/benchstat"
 	"github.com/strata-gitops/strata/internal/gitserver"
 	"github.com/strata-gitops/strata/reconciler/plan"
 )
@@ -102,7 +102,7 @@ func timePlan(c config, args []string) (time.Duration, *plan.Plan, error) {
 			return 0, nil, fmt.Errorf("plan errors: %v", p.Errors)
 		}
 	}
-	return median(times), &p, nil
+	return benchstat.Percentile(times, 50), &p, nil
 }
 
 // timeKubectl builds every Kustomization's path once with kubectl.
@@ -119,7 +119,7 @@ func timeKubectl(c config, dir string) (time.Duration, error) {
 		}
 		times = append(times, time.Since(start))
 	}
-	return median(times), nil
+	return benchstat.Percentile(times, 50), nil
 }
 
 func changeList(p *plan.Plan) string {
@@ -130,11 +130,6 @@ func changeList(p *plan.Plan) string {
 		}
 	}
 	return b.String()
-}
-
-func median(d []time.Duration) time.Duration {
-	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
-	return d[len(d)/2]
 }
 
 func app(i int) string { return fmt.Sprintf("app-%03d", i) }

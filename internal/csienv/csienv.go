@@ -56,10 +56,10 @@ func Defaults(dir string) Options {
 
 // Env is a running CSI path.
 type Env struct {
+	Options
 	ControllerEndpoint, NodeEndpoint string
 	Client                           client.Client
 	Disk                             string
-	opts                             Options
 	cancel                           context.CancelFunc
 	done                             []chan error
 }
@@ -72,12 +72,12 @@ func Start(ctx context.Context, cfg *rest.Config, o Options) (env *Env, err erro
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	env = &Env{Client: c, opts: o, cancel: cancel,
+	env = &Env{Client: c, Options: o, cancel: cancel,
 		ControllerEndpoint: "unix://" + filepath.Join(o.Dir, "controller.sock"),
 		NodeEndpoint:       "unix://" + filepath.Join(o.Dir, "node.sock")}
 	defer func() {
 		if err != nil {
-			env.Stop()
+			_ = env.Stop()
 		}
 	}()
 	if env.Disk, err = attachDisk(o); err != nil {
@@ -115,25 +115,31 @@ func (e *Env) run(f func() error) {
 }
 
 // Stop stops everything and takes the disk away: the volume group, its
-// volumes and the loop devices.
-func (e *Env) Stop() {
+// volumes and the loop devices. It returns the first error a part of the
+// environment stopped with.
+func (e *Env) Stop() error {
 	e.cancel()
+	var first error
 	for _, done := range e.done {
-		<-done
+		if err := <-done; err != nil && first == nil {
+			first = err
+		}
 	}
-	unmountUnder(e.opts.Dir)
-	_ = loopdev.DetachUnder(filepath.Join(e.opts.Dir, "loopback"))
+	e.forgetCluster()
+	unmountUnder(e.Dir)
+	_ = loopdev.DetachUnder(filepath.Join(e.Dir, "loopback"))
 	if e.Disk != "" {
-		loopdev.ForgetLVM([]string{e.opts.Class}, e.Disk)
+		loopdev.ForgetLVM([]string{e.Class}, e.Disk)
 	}
-	_ = loopdev.DetachUnder(e.opts.Dir)
+	_ = loopdev.DetachUnder(e.Dir)
+	return first
 }
 
 // SanityArgs are csi-sanity's arguments for this environment: its
 // endpoints, and mount and staging directories under Dir.
 func (e *Env) SanityArgs() []string {
 	return []string{"-csi.endpoint", e.NodeEndpoint, "-csi.controllerendpoint", e.ControllerEndpoint,
-		"-csi.mountdir", filepath.Join(e.opts.Dir, "mount"), "-csi.stagingdir", filepath.Join(e.opts.Dir, "staging")}
+		"-csi.mountdir", filepath.Join(e.Dir, "mount"), "-csi.stagingdir", filepath.Join(e.Dir, "staging")}
 }
 
 // unmountUnder unmounts whatever a failed run left mounted under dir,
@@ -151,6 +157,18 @@ func unmountUnder(dir string) {
 	}
 }
 
+// forgetCluster deletes the LVMCluster and the Node, so that a later
+// environment on the same API server sees only its own default class.
+func (e *Env) forgetCluster() {
+	ctx := context.Background()
+	for _, obj := range []client.Object{
+		&storagev1alpha1.LVMCluster{ObjectMeta: metav1.ObjectMeta{Name: clusterName, Namespace: e.Node}},
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: e.Node}},
+	} {
+		_ = e.Client.Delete(ctx, obj)
+	}
+}
+
 func attachDisk(o Options) (string, error) {
 	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
 		return "", err
@@ -165,11 +183,13 @@ func attachDisk(o Options) (string, error) {
 	return loopdev.Attach(img)
 }
 
+const clusterName = "csi"
+
 // createCluster makes the Node, and the LVMCluster whose one default thin
 // class uses the disk.
 func createCluster(ctx context.Context, c client.Client, o Options, disk string) error {
 	cluster := &storagev1alpha1.LVMCluster{
-		ObjectMeta: metav1.ObjectMeta{Name: "csi", Namespace: o.Node},
+		ObjectMeta: metav1.ObjectMeta{Name: clusterName, Namespace: o.Node},
 		Spec: storagev1alpha1.LVMClusterSpec{Storage: storagev1alpha1.Storage{DeviceClasses: []storagev1alpha1.DeviceClass{{
 			Name: o.Class, Default: true, FSType: "ext4",
 			DeviceSelector: &storagev1alpha1.DeviceSelector{Paths: []storagev1alpha1.DevicePath{storagev1alpha1.DevicePath(disk)}},
@@ -191,7 +211,7 @@ func createCluster(ctx context.Context, c client.Client, o Options, disk string)
 // waitReady polls, within the Ready bound, until the agent has written
 // the class's capacity on the Node and both CSI services answer a probe.
 func (e *Env) waitReady(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, e.opts.Ready)
+	ctx, cancel := context.WithTimeout(ctx, e.Ready)
 	defer cancel()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -209,7 +229,7 @@ func (e *Env) waitReady(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("CSI environment not ready in %s: %w", e.opts.Ready, last)
+			return fmt.Errorf("CSI environment not ready in %s: %w", e.Ready, last)
 		case <-tick.C:
 		}
 	}
@@ -217,12 +237,12 @@ func (e *Env) waitReady(ctx context.Context) error {
 
 func (e *Env) ready(ctx context.Context) error {
 	node := &corev1.Node{}
-	if err := e.Client.Get(ctx, client.ObjectKey{Name: e.opts.Node}, node); err != nil {
+	if err := e.Client.Get(ctx, client.ObjectKey{Name: e.Node}, node); err != nil {
 		return err
 	}
-	capacity, _ := strconv.ParseInt(node.Annotations[storagev1alpha1.CapacityAnnotationPrefix+e.opts.Class], 10, 64)
+	capacity, _ := strconv.ParseInt(node.Annotations[storagev1alpha1.CapacityAnnotationPrefix+e.Class], 10, 64)
 	if capacity == 0 {
-		return errors.New("the agent has not reported capacity for class " + e.opts.Class)
+		return errors.New("the agent has not reported capacity for class " + e.Class)
 	}
 	for _, endpoint := range []string{e.ControllerEndpoint, e.NodeEndpoint} {
 		if err := probe(ctx, endpoint); err != nil {
@@ -232,8 +252,13 @@ func (e *Env) ready(ctx context.Context) error {
 	return nil
 }
 
+// Dial connects to one of the CSI endpoints.
+func Dial(endpoint string) (*grpc.ClientConn, error) {
+	return grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+}
+
 func probe(ctx context.Context, endpoint string) error {
-	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := Dial(endpoint)
 	if err != nil {
 		return err
 	}

@@ -99,7 +99,7 @@ func (c *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 	if lv, err = c.waitReady(ctx, lv); err != nil {
 		return nil, err
 	}
-	sc := req.GetParameters()[StorageClassParameter]
+	sc := req.GetParameters()[lvmcluster.StorageClassParameter]
 	if sc == "" {
 		sc = lvmcluster.StorageClassName(class.Name)
 	}

@@ -29,14 +29,6 @@ const DriverName = lvmcluster.Driver
 // TopologyKey is the topology segment that names the node a volume is on.
 const TopologyKey = "topology.strata.dev/node"
 
-// Keys of a StorageClass's parameters and of a volume's context.
-const (
-	// StorageClassParameter names the StorageClass, which the CSI
-	// request does not carry, so that volume IDs can.
-	StorageClassParameter = "storage.strata.dev/storage-class"
-	fsTypeParameter       = "csi.storage.k8s.io/fstype"
-)
-
 // Serve serves the given services on a unix endpoint until ctx ends.
 func Serve(ctx context.Context, endpoint string, identity csi.IdentityServer, controller csi.ControllerServer, node csi.NodeServer) error {
 	return grpcserver.Serve(ctx, endpoint, func(s *grpc.Server) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
@@ -92,7 +93,13 @@ func (n *Node) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequ
 	if fstype == "" {
 		fstype = defaultFSType
 	}
-	if err := n.Mounter.FormatAndMount(vol.Device, staging, fstype, capability.GetMount().GetMountFlags()); err != nil {
+	options := capability.GetMount().GetMountFlags()
+	if fstype == "xfs" {
+		// A restored snapshot has its origin's filesystem UUID, which xfs
+		// refuses to mount twice.
+		options = append(options, "nouuid")
+	}
+	if err := n.Mounter.FormatAndMount(vol.Device, staging, fstype, options); err != nil {
 		return nil, status.Errorf(codes.Internal, "formatting (if blank) and mounting %s at %s: %v", vol.Device, staging, err)
 	}
 	return &csi.NodeStageVolumeResponse{}, nil
@@ -184,7 +191,7 @@ func (n *Node) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeSta
 	if err := unix.Statfs(req.GetVolumePath(), &fs); err != nil {
 		return nil, status.Errorf(codes.Internal, "statfs %s: %v", req.GetVolumePath(), err)
 	}
-	blockSize := int64(fs.Bsize)
+	blockSize := fs.Bsize
 	return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{
 		{Unit: csi.VolumeUsage_BYTES, Total: int64(fs.Blocks) * blockSize, Available: int64(fs.Bavail) * blockSize,
 			Used: int64(fs.Blocks-fs.Bfree) * blockSize},
@@ -207,7 +214,11 @@ func (n *Node) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolumeRe
 		return &csi.NodeExpandVolumeResponse{CapacityBytes: int64(vol.Size)}, err
 	}
 	if _, err := mount.NewResizeFs(n.Mounter.Exec).Resize(vol.Device, req.GetVolumePath()); err != nil {
-		return nil, status.Errorf(codes.Internal, "growing the filesystem on %s (mounted at %s): %v", vol.Device, req.GetVolumePath(), err)
+		hint := ""
+		if strings.Contains(err.Error(), "Permission denied to resize") {
+			hint = " (the kernel lets only a process with CAP_SYS_RESOURCE grow a mounted ext4: give the node service that capability)"
+		}
+		return nil, status.Errorf(codes.Internal, "growing the filesystem on %s (mounted at %s): %v%s", vol.Device, req.GetVolumePath(), err, hint)
 	}
 	return &csi.NodeExpandVolumeResponse{CapacityBytes: int64(vol.Size)}, nil
 }

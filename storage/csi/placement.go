@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
+	"github.com/strata-gitops/strata/storage/lvmcluster"
 )
 
 // findClass returns the device class of that name, or the default class
@@ -23,19 +24,32 @@ func findClass(ctx context.Context, c client.Reader, name string) (storagev1alph
 	if err := c.List(ctx, clusters); err != nil {
 		return storagev1alpha1.DeviceClass{}, status.Errorf(codes.Unavailable, "listing LVMClusters: %v", err)
 	}
+	var found []storagev1alpha1.DeviceClass
+	var where []string
 	for _, cluster := range clusters.Items {
 		for _, dc := range cluster.Spec.Storage.DeviceClasses {
 			if dc.Name == name || (name == "" && dc.Default) {
-				return dc, nil
+				found = append(found, dc)
+				where = append(where, cluster.Namespace+"/"+cluster.Name+":"+dc.Name)
 			}
 		}
 	}
-	if name == "" {
+	switch {
+	case len(found) == 1:
+		return found[0], nil
+	case len(found) > 1 && name == "":
 		return storagev1alpha1.DeviceClass{}, status.Errorf(codes.InvalidArgument,
-			"no device class named: set the StorageClass parameter %s, or mark a class default in an LVMCluster", "storage.strata.dev/device-class")
+			"more than one LVMCluster has a default device class (%s): keep one, or name the class in the StorageClass parameter %s",
+			strings.Join(where, ", "), lvmcluster.DeviceClassParameter)
+	case len(found) > 1:
+		// Same name in several LVMClusters: one class whose nodes differ.
+		return found[0], nil
+	case name == "":
+		return storagev1alpha1.DeviceClass{}, status.Errorf(codes.InvalidArgument,
+			"no device class named: set the StorageClass parameter %s, or mark a class default in an LVMCluster", lvmcluster.DeviceClassParameter)
 	}
 	return storagev1alpha1.DeviceClass{}, status.Errorf(codes.InvalidArgument,
-		"device class %q is in no LVMCluster: add it to one, or fix the StorageClass parameter storage.strata.dev/device-class", name)
+		"device class %q is in no LVMCluster: add it to one, or fix the StorageClass parameter %s", name, lvmcluster.DeviceClassParameter)
 }
 
 // nodeCapacity reads, per node, the bytes a new volume of the class can

@@ -46,7 +46,9 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		if err != nil {
 			return err
 		}
-		identity.Ready = func(ctx context.Context) error { return c.List(ctx, &storagev1alpha1.LogicalVolumeList{}, client.Limit(1)) }
+		identity.Ready = func(ctx context.Context) error {
+			return c.List(ctx, &storagev1alpha1.LogicalVolumeList{}, client.Limit(1))
+		}
 		return Serve(ctx, o.Endpoint, identity, &Controller{Client: c, Wait: o.Wait}, nil)
 	case "node":
 		if o.NodeName == "" {

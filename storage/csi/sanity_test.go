@@ -15,17 +15,23 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
-// startCSI runs the driver with the loopback backend on a loop disk.
-func startCSI(t *testing.T) *csienv.Env {
+// startCSI runs the driver with the loopback backend on a loop disk, as
+// a node and a device class of their own, so that the tests of this
+// package do not see each other's.
+func startCSI(t *testing.T, name string) *csienv.Env {
 	t.Helper()
 	testenv.NeedRoot(t, "loop devices and mounts")
 	testenv.NeedTools(t, "lvm", "losetup", "mkfs.ext4", "resize2fs", "blkid")
 	env := testenv.Get(t)
 	o := csienv.Defaults(t.TempDir())
-	o.Backend = "loopback"
+	o.Backend, o.Node, o.Class = "loopback", name+"-node", name
 	e, err := csienv.Start(context.Background(), env.Config, o)
 	if e != nil {
-		t.Cleanup(e.Stop)
+		t.Cleanup(func() {
+			if err := e.Stop(); err != nil {
+				t.Error(err)
+			}
+		})
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -40,9 +46,9 @@ func TestSanity(t *testing.T) {
 	if _, err := os.Stat(sanity); err != nil {
 		testenv.Unavailable(t, "bin/csi-sanity is not installed (make test installs it through hack/tools.sh)")
 	}
-	e := startCSI(t)
+	e := startCSI(t, "sanity")
 	junit := filepath.Join(t.TempDir(), "junit.xml")
-	out, err := exec.Command(sanity, append(e.SanityArgs(), "-csi.junitfile", junit)...).CombinedOutput()
+	out, err := exec.Command(sanity, append(e.SanityArgs(), "-csi.junitfile", junit, "-ginkgo.fail-fast")...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("csi-sanity failed: %v\n%s", err, out)
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -240,9 +241,11 @@ func (l *Loopback) CreateSnapshot(ctx context.Context, vg, name, origin string, 
 	if err != nil {
 		return err
 	}
-	if err := l.flush(ctx, l.image(vg, origin)); err != nil {
+	thaw, err := l.quiesce(ctx, l.image(vg, origin))
+	if err != nil {
 		return err
 	}
+	defer thaw()
 	tmp := l.image(vg, name) + ".tmp"
 	if _, err := l.Runner.Run(ctx, "cp", "--reflink=auto", "--sparse=always", l.image(vg, origin), tmp); err != nil {
 		return err
@@ -331,20 +334,62 @@ func (l *Loopback) DevicePath(ctx context.Context, vg, name string) (string, err
 	return strings.TrimSpace(string(out)), nil
 }
 
-// flush writes what the origin's loop device holds in its cache through
-// to the file, as lvm2 suspends an origin before snapshotting it: the
-// snapshot then has every write the device completed.
-func (l *Loopback) flush(ctx context.Context, file string) error {
+// quiesce makes the origin's file hold everything written to it, as
+// lvm2 does by suspending the origin (which freezes a filesystem on it):
+// a filesystem mounted from its loop device is frozen until thaw, so its
+// cached writes reach the file and none start during the copy; an
+// unmounted device's cache is flushed.
+func (l *Loopback) quiesce(ctx context.Context, file string) (thaw func(), err error) {
 	dev, err := l.attached(ctx, file)
 	if err != nil || dev == "" {
-		return err
+		return func() {}, err
+	}
+	if mountpoint, err := mountpointOf(dev); err != nil {
+		return nil, err
+	} else if mountpoint != "" {
+		if _, err := l.Runner.Run(ctx, "fsfreeze", "--freeze", mountpoint); err != nil {
+			return nil, err
+		}
+		return func() { _, _ = l.Runner.Run(context.WithoutCancel(ctx), "fsfreeze", "--unfreeze", mountpoint) }, nil
 	}
 	f, err := os.Open(dev)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer f.Close()
-	return f.Sync()
+	return func() {}, f.Sync()
+}
+
+// mountpointOf returns one place device is mounted, or "".
+func mountpointOf(device string) (string, error) {
+	data, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) >= 2 && fields[0] == device {
+			return unescapeMount(fields[1]), nil
+		}
+	}
+	return "", nil
+}
+
+// unescapeMount undoes the octal escapes (\040 for a space) of
+// /proc/self/mounts.
+func unescapeMount(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 // attached returns the loop device backed by file, if any.

@@ -18,7 +18,10 @@ const Driver = "strata.csi.strata.dev"
 const (
 	// DeviceClassParameter tells the CSI driver which class a volume is in.
 	DeviceClassParameter = "storage.strata.dev/device-class"
-	fsTypeParameter      = "csi.storage.k8s.io/fstype"
+	// StorageClassParameter is the StorageClass's own name, which CSI
+	// calls do not carry, for the driver's volume IDs.
+	StorageClassParameter = "storage.strata.dev/storage-class"
+	fsTypeParameter       = "csi.storage.k8s.io/fstype"
 	// OwnerLabel names the LVMCluster (namespace.name) a StorageClass is for.
 	OwnerLabel        = "storage.strata.dev/lvmcluster"
 	defaultAnnotation = "storageclass.kubernetes.io/is-default-class"
@@ -40,6 +43,7 @@ func storageClass(cluster *storagev1alpha1.LVMCluster, dc storagev1alpha1.Device
 	params := map[string]string{}
 	maps.Copy(params, opts.AdditionalParameters)
 	params[DeviceClassParameter] = dc.Name
+	params[StorageClassParameter] = StorageClassName(dc.Name)
 	params[fsTypeParameter] = fstype
 	labels := map[string]string{}
 	maps.Copy(labels, opts.AdditionalLabels)

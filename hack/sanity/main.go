@@ -1,0 +1,82 @@
+// Command sanity runs the CSI community's conformance suite, csi-sanity,
+// against strata's CSI driver on this machine: it starts a control plane,
+// a loop-device disk, the node's agent and both CSI services, runs
+// bin/csi-sanity with any arguments given after --, and cleans up.
+// `make sanity BACKEND=lvm SANITY_ARGS=...` runs it.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/strata-gitops/strata/internal/csienv"
+	"github.com/strata-gitops/strata/internal/testenv"
+)
+
+func main() {
+	backend := flag.String("backend", "lvm", "driver backend to test: lvm")
+	agentBackend := flag.String("agent-backend", "auto", "lvm only: the agent's volume manager, lvm2, loopback or auto")
+	flag.Parse()
+	code, err := run(*backend, *agentBackend, flag.Args())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sanity:", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// run returns csi-sanity's exit code.
+func run(backend, agentBackend string, args []string) (int, error) {
+	if backend != "lvm" {
+		return 2, fmt.Errorf("BACKEND=%s: only lvm is built so far", backend)
+	}
+	if os.Geteuid() != 0 {
+		return 2, errors.New("csi-sanity mounts volumes and attaches loop devices: run as root")
+	}
+	sanity := filepath.Join(testenv.RepoRoot(), "bin", "csi-sanity")
+	if _, err := os.Stat(sanity); err != nil {
+		return 2, fmt.Errorf("%s is missing: run hack/tools.sh csi-sanity (make sanity does)", sanity)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	fmt.Println("► starting kube-apiserver and etcd")
+	cp, err := testenv.StartAPIServer(nil)
+	if err != nil {
+		return 2, err
+	}
+	defer cp.Stop() //nolint:errcheck // best effort on the way out
+	dir, err := os.MkdirTemp("", "strata-sanity-")
+	if err != nil {
+		return 2, err
+	}
+	defer os.RemoveAll(dir)
+	o := csienv.Defaults(dir)
+	o.Backend = agentBackend
+	fmt.Printf("► starting the agent (%s volume manager) and both CSI services under %s\n", agentBackend, dir)
+	env, err := csienv.Start(ctx, cp.Config, o)
+	if env != nil {
+		defer env.Stop() //nolint:errcheck // best effort on the way out
+	}
+	if err != nil {
+		return 2, err
+	}
+	fmt.Println("► running csi-sanity", args)
+	cmd := exec.CommandContext(ctx, sanity, append(env.SanityArgs(), args...)...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	err = cmd.Run()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return exit.ExitCode(), nil
+	}
+	return 0, err
+}

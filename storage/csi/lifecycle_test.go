@@ -1,0 +1,265 @@
+package csi_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
+	"github.com/strata-gitops/strata/internal/csienv"
+	stratacsi "github.com/strata-gitops/strata/storage/csi"
+)
+
+// services are CSI clients of one environment.
+type services struct {
+	csi.ControllerClient
+	csi.NodeClient
+	env     *csienv.Env
+	dir     string
+	mounted [][3]string // volume ID, staging and target path
+	// capability is the one every volume is created and mounted with.
+	capability *csi.VolumeCapability
+}
+
+func connect(t *testing.T, e *csienv.Env) *services {
+	t.Helper()
+	// Under the environment's directory, which it unmounts when it stops.
+	s := &services{env: e, dir: filepath.Join(e.Dir, "mounts")}
+	for endpoint, set := range map[string]func(c grpc.ClientConnInterface){
+		e.ControllerEndpoint: func(c grpc.ClientConnInterface) { s.ControllerClient = csi.NewControllerClient(c) },
+		e.NodeEndpoint:       func(c grpc.ClientConnInterface) { s.NodeClient = csi.NewNodeClient(c) },
+	} {
+		conn, err := csienv.Dial(endpoint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		set(conn)
+	}
+	t.Cleanup(func() { s.unmountAll(t) }) // runs before the connections close
+	return s
+}
+
+func mountCapability(fstype string) *csi.VolumeCapability {
+	return &csi.VolumeCapability{
+		AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{FsType: fstype}},
+		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
+	}
+}
+
+func (s *services) create(t *testing.T, name string, size int64, source *csi.VolumeContentSource) *csi.Volume {
+	t.Helper()
+	rsp, err := s.CreateVolume(context.Background(), &csi.CreateVolumeRequest{
+		Name: name, CapacityRange: &csi.CapacityRange{RequiredBytes: size},
+		VolumeCapabilities: []*csi.VolumeCapability{s.capability}, VolumeContentSource: source,
+		AccessibilityRequirements: &csi.TopologyRequirement{Requisite: []*csi.Topology{
+			{Segments: map[string]string{"topology.strata.dev/node": s.env.Node}}}},
+	})
+	if err != nil {
+		t.Fatalf("CreateVolume %s: %v", name, err)
+	}
+	return rsp.GetVolume()
+}
+
+// mount stages and publishes a volume and returns its target path.
+func (s *services) mount(t *testing.T, vol *csi.Volume) string {
+	t.Helper()
+	ctx := context.Background()
+	staging := filepath.Join(s.dir, vol.GetVolumeId()+"-staging")
+	target := filepath.Join(s.dir, vol.GetVolumeId()+"-target")
+	if _, err := s.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: vol.GetVolumeId(),
+		StagingTargetPath: staging, VolumeCapability: s.capability}); err != nil {
+		t.Fatalf("NodeStageVolume: %v", err)
+	}
+	if _, err := s.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: vol.GetVolumeId(),
+		StagingTargetPath: staging, TargetPath: target, VolumeCapability: s.capability}); err != nil {
+		t.Fatalf("NodePublishVolume: %v", err)
+	}
+	s.mounted = append(s.mounted, [3]string{vol.GetVolumeId(), staging, target})
+	return target
+}
+
+// unmountAll unpublishes and unstages every volume mount mounted.
+func (s *services) unmountAll(t *testing.T) {
+	ctx := context.Background()
+	for _, m := range s.mounted {
+		s.unmount(ctx, t, m[0], m[1], m[2])
+	}
+	s.mounted = nil
+}
+
+func (s *services) unmount(ctx context.Context, t *testing.T, id, staging, target string) {
+	if _, err := s.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: target}); err != nil {
+		t.Errorf("NodeUnpublishVolume: %v", err)
+	}
+	if _, err := s.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: staging}); err != nil {
+		t.Errorf("NodeUnstageVolume: %v", err)
+	}
+}
+
+func filesystemSize(t *testing.T, path string) int64 {
+	t.Helper()
+	var fs unix.Statfs_t
+	if err := unix.Statfs(path, &fs); err != nil {
+		t.Fatal(err)
+	}
+	return int64(fs.Blocks) * fs.Bsize
+}
+
+// TestVolumeLifecycle takes one volume per filesystem through everything
+// a PVC goes through, and checks the data, not only the answers: what a
+// snapshot holds, what a restored volume reads, how big the grown
+// filesystem is, and that deleting leaves no object and no volume behind.
+func TestVolumeLifecycle(t *testing.T) {
+	s := connect(t, startCSI(t, "life"))
+	for _, fstype := range []string{"xfs", "ext4"} {
+		t.Run(fstype, func(t *testing.T) {
+			s.capability = mountCapability(fstype)
+			lifecycle(t, s, fstype)
+		})
+	}
+}
+
+func lifecycle(t *testing.T, s *services, prefix string) {
+	ctx := context.Background()
+	name := func(n string) string { return prefix + "-" + n }
+	vol := s.create(t, name("pvc"), 512<<20, nil)
+	target := s.mount(t, vol)
+	file := filepath.Join(target, "data")
+	if err := os.WriteFile(file, []byte("before the snapshot"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	snap, err := s.CreateSnapshot(ctx, &csi.CreateSnapshotRequest{Name: name("snap"), SourceVolumeId: vol.GetVolumeId()})
+	if err != nil {
+		t.Fatalf("CreateSnapshot: %v", err)
+	}
+	if err := os.WriteFile(file, []byte("after the snapshot"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	restored := s.create(t, name("restored"), 512<<20, &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Snapshot{
+		Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: snap.GetSnapshot().GetSnapshotId()}}})
+	if got, err := os.ReadFile(filepath.Join(s.mount(t, restored), "data")); err != nil || string(got) != "before the snapshot" {
+		t.Errorf("the volume restored from the snapshot reads %q, %v; want what was written before the snapshot", got, err)
+	}
+	s.expand(t, vol.GetVolumeId(), target, prefix)
+	s.deleteAcrossKinds(t, snap.GetSnapshot().GetSnapshotId(), vol.GetVolumeId())
+
+	s.unmountAll(t)
+	s.deleteAll(t, []string{restored.GetVolumeId(), vol.GetVolumeId(), vol.GetVolumeId()}, snap.GetSnapshot().GetSnapshotId())
+	if _, err := s.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: vol.GetVolumeId(),
+		StagingTargetPath: filepath.Join(s.dir, "gone"), VolumeCapability: s.capability}); status.Code(err) != codes.NotFound {
+		t.Errorf("NodeStageVolume of a deleted volume: %v, want NotFound", err)
+	}
+}
+
+// expand grows a mounted volume from 512 MiB to 1 GiB and checks its
+// filesystem grew.
+func (s *services) expand(t *testing.T, id, target, fstype string) {
+	t.Helper()
+	ctx := context.Background()
+	before := filesystemSize(t, target)
+	grown, err := s.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{VolumeId: id,
+		CapacityRange: &csi.CapacityRange{RequiredBytes: 1 << 30}, VolumeCapability: s.capability})
+	if err != nil || grown.GetCapacityBytes() != 1<<30 || !grown.GetNodeExpansionRequired() {
+		t.Fatalf("ControllerExpandVolume = %v, %v; want 1 GiB and node expansion", grown, err)
+	}
+	_, err = s.NodeExpandVolume(ctx, &csi.NodeExpandVolumeRequest{VolumeId: id, VolumePath: target,
+		VolumeCapability: s.capability})
+	switch {
+	case err != nil && fstype == "ext4" && !hasCapability(t, capSysResource):
+		// This machine's sandbox withholds CAP_SYS_RESOURCE, without which
+		// the kernel refuses to grow a mounted ext4; the error must say so.
+		if !strings.Contains(err.Error(), "CAP_SYS_RESOURCE") {
+			t.Errorf("NodeExpandVolume without CAP_SYS_RESOURCE: %v; want the error to name the capability", err)
+		}
+	case err != nil:
+		t.Fatalf("NodeExpandVolume: %v", err)
+	default:
+		if after := filesystemSize(t, target); after < before*3/2 {
+			t.Errorf("the filesystem is %d bytes after growing the volume from 512 MiB to 1 GiB (was %d)", after, before)
+		}
+	}
+	stats, err := s.NodeGetVolumeStats(ctx, &csi.NodeGetVolumeStatsRequest{VolumeId: id, VolumePath: target})
+	if err != nil || stats.GetUsage()[0].GetTotal() != filesystemSize(t, target) {
+		t.Errorf("NodeGetVolumeStats = %v, %v; want the filesystem's %d bytes", stats, err, filesystemSize(t, target))
+	}
+}
+
+// deleteAcrossKinds checks that a snapshot's ID names no volume, and a
+// volume's no snapshot.
+func (s *services) deleteAcrossKinds(t *testing.T, snapshot, volume string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := s.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: snapshot}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DeleteSnapshot(ctx, &csi.DeleteSnapshotRequest{SnapshotId: volume}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{snapshot, volume} {
+		if err := s.env.Client.Get(ctx, client.ObjectKey{Name: objectOf(t, id)}, &storagev1alpha1.LogicalVolume{}); err != nil {
+			t.Fatalf("a delete through the other kind's call removed %s: %v", id, err)
+		}
+	}
+}
+
+// deleteAll deletes volumes and a snapshot and checks that their objects
+// and volume files are gone.
+func (s *services) deleteAll(t *testing.T, volumes []string, snapshot string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, id := range volumes {
+		if _, err := s.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: id}); err != nil {
+			t.Errorf("DeleteVolume %s: %v", id, err)
+		}
+	}
+	if _, err := s.DeleteSnapshot(ctx, &csi.DeleteSnapshotRequest{SnapshotId: snapshot}); err != nil {
+		t.Errorf("DeleteSnapshot: %v", err)
+	}
+	for _, id := range append(volumes, snapshot) {
+		err := s.env.Client.Get(ctx, client.ObjectKey{Name: objectOf(t, id)}, &storagev1alpha1.LogicalVolume{})
+		if !apierrors.IsNotFound(err) {
+			t.Errorf("LogicalVolume of %s after its delete returned: %v, want not found", id, err)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(s.env.Dir, "loopback", s.env.Class, "*.img")); len(left) > 0 {
+		t.Errorf("volume files left after every volume and snapshot was deleted: %v", left)
+	}
+}
+
+func objectOf(t *testing.T, id string) string {
+	parsed, err := stratacsi.ParseVolumeID(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return parsed.Name
+}
+
+const capSysResource = 24
+
+// hasCapability reads the test process's effective capabilities.
+func hasCapability(t *testing.T, bit uint) bool {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if hex, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			caps, err := strconv.ParseUint(strings.TrimSpace(hex), 16, 64)
+			return err == nil && caps&(1<<bit) != 0
+		}
+	}
+	return false
+}
