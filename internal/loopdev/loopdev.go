@@ -3,15 +3,18 @@
 package loopdev
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 )
 
 // Attach returns the loop device backed by file, attaching it unless one
 // already is (a second `strata up` finds its disks attached).
 func Attach(file string) (string, error) {
-	if dev, err := find(file); err != nil || dev != "" {
+	if dev, err := Find(file); err != nil || dev != "" {
 		return dev, err
 	}
 	out, err := exec.Command("losetup", "--find", "--show", file).CombinedOutput()
@@ -38,7 +41,8 @@ func DetachUnder(dir string) error {
 	return nil
 }
 
-func find(file string) (string, error) {
+// Find returns the loop device backed by file, or "" when none is.
+func Find(file string) (string, error) {
 	devices, err := list()
 	for dev, f := range devices {
 		if f == file {
@@ -48,17 +52,30 @@ func find(file string) (string, error) {
 	return "", err
 }
 
-// list maps attached loop devices to their backing files.
+// Backs says whether device is attached with file behind it.
+func Backs(device, file string) bool {
+	data, err := os.ReadFile(filepath.Join("/sys/block", filepath.Base(device), "loop", "backing_file"))
+	return err == nil && strings.TrimSuffix(string(data), "\n") == file
+}
+
+// list maps attached loop devices to their backing files, read from
+// sysfs: a program run per look would cost more than the look itself.
 func list() (map[string]string, error) {
-	out, err := exec.Command("losetup", "--list", "--noheadings", "--output", "NAME,BACK-FILE").Output()
+	paths, err := filepath.Glob("/sys/block/loop*/loop/backing_file")
 	if err != nil {
-		return nil, fmt.Errorf("listing loop devices: %w", err)
+		return nil, err
 	}
 	devices := map[string]string{}
-	for _, line := range strings.Split(string(out), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 {
-			devices[f[0]] = f[1]
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // detached meanwhile
 		}
+		if err != nil {
+			return nil, fmt.Errorf("listing loop devices: %w", err)
+		}
+		name := filepath.Base(filepath.Dir(filepath.Dir(p)))
+		devices["/dev/"+name] = strings.TrimSuffix(string(data), "\n")
 	}
 	return devices, nil
 }

@@ -8,10 +8,12 @@ import (
 
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"github.com/strata-gitops/strata/internal/scheme"
 	"github.com/strata-gitops/strata/storage/agent/disks"
 	"github.com/strata-gitops/strata/storage/agent/nodeapi"
@@ -93,7 +95,7 @@ func NewManager(_ context.Context, cfg *rest.Config, o Options) (manager.Manager
 		return nil, err
 	}
 	if o.APISocket != "" {
-		api := &nodeapi.Server{LVM: m, ManagedTag: ManagedTag}
+		api := &nodeapi.Server{LVM: m, ManagedTag: ManagedTag, Locate: locator(mgr.GetClient(), lv.Classes)}
 		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return nodeapi.Serve(ctx, o.APISocket, api) })); err != nil {
 			return nil, err
 		}
@@ -107,4 +109,20 @@ func NewManager(_ context.Context, cfg *rest.Config, o Options) (manager.Manager
 		}
 	}
 	return mgr, nil
+}
+
+// locator says where a LogicalVolume's volume is meant to be, from the
+// object in the manager's cache.
+func locator(c client.Reader, classes ClassResolver) func(ctx context.Context, name string) (string, string, bool) {
+	return func(ctx context.Context, name string) (string, string, bool) {
+		obj := &storagev1alpha1.LogicalVolume{}
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, obj); err != nil {
+			return "", "", false
+		}
+		where, err := classes.Resolve(ctx, obj.Spec.DeviceClass)
+		if err != nil {
+			return "", "", false
+		}
+		return where.VolumeGroup, obj.Spec.Name, true
+	}
 }

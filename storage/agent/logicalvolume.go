@@ -15,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -23,9 +24,6 @@ import (
 	"github.com/strata-gitops/strata/internal/status"
 	"github.com/strata-gitops/strata/storage/lvm"
 )
-
-// LogicalVolumeFinalizer keeps a LogicalVolume until its volume is gone.
-const LogicalVolumeFinalizer = "storage.strata.dev/logicalvolume"
 
 // Reasons of a LogicalVolume's Ready condition.
 const (
@@ -61,6 +59,8 @@ type Placement struct {
 func (r *LogicalVolumeReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&storagev1alpha1.LogicalVolume{}, builder.WithPredicates(onNode(r.Node), predicate.GenerationChangedPredicate{})).
+		// Volumes are independent; the volume manager orders what must be.
+		WithOptions(controller.Options{MaxConcurrentReconciles: 8}).
 		Named("logicalvolume-" + r.Node).
 		Complete(r)
 }
@@ -85,7 +85,7 @@ func (r *LogicalVolumeReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if !obj.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.remove(ctx, obj)
 	}
-	if err := finalizer.Ensure(ctx, r, obj, LogicalVolumeFinalizer); err != nil {
+	if err := finalizer.Ensure(ctx, r, obj, storagev1alpha1.LogicalVolumeFinalizer); err != nil {
 		return ctrl.Result{}, err
 	}
 	before := obj.DeepCopy()
@@ -168,7 +168,7 @@ func (r *LogicalVolumeReconciler) record(ctx context.Context, obj *storagev1alph
 
 // remove deletes the volume, then lets the object go.
 func (r *LogicalVolumeReconciler) remove(ctx context.Context, obj *storagev1alpha1.LogicalVolume) error {
-	if !controllerutil.ContainsFinalizer(obj, LogicalVolumeFinalizer) {
+	if !controllerutil.ContainsFinalizer(obj, storagev1alpha1.LogicalVolumeFinalizer) {
 		return nil
 	}
 	where, err := r.Classes.Resolve(ctx, obj.Spec.DeviceClass)
@@ -179,7 +179,7 @@ func (r *LogicalVolumeReconciler) remove(ctx context.Context, obj *storagev1alph
 		r.event(obj, corev1.EventTypeWarning, VolumeFailedReason, "removing %s/%s: %v", where.VolumeGroup, obj.Spec.Name, err)
 		return err
 	}
-	return finalizer.Release(ctx, r, obj, LogicalVolumeFinalizer)
+	return finalizer.Release(ctx, r, obj, storagev1alpha1.LogicalVolumeFinalizer)
 }
 
 func (r *LogicalVolumeReconciler) event(obj *storagev1alpha1.LogicalVolume, kind, reason, format string, args ...any) {

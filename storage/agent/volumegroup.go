@@ -13,10 +13,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -60,18 +62,36 @@ type VolumeGroupReconciler struct {
 // changes the capacity left), and every resyncPeriod, since pools fill
 // as data is written.
 func (r *VolumeGroupReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	node := reconcile.Request{NamespacedName: client.ObjectKey{Namespace: r.Namespace, Name: r.Node}}
 	toNode := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
-		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: r.Namespace, Name: r.Node}}}
+		return []reconcile.Request{node}
 	})
+	later := func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) { q.AddAfter(node, volumeBatchDelay) }
+	afterVolumes := handler.Funcs{
+		CreateFunc: func(_ context.Context, _ event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			later(q)
+		},
+		UpdateFunc: func(_ context.Context, _ event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			later(q)
+		},
+		DeleteFunc: func(_ context.Context, _ event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			later(q)
+		},
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("volumegroup-"+r.Node).
 		Watches(&storagev1alpha1.LVMCluster{}, toNode).
-		Watches(&storagev1alpha1.LogicalVolume{}, toNode, builder.WithPredicates(onNode(r.Node))).
+		Watches(&storagev1alpha1.LogicalVolume{}, afterVolumes, builder.WithPredicates(onNode(r.Node))).
 		Complete(r)
 }
 
-// resyncPeriod is how often the node's state is read again unasked.
-const resyncPeriod = time.Minute
+const (
+	// resyncPeriod is how often the node's state is read again unasked.
+	resyncPeriod = time.Minute
+	// volumeBatchDelay gathers a burst of volume changes into one pass,
+	// which runs the lvm2 tools, off the volumes' own path.
+	volumeBatchDelay = 2 * time.Second
+)
 
 // Reconcile converges every device class selected for this node.
 func (r *VolumeGroupReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {

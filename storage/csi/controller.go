@@ -117,7 +117,9 @@ func newLogicalVolume(csiName, kind, class string, size resource.Quantity) *stor
 	name := objectName(csiName)
 	return &storagev1alpha1.LogicalVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{KindLabel: kind},
-			Annotations: map[string]string{NameAnnotation: csiName}},
+			Annotations: map[string]string{NameAnnotation: csiName},
+			// Set now, it spares the agent a write before it can start.
+			Finalizers: []string{storagev1alpha1.LogicalVolumeFinalizer}},
 		Spec: storagev1alpha1.LogicalVolumeSpec{Name: name, DeviceClass: class, Size: size},
 	}
 }

@@ -8,8 +8,17 @@ import (
 // The checks every Manager makes before it changes anything, so that both
 // implementations fail the same way, with typed errors.
 
+// volumeFinder is a Manager that can look one volume up for less than
+// listing the group.
+type volumeFinder interface {
+	findVolume(ctx context.Context, vg, name string) (LogicalVolume, error)
+}
+
 // FindVolume returns one logical volume of the group, or ErrNotFound.
 func FindVolume(ctx context.Context, m Manager, vg, name string) (LogicalVolume, error) {
+	if f, ok := m.(volumeFinder); ok {
+		return f.findVolume(ctx, vg, name)
+	}
 	lvs, err := m.LogicalVolumes(ctx, vg)
 	if err != nil {
 		return LogicalVolume{}, err
@@ -47,32 +56,34 @@ func checkNew(ctx context.Context, m Manager, vg, name string, size uint64) erro
 	return nil
 }
 
-// checkNewThin: the name is free and the pool is a thin pool. Thin
-// volumes may overcommit the pool; how far is the caller's policy.
+// checkNewThin: the name is free and the pool is a thin pool (so the
+// group exists). Thin volumes may overcommit the pool; how far is the
+// caller's policy.
 func checkNewThin(ctx context.Context, m Manager, vg, name, pool string) error {
-	if err := checkNew(ctx, m, vg, name, 0); err != nil {
-		return err
-	}
-	lv, err := FindVolume(ctx, m, vg, pool)
-	if err != nil {
-		return err
-	}
-	if lv.Kind != ThinPool {
-		return named(ErrNotFound, "thin pool %s/%s (it is a %s volume)", vg, pool, lv.Kind)
-	}
-	return nil
+	return checkInPool(ctx, m, vg, name, pool, ThinPool, ErrNotFound)
 }
 
+// checkSnapshot: the name is free and the origin is a thin volume.
 func checkSnapshot(ctx context.Context, m Manager, vg, name, origin string) error {
-	if err := checkNew(ctx, m, vg, name, 0); err != nil {
-		return err
-	}
-	lv, err := FindVolume(ctx, m, vg, origin)
+	return checkInPool(ctx, m, vg, name, origin, Thin, ErrNotThin)
+}
+
+// checkInPool reads the group's volumes once: name must be free, and
+// base must exist and be of kind (else the error is wrong).
+func checkInPool(ctx context.Context, m Manager, vg, name, base string, kind Kind, wrong error) error {
+	lvs, err := m.LogicalVolumes(ctx, vg)
 	if err != nil {
 		return err
 	}
-	if lv.Kind != Thin {
-		return named(ErrNotThin, "snapshot origin %s/%s is a %s volume; only thin volumes have snapshots here", vg, origin, lv.Kind)
+	if _, taken := Named(lvs, name); taken {
+		return named(ErrExists, "logical volume %s/%s", vg, name)
+	}
+	lv, ok := Named(lvs, base)
+	if !ok {
+		return named(ErrNotFound, "%s %s/%s", kind, vg, base)
+	}
+	if lv.Kind != kind {
+		return named(wrong, "%s/%s is a %s volume, not a %s", vg, base, lv.Kind, kind)
 	}
 	return nil
 }

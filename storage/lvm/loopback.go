@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/strata-gitops/strata/internal/atomicfile"
+	"github.com/strata-gitops/strata/internal/loopdev"
 )
 
 // Loopback keeps physical volumes and volume groups real (lvm2 handles
@@ -30,7 +31,42 @@ type Loopback struct {
 	LVM    *LVM2
 	Runner Runner
 
-	mu sync.Mutex // one change at a time, so space checks hold
+	// mu is taken for writing by changes to the group's space (thick
+	// volumes, thin pools), so that space checks hold, and for reading by
+	// thin-volume work, which also holds the volume's own lock: thin
+	// volumes are made side by side.
+	mu      sync.RWMutex
+	volumes sync.Map // "vg/name" → *sync.Mutex
+	devices sync.Map // volume file → the loop device last seen backed by it
+}
+
+// lock takes what a change of one volume needs: the group for writing if
+// the change takes or returns group space, for reading otherwise, and the
+// volume's own lock. It returns the unlock.
+func (l *Loopback) lock(vg, name string, groupSpace bool) func() {
+	if groupSpace {
+		l.mu.Lock()
+	} else {
+		l.mu.RLock()
+	}
+	m, _ := l.volumes.LoadOrStore(vg+"/"+name, &sync.Mutex{})
+	volume := m.(*sync.Mutex)
+	volume.Lock()
+	return func() {
+		volume.Unlock()
+		if groupSpace {
+			l.mu.Unlock()
+		} else {
+			l.mu.RUnlock()
+		}
+	}
+}
+
+// takesSpace says whether changing the named volume changes the group's
+// free space: thick volumes and thin pools do.
+func (l *Loopback) takesSpace(vg, name string) bool {
+	r, err := l.record(vg, name)
+	return err != nil || r.Kind != Thin
 }
 
 // NewLoopback returns a loopback manager keeping volume files under dir.
@@ -133,14 +169,36 @@ func (l *Loopback) LogicalVolumes(_ context.Context, vg string) ([]LogicalVolume
 	}
 	lvs := make([]LogicalVolume, 0, len(recs))
 	for _, r := range recs {
-		lv := LogicalVolume{Name: r.Name, VolumeGroup: vg, Size: r.Size, Kind: r.Kind, Pool: r.Pool, Origin: r.Origin,
-			Tags: r.Tags, MetadataSize: r.MetadataSize}
-		if r.Kind == ThinPool {
-			lv.DataPercent, lv.MetadataPercent = l.poolUsage(vg, r, recs)
-		}
-		lvs = append(lvs, lv)
+		lvs = append(lvs, l.logicalVolume(vg, r, recs))
 	}
 	return lvs, nil
+}
+
+// findVolume reads one volume's record, not the whole group's: FindVolume
+// uses it, so that a lookup costs the same with ten volumes or a thousand.
+func (l *Loopback) findVolume(_ context.Context, vg, name string) (LogicalVolume, error) {
+	r, err := l.record(vg, name)
+	if err != nil {
+		return LogicalVolume{}, err
+	}
+	var recs []record
+	if r.Kind == ThinPool {
+		if recs, err = l.records(vg); err != nil {
+			return LogicalVolume{}, err
+		}
+	}
+	return l.logicalVolume(vg, r, recs), nil
+}
+
+// logicalVolume describes a record; a pool's usage needs the group's
+// other records.
+func (l *Loopback) logicalVolume(vg string, r record, recs []record) LogicalVolume {
+	lv := LogicalVolume{Name: r.Name, VolumeGroup: vg, Size: r.Size, Kind: r.Kind, Pool: r.Pool, Origin: r.Origin,
+		Tags: r.Tags, MetadataSize: r.MetadataSize}
+	if r.Kind == ThinPool {
+		lv.DataPercent, lv.MetadataPercent = l.poolUsage(vg, r, recs)
+	}
+	return lv
 }
 
 // poolUsage is how full a pool is: the bytes its volumes' files really
@@ -165,8 +223,7 @@ func (l *Loopback) poolUsage(vg string, pool record, recs []record) (data, metad
 
 // CreateThinPool implements Manager.
 func (l *Loopback) CreateThinPool(ctx context.Context, vg string, pool ThinPoolSpec) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	defer l.lock(vg, pool.Name, true)()
 	r := record{Name: pool.Name, Kind: ThinPool, Size: pool.Size, MetadataSize: pool.MetadataSize, ChunkSize: pool.ChunkSize}
 	if r.ChunkSize == 0 {
 		r.ChunkSize = defaultChunkSize
@@ -182,8 +239,7 @@ func (l *Loopback) CreateThinPool(ctx context.Context, vg string, pool ThinPoolS
 
 // ExtendThinPool implements Manager.
 func (l *Loopback) ExtendThinPool(ctx context.Context, vg, pool string, size, metadataSize uint64) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	defer l.lock(vg, pool, true)()
 	r, err := l.record(vg, pool)
 	if err != nil {
 		return err
@@ -210,8 +266,7 @@ func (l *Loopback) ExtendThinPool(ctx context.Context, vg, pool string, size, me
 // last: a crash in between leaves a file no record claims, which a retry
 // reuses.
 func (l *Loopback) CreateVolume(ctx context.Context, vg string, spec VolumeSpec) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	defer l.lock(vg, spec.Name, spec.Pool == "")()
 	r := record{Name: spec.Name, Kind: Thick, Size: spec.Size, Pool: spec.Pool, Tags: spec.Tags}
 	if spec.Pool == "" {
 		if err := checkNew(ctx, l, vg, spec.Name, spec.Size); err != nil {
@@ -223,7 +278,7 @@ func (l *Loopback) CreateVolume(ctx context.Context, vg string, spec VolumeSpec)
 			return err
 		}
 	}
-	if err := l.createImage(vg, spec.Name, spec.Size); err != nil {
+	if err := l.createImage(ctx, vg, spec.Name, spec.Size); err != nil {
 		return err
 	}
 	return l.writeRecord(vg, r)
@@ -232,8 +287,7 @@ func (l *Loopback) CreateVolume(ctx context.Context, vg string, spec VolumeSpec)
 // CreateSnapshot implements Manager: a copy of the origin's file, written
 // under a temporary name, then the record.
 func (l *Loopback) CreateSnapshot(ctx context.Context, vg, name, origin string, tags []string) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	defer l.lock(vg, name, false)()
 	if err := checkSnapshot(ctx, l, vg, name, origin); err != nil {
 		return err
 	}
@@ -253,14 +307,16 @@ func (l *Loopback) CreateSnapshot(ctx context.Context, vg, name, origin string, 
 	if err := os.Rename(tmp, l.image(vg, name)); err != nil {
 		return err
 	}
+	if err := l.activate(ctx, l.image(vg, name)); err != nil {
+		return err
+	}
 	return l.writeRecord(vg, record{Name: name, Kind: Thin, Size: from.Size, Pool: from.Pool, Origin: origin, Tags: tags})
 }
 
 // ResizeVolume implements Manager: the file grows, then an attached loop
 // device is told its new capacity, then the record.
 func (l *Loopback) ResizeVolume(ctx context.Context, vg, name string, size uint64) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	defer l.lock(vg, name, l.takesSpace(vg, name))()
 	grow, err := checkResize(ctx, l, vg, name, size)
 	if err != nil || !grow {
 		return err
@@ -286,8 +342,7 @@ func (l *Loopback) ResizeVolume(ctx context.Context, vg, name string, size uint6
 // RemoveVolume implements Manager: the loop device goes, then the file,
 // then the record; a crash in between leaves a record a retry removes.
 func (l *Loopback) RemoveVolume(ctx context.Context, vg, name string) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	defer l.lock(vg, name, l.takesSpace(vg, name))()
 	if err := checkRemove(ctx, l, vg, name); err != nil {
 		return err
 	}
@@ -311,8 +366,7 @@ func (l *Loopback) RemoveVolume(ctx context.Context, vg, name string) error {
 // DevicePath implements Manager: the loop device of the volume's file,
 // attached now if it is not yet.
 func (l *Loopback) DevicePath(ctx context.Context, vg, name string) (string, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	defer l.lock(vg, name, false)()
 	r, err := l.record(vg, name)
 	if err != nil {
 		return "", err
@@ -327,11 +381,10 @@ func (l *Loopback) DevicePath(ctx context.Context, vg, name string) (string, err
 	if dev, err := l.attached(ctx, img); err != nil || dev != "" {
 		return dev, err
 	}
-	out, err := l.Runner.Run(ctx, "losetup", "--find", "--show", img)
-	if err != nil {
+	if err := l.activate(ctx, img); err != nil {
 		return "", err
 	}
-	return strings.TrimSpace(string(out)), nil
+	return l.attached(ctx, img)
 }
 
 // quiesce makes the origin's file hold everything written to it, as
@@ -392,41 +445,34 @@ func unescapeMount(s string) string {
 	return b.String()
 }
 
-// attached returns the loop device backed by file, if any.
-func (l *Loopback) attached(ctx context.Context, file string) (string, error) {
-	out, err := l.Runner.Run(ctx, "losetup", "--list", "--json", "--output", "NAME,BACK-FILE")
-	if err != nil {
-		return "", err
+// attached returns the loop device backed by file, if any. The device
+// last seen for the file is checked first, which spares reading every
+// loop device's backing file.
+func (l *Loopback) attached(_ context.Context, file string) (string, error) {
+	if dev, ok := l.devices.Load(file); ok && loopdev.Backs(dev.(string), file) {
+		return dev.(string), nil
 	}
-	if len(strings.TrimSpace(string(out))) == 0 {
-		return "", nil // no loop device at all
+	dev, err := loopdev.Find(file)
+	if dev != "" {
+		l.devices.Store(file, dev)
 	}
-	var list struct {
-		Devices []struct {
-			Name     string `json:"name"`
-			BackFile string `json:"back-file"`
-		} `json:"loopdevices"`
-	}
-	if err := json.Unmarshal(out, &list); err != nil {
-		return "", fmt.Errorf("reading losetup --list --json: %w", err)
-	}
-	for _, d := range list.Devices {
-		if strings.TrimSpace(d.BackFile) == file {
-			return d.Name, nil
-		}
-	}
-	return "", nil
+	return dev, err
 }
 
 func (l *Loopback) image(vg, name string) string { return filepath.Join(l.Dir, vg, name+".img") }
 
 func (l *Loopback) recordPath(vg, name string) string { return filepath.Join(l.Dir, vg, name+".json") }
 
-func (l *Loopback) createImage(vg, name string, size uint64) error {
+func (l *Loopback) createImage(ctx context.Context, vg, name string, size uint64) error {
 	if err := os.MkdirAll(filepath.Join(l.Dir, vg), 0o700); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(l.image(vg, name), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	img := l.image(vg, name)
+	f, err := os.OpenFile(img, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	fresh := err == nil
+	if errors.Is(err, os.ErrExist) { // left by a create that crashed
+		f, err = os.OpenFile(img, os.O_WRONLY|os.O_TRUNC, 0o600)
+	}
 	if err != nil {
 		return err
 	}
@@ -434,7 +480,24 @@ func (l *Loopback) createImage(vg, name string, size uint64) error {
 		f.Close()
 		return err
 	}
-	return f.Close()
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if fresh {
+		return l.activate(ctx, img)
+	}
+	return nil
+}
+
+// activate attaches a volume file that is not attached, as
+// lvcreate activates a new volume.
+func (l *Loopback) activate(ctx context.Context, img string) error {
+	out, err := l.Runner.Run(ctx, "losetup", "--find", "--show", img)
+	if err != nil {
+		return err
+	}
+	l.devices.Store(img, strings.TrimSpace(string(out)))
+	return nil
 }
 
 func (l *Loopback) writeRecord(vg string, r record) error {

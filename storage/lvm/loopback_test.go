@@ -39,7 +39,7 @@ func loopbackGroup(t *testing.T) (*Loopback, string) {
 func TestLoopbackCreateAfterACrash(t *testing.T) {
 	m, vg := loopbackGroup(t)
 	ctx := context.Background()
-	if err := m.createImage(vg, "v", 8*mib); err != nil {
+	if err := m.createImage(ctx, vg, "v", 8*mib); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(m.image(vg, "v"), []byte("stale"), 0o600); err != nil {

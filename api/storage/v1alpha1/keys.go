@@ -11,3 +11,8 @@ const CapacityAnnotationPrefix = "capacity.strata.dev/"
 // LogicalVolume it belongs to: a volume nobody claims can be told apart,
 // and the node's agent finds a LogicalVolume's volume without the API.
 func LogicalVolumeTag(name string) string { return "strata.dev/logicalvolume=" + name }
+
+// LogicalVolumeFinalizer keeps a LogicalVolume until its node's agent has
+// removed its volume. The CSI driver sets it when it creates the object,
+// the agent when it finds it missing.
+const LogicalVolumeFinalizer = "storage.strata.dev/logicalvolume"

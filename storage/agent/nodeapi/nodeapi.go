@@ -38,10 +38,14 @@ type Volume struct {
 }
 
 // Server answers from the node's volume manager. Only volumes in groups
-// carrying ManagedTag are looked at.
+// carrying ManagedTag, and tagged with the LogicalVolume's name, count.
 type Server struct {
 	LVM        lvm.Manager
 	ManagedTag string
+	// Locate, when set, says where a LogicalVolume's volume should be
+	// (from its spec), which spares listing every group; without an
+	// answer the groups are searched.
+	Locate func(ctx context.Context, name string) (vg, lv string, ok bool)
 }
 
 // Volume finds the volume tagged with the LogicalVolume's name and
@@ -51,6 +55,13 @@ func (s *Server) Volume(ctx context.Context, req *VolumeRequest) (*Volume, error
 		return nil, status.Error(codes.InvalidArgument, "volume request without a LogicalVolume name")
 	}
 	tag := storagev1alpha1.LogicalVolumeTag(req.Name)
+	if s.Locate != nil {
+		if vg, name, ok := s.Locate(ctx, req.Name); ok {
+			if lv, err := lvm.FindVolume(ctx, s.LVM, vg, name); err == nil && slices.Contains(lv.Tags, tag) {
+				return s.device(ctx, lv)
+			}
+		}
+	}
 	groups, err := s.LVM.VolumeGroups(ctx)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "listing volume groups: %v", err)
@@ -64,17 +75,20 @@ func (s *Server) Volume(ctx context.Context, req *VolumeRequest) (*Volume, error
 			return nil, status.Errorf(codes.Internal, "listing volumes of %s: %v", vg.Name, err)
 		}
 		for _, lv := range lvs {
-			if !slices.Contains(lv.Tags, tag) {
-				continue
+			if slices.Contains(lv.Tags, tag) {
+				return s.device(ctx, lv)
 			}
-			dev, err := s.LVM.DevicePath(ctx, vg.Name, lv.Name)
-			if err != nil {
-				return nil, status.Errorf(codes.Internal, "device of %s/%s: %v", vg.Name, lv.Name, err)
-			}
-			return &Volume{VolumeGroup: vg.Name, Name: lv.Name, Device: dev, Size: lv.Size}, nil
 		}
 	}
 	return nil, status.Errorf(codes.NotFound, "no volume on this node belongs to LogicalVolume %s", req.Name)
+}
+
+func (s *Server) device(ctx context.Context, lv lvm.LogicalVolume) (*Volume, error) {
+	dev, err := s.LVM.DevicePath(ctx, lv.VolumeGroup, lv.Name)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "device of %s/%s: %v", lv.VolumeGroup, lv.Name, err)
+	}
+	return &Volume{VolumeGroup: lv.VolumeGroup, Name: lv.Name, Device: dev, Size: lv.Size}, nil
 }
 
 const serviceName = "strata.agent.v1alpha1.Node"
