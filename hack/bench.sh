@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs the benchmarks: strata plan on a generated repository beside a loop
-# of kubectl kustomize (hack/planbench), then the engine on a local control
-# plane, strata first, then Flux's kustomize-controller as the reference.
+# of kubectl kustomize (hack/planbench), the CSI driver beside the bare
+# loop-device steps (hack/csibench, root only), then the engine on a local
+# control plane, strata first, then Flux's kustomize-controller as the
+# reference.
 # Extra arguments go to hack/bench (see its flags); results are printed, and
 # recorded by hand in docs/benchmarks.md with the command.
 set -euo pipefail
@@ -10,4 +12,10 @@ export GOTOOLCHAIN=local
 bash hack/flux.sh
 bash hack/control-plane.sh kubectl >/dev/null
 go run ./hack/planbench -strata bin/strata -kubectl bin/k8s/kubectl
+if [ "$(id -u)" = 0 ]; then
+  bash hack/packages.sh
+  go run ./hack/csibench
+else
+  echo "csibench skipped: it attaches loop devices and mounts, which needs root"
+fi
 go run ./hack/bench -flux bin/flux/kustomize-controller "$@"

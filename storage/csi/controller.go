@@ -4,19 +4,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
+	"github.com/strata-gitops/strata/internal/scheme"
 	"github.com/strata-gitops/strata/storage/lvmcluster"
 )
 
@@ -38,10 +43,53 @@ const (
 // its node makes real and reports on.
 type Controller struct {
 	csi.UnimplementedControllerServer
-	Client client.WithWatch
+	// Client writes, and reads what must be current.
+	Client client.Client
+	// Cache reads LogicalVolumes, LVMClusters and Nodes from informers,
+	// which also tell waiting calls of each LogicalVolume change.
+	Cache client.Reader
 	// Wait bounds how long a call waits for an agent. The CO retries a
 	// call that timed out, and the retry finds the object made before.
-	Wait time.Duration
+	Wait    time.Duration
+	changes *notifier
+}
+
+// NewController starts informers for what the service reads and returns
+// the service once they are synced.
+func NewController(ctx context.Context, cfg *rest.Config, wait time.Duration) (*Controller, error) {
+	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		return nil, err
+	}
+	informers, err := cache.New(cfg, cache.Options{Scheme: scheme.New()})
+	if err != nil {
+		return nil, err
+	}
+	ctl := &Controller{Client: c, Cache: informers, Wait: wait, changes: newNotifier()}
+	volumes, err := informers.GetInformer(ctx, &storagev1alpha1.LogicalVolume{})
+	if err != nil {
+		return nil, err
+	}
+	changed := func(obj any) {
+		if key, err := toolscache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			ctl.changes.changed(key)
+		}
+	}
+	if _, err := volumes.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: changed, DeleteFunc: changed, UpdateFunc: func(_, obj any) { changed(obj) },
+	}); err != nil {
+		return nil, err
+	}
+	for _, obj := range []client.Object{&storagev1alpha1.LVMCluster{}, &corev1.Node{}} {
+		if _, err := informers.GetInformer(ctx, obj); err != nil {
+			return nil, err
+		}
+	}
+	go func() { _ = informers.Start(ctx) }()
+	if !informers.WaitForCacheSync(ctx) {
+		return nil, fmt.Errorf("the CSI controller's caches did not sync: %w", ctx.Err())
+	}
+	return ctl, nil
 }
 
 // ControllerGetCapabilities implements csi.ControllerServer.
@@ -69,7 +117,7 @@ func (c *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 	if err := checkCapabilities(req.GetVolumeCapabilities()); err != nil {
 		return nil, err
 	}
-	class, err := findClass(ctx, c.Client, req.GetParameters()[lvmcluster.DeviceClassParameter])
+	class, err := findClass(ctx, c.Cache, req.GetParameters()[lvmcluster.DeviceClassParameter])
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +139,7 @@ func (c *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 		if source != nil {
 			return source.Spec.NodeName, allowed(source.Spec.NodeName, req.GetAccessibilityRequirements())
 		}
-		return placeVolume(ctx, c.Client, class.Name, size.Value(), req.GetAccessibilityRequirements())
+		return placeVolume(ctx, c.Cache, class.Name, size.Value(), req.GetAccessibilityRequirements())
 	})
 	if err != nil {
 		return nil, err
@@ -159,7 +207,7 @@ func fitsSource(want, source *storagev1alpha1.LogicalVolume, r *csi.CapacityRang
 // asked for, or the call fails with AlreadyExists.
 func (c *Controller) getOrCreate(ctx context.Context, want *storagev1alpha1.LogicalVolume, r *csi.CapacityRange, place func() (string, error)) (*storagev1alpha1.LogicalVolume, error) {
 	have := &storagev1alpha1.LogicalVolume{}
-	err := c.Client.Get(ctx, client.ObjectKeyFromObject(want), have)
+	err := c.Cache.Get(ctx, client.ObjectKeyFromObject(want), have)
 	if apierrors.IsNotFound(err) {
 		if want.Spec.NodeName == "" {
 			if want.Spec.NodeName, err = place(); err != nil {
@@ -292,7 +340,7 @@ func (c *Controller) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshot
 	if err != nil {
 		return nil, err
 	}
-	class, err := findClass(ctx, c.Client, source.Spec.DeviceClass)
+	class, err := findClass(ctx, c.Cache, source.Spec.DeviceClass)
 	if err != nil {
 		return nil, err
 	}
@@ -331,11 +379,11 @@ func (c *Controller) DeleteSnapshot(ctx context.Context, req *csi.DeleteSnapshot
 // agents write on their Nodes: one node's when the topology names it,
 // the sum over all nodes otherwise.
 func (c *Controller) GetCapacity(ctx context.Context, req *csi.GetCapacityRequest) (*csi.GetCapacityResponse, error) {
-	class, err := findClass(ctx, c.Client, req.GetParameters()[lvmcluster.DeviceClassParameter])
+	class, err := findClass(ctx, c.Cache, req.GetParameters()[lvmcluster.DeviceClassParameter])
 	if err != nil {
 		return nil, err
 	}
-	capacity, err := nodeCapacity(ctx, c.Client, class.Name)
+	capacity, err := nodeCapacity(ctx, c.Cache, class.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -358,7 +406,11 @@ func (c *Controller) lookup(ctx context.Context, id, kind string) (*storagev1alp
 		return nil, status.Error(codes.NotFound, err.Error())
 	}
 	lv := &storagev1alpha1.LogicalVolume{}
-	if err := c.Client.Get(ctx, client.ObjectKey{Name: parsed.Name}, lv); err != nil {
+	err = c.Cache.Get(ctx, client.ObjectKey{Name: parsed.Name}, lv)
+	if apierrors.IsNotFound(err) { // or not yet in the cache
+		err = c.Client.Get(ctx, client.ObjectKey{Name: parsed.Name}, lv)
+	}
+	if err != nil {
 		return nil, apiError(err, parsed.Name)
 	}
 	if lv.Labels[KindLabel] != kind {
@@ -367,13 +419,17 @@ func (c *Controller) lookup(ctx context.Context, id, kind string) (*storagev1alp
 	return lv, nil
 }
 
-// waitReady waits until the agent reports the volume at its size. A
-// volume for which its node has no room is given up, so that a retry can
-// place it elsewhere.
-func (c *Controller) waitReady(ctx context.Context, lv *storagev1alpha1.LogicalVolume) (*storagev1alpha1.LogicalVolume, error) {
-	name := lv.Name
+// waitReady waits until the agent reports the volume at its size, in a
+// version no older than the one given (the cache may lag behind a write).
+// A volume for which its node has no room is given up, so that a retry
+// can place it elsewhere.
+func (c *Controller) waitReady(ctx context.Context, written *storagev1alpha1.LogicalVolume) (*storagev1alpha1.LogicalVolume, error) {
+	name := written.Name
 	ready, err := c.waitFor(ctx, name, func(lv *storagev1alpha1.LogicalVolume) (bool, error) {
-		if lv == nil || !lv.DeletionTimestamp.IsZero() {
+		switch {
+		case lv == nil || lv.Generation < written.Generation: // not in the cache yet
+			return false, nil
+		case !lv.DeletionTimestamp.IsZero():
 			return false, status.Errorf(codes.Aborted, "LogicalVolume %s is being deleted", name)
 		}
 		return readiness(lv)
@@ -406,63 +462,33 @@ func readiness(lv *storagev1alpha1.LogicalVolume) (bool, error) {
 // noSpaceReason is the agent's reason for a volume its group has no room for.
 const noSpaceReason = "NoSpace"
 
-// waitFor watches one LogicalVolume until done says so, done fails, or
-// the wait runs out. done sees nil once the object is gone.
+// waitFor follows one LogicalVolume in the cache until done says so,
+// done fails, or the wait runs out. done sees nil when the cache has no
+// such object.
 func (c *Controller) waitFor(ctx context.Context, name string, done func(*storagev1alpha1.LogicalVolume) (bool, error)) (*storagev1alpha1.LogicalVolume, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.Wait)
 	defer cancel()
 	var last *storagev1alpha1.LogicalVolume
 	for {
+		changed := c.changes.next(name) // before the read, so no change is missed
 		lv := &storagev1alpha1.LogicalVolume{}
-		if err := c.Client.Get(ctx, client.ObjectKey{Name: name}, lv); apierrors.IsNotFound(err) {
+		if err := c.Cache.Get(ctx, client.ObjectKey{Name: name}, lv); apierrors.IsNotFound(err) {
 			lv = nil
 		} else if err != nil {
-			if ctx.Err() != nil {
-				return last, notReady(name, last)
-			}
-			return nil, apiError(err, name)
+			return last, apiError(err, name)
 		}
 		if finished, err := done(lv); finished || err != nil {
 			return lv, err
 		}
-		last = lv
-		seen, finished, err := c.follow(ctx, lv, done)
-		if finished || err != nil {
-			return seen, err
+		if lv != nil {
+			last = lv
 		}
-		if seen != nil {
-			last = seen
-		}
-		if ctx.Err() != nil {
+		select {
+		case <-changed:
+		case <-ctx.Done():
 			return last, notReady(name, last)
 		}
 	}
-}
-
-// follow applies done to each change of one object after the version
-// read, until done says so or the watch ends (then the caller reads again).
-func (c *Controller) follow(ctx context.Context, from *storagev1alpha1.LogicalVolume, done func(*storagev1alpha1.LogicalVolume) (bool, error)) (*storagev1alpha1.LogicalVolume, bool, error) {
-	w, err := c.Client.Watch(ctx, &storagev1alpha1.LogicalVolumeList{},
-		client.MatchingFields{"metadata.name": from.Name}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: from.ResourceVersion}})
-	if err != nil {
-		return nil, false, nil
-	}
-	defer w.Stop()
-	var last *storagev1alpha1.LogicalVolume
-	for ev := range w.ResultChan() {
-		lv, ok := ev.Object.(*storagev1alpha1.LogicalVolume)
-		if !ok {
-			return last, false, nil // an error event: read afresh
-		}
-		if ev.Type == watch.Deleted {
-			lv = nil
-		}
-		if finished, err := done(lv); finished || err != nil {
-			return lv, true, err
-		}
-		last = lv
-	}
-	return last, false, nil
 }
 
 // notReady says what the agent last reported about a volume it has not
@@ -495,4 +521,33 @@ func apiError(err error, name string) error {
 		return status.Errorf(codes.DeadlineExceeded, "LogicalVolume %s: %v", name, err)
 	}
 	return status.Errorf(codes.Unavailable, "LogicalVolume %s: %v", name, fmt.Errorf("API server: %w", err))
+}
+
+// notifier wakes the calls waiting on a LogicalVolume when it changes.
+type notifier struct {
+	mu      sync.Mutex
+	waiting map[string]chan struct{}
+}
+
+func newNotifier() *notifier { return &notifier{waiting: map[string]chan struct{}{}} }
+
+// next returns a channel closed at the next change of the named object.
+func (n *notifier) next(name string) <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ch, ok := n.waiting[name]
+	if !ok {
+		ch = make(chan struct{})
+		n.waiting[name] = ch
+	}
+	return ch
+}
+
+func (n *notifier) changed(name string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if ch, ok := n.waiting[name]; ok {
+		close(ch)
+		delete(n.waiting, name)
+	}
 }

@@ -2,6 +2,7 @@ package csi_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -153,6 +154,7 @@ func lifecycle(t *testing.T, s *services, prefix string) {
 	if got, err := os.ReadFile(filepath.Join(s.mount(t, restored), "data")); err != nil || string(got) != "before the snapshot" {
 		t.Errorf("the volume restored from the snapshot reads %q, %v; want what was written before the snapshot", got, err)
 	}
+	s.publishReadOnly(t, vol.GetVolumeId())
 	s.expand(t, vol.GetVolumeId(), target, prefix)
 	s.deleteAcrossKinds(t, snap.GetSnapshot().GetSnapshotId(), vol.GetVolumeId())
 
@@ -161,6 +163,24 @@ func lifecycle(t *testing.T, s *services, prefix string) {
 	if _, err := s.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: vol.GetVolumeId(),
 		StagingTargetPath: filepath.Join(s.dir, "gone"), VolumeCapability: s.capability}); status.Code(err) != codes.NotFound {
 		t.Errorf("NodeStageVolume of a deleted volume: %v, want NotFound", err)
+	}
+}
+
+// publishReadOnly publishes a staged volume read-only at a second target
+// and checks that it reads but does not write there.
+func (s *services) publishReadOnly(t *testing.T, id string) {
+	t.Helper()
+	staging, target := filepath.Join(s.dir, id+"-staging"), filepath.Join(s.dir, id+"-readonly")
+	if _, err := s.NodePublishVolume(context.Background(), &csi.NodePublishVolumeRequest{VolumeId: id, StagingTargetPath: staging,
+		TargetPath: target, VolumeCapability: s.capability, Readonly: true}); err != nil {
+		t.Fatalf("NodePublishVolume read-only: %v", err)
+	}
+	s.mounted = append(s.mounted, [3]string{id, staging, target})
+	if _, err := os.ReadFile(filepath.Join(target, "data")); err != nil {
+		t.Errorf("reading through the read-only target: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(target, "other"), nil, 0o600); !errors.Is(err, unix.EROFS) {
+		t.Errorf("writing through the read-only target: %v, want EROFS", err)
 	}
 }
 

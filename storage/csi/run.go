@@ -10,7 +10,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
-	"github.com/strata-gitops/strata/internal/scheme"
 	"github.com/strata-gitops/strata/storage/agent/nodeapi"
 )
 
@@ -42,14 +41,14 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		if cfg == nil {
 			return fmt.Errorf("controller mode needs a Kubernetes API: set --kubeconfig or run in a cluster")
 		}
-		c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme.New()})
+		c, err := NewController(ctx, cfg, o.Wait)
 		if err != nil {
 			return err
 		}
 		identity.Ready = func(ctx context.Context) error {
-			return c.List(ctx, &storagev1alpha1.LogicalVolumeList{}, client.Limit(1))
+			return c.Client.List(ctx, &storagev1alpha1.LogicalVolumeList{}, client.Limit(1))
 		}
-		return Serve(ctx, o.Endpoint, identity, &Controller{Client: c, Wait: o.Wait}, nil)
+		return Serve(ctx, o.Endpoint, identity, c, nil)
 	case "node":
 		if o.NodeName == "" {
 			return fmt.Errorf("node mode needs the node's name: set --node-name or NODE_NAME (the downward API's spec.nodeName)")
