@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 	"sort"
 	"time"
 
@@ -76,6 +77,11 @@ The push calls the Receiver and the change lands within a second. Watch it with:
   kubectl --kubeconfig %[2]s get kustomizations -A -w
   flux --kubeconfig %[2]s get ks          # the flux CLI works against strata too
 
+Volumes come from the LVMCluster in Git through the CSI driver (sockets above); csi-sanity
+exercises every call against them:
+
+  bin/csi-sanity -csi.endpoint unix://%[3]s/csi-node.sock -csi.controllerendpoint unix://%[3]s/csi-controller.sock
+
 Press Ctrl-C to stop; run 'make up' again to resume with the same state.
-`, work, kubeconfig)
+`, work, kubeconfig, filepath.Dir(kubeconfig))
 }

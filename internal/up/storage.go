@@ -2,6 +2,7 @@ package up
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/strata-gitops/strata/internal/loopdev"
 	"github.com/strata-gitops/strata/storage/agent"
+	"github.com/strata-gitops/strata/storage/csi"
 )
 
 // NodeName is the node `strata up` runs its storage agent as.
@@ -25,7 +27,8 @@ const diskSize = 2 << 30
 // disks (sparse files in the state directory), tells the example
 // repository their paths through the ConfigMap flux-system/node-disks,
 // and runs the node's storage agent, so that the repository's LVMCluster
-// becomes a volume group and a thin pool. It needs root; without it the
+// becomes a volume group and a thin pool, and both CSI services on
+// sockets in the state directory. It needs root; without it the
 // rest runs and it says so.
 func startAgent(ctx context.Context, cfg *rest.Config, c client.Client, o Options, say func(string, ...any)) (<-chan error, func(), error) {
 	if os.Geteuid() != 0 {
@@ -54,16 +57,43 @@ func startAgent(ctx context.Context, cfg *rest.Config, c client.Client, o Option
 	ao.NodeName, ao.Namespace = NodeName, "strata-system"
 	ao.LoopbackDir, ao.MinDeviceSize = filepath.Join(o.StateDir, "loopback"), 64<<20
 	ao.MetricsAddr, ao.HealthProbeAddr = "0", "0"
+	ao.APISocket = filepath.Join(o.StateDir, "agent.sock")
 	mgr, err := agent.NewManager(ctx, cfg, ao)
 	if err != nil {
 		detach()
 		return nil, nil, err
 	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
+	controller, node := csi.Defaults(), csi.Defaults()
+	controller.Endpoint = "unix://" + filepath.Join(o.StateDir, "csi-controller.sock")
+	node.Mode, node.Endpoint = "node", "unix://"+filepath.Join(o.StateDir, "csi-node.sock")
+	node.NodeName, node.NodeIP, node.AgentSocket = NodeName, "127.0.0.1", ao.APISocket
+	done := runAll(
+		func() error { return mgr.Start(ctx) },
+		func() error { return csi.Run(ctx, cfg, controller) },
+		func() error { return csi.Run(ctx, nil, node) },
+	)
 	_, backend, _ := agent.VolumeManager(ao)
 	say("storage agent started as node %s (%s backend) with disks %s and %s", NodeName, backend, disks["disk_1"], disks["disk_2"])
+	say("CSI driver %s: controller %s, node %s", csi.DriverName, controller.Endpoint, node.Endpoint)
 	return done, detach, nil
+}
+
+// runAll runs the parts side by side and reports, once all have ended,
+// what they ended with.
+func runAll(parts ...func() error) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		ended := make(chan error, len(parts))
+		for _, part := range parts {
+			go func() { ended <- part() }()
+		}
+		var errs []error
+		for range parts {
+			errs = append(errs, <-ended)
+		}
+		done <- errors.Join(errs...)
+	}()
+	return done
 }
 
 func attachDisk(img string) (string, error) {
