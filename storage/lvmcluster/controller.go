@@ -68,6 +68,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	before := obj.DeepCopy()
 	err := r.ensureStorageClasses(ctx, obj)
 	if err == nil {
+		err = r.ensureSnapshotClasses(ctx, obj)
+	}
+	if err == nil {
 		err = r.aggregate(ctx, obj)
 	} else {
 		obj.Status.State, obj.Status.Ready = "Failed", false
@@ -205,6 +208,9 @@ func (r *Reconciler) finalize(ctx context.Context, obj *storagev1alpha1.LVMClust
 		sc := &storagev1.StorageClass{}
 		sc.Name = name
 		if err := r.Delete(ctx, sc); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+		if err := r.removeSnapshotClass(ctx, dc.Name); err != nil {
 			return err
 		}
 	}

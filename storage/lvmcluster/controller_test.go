@@ -11,11 +11,15 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/yaml"
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"github.com/strata-gitops/strata/internal/testenv"
@@ -189,4 +193,77 @@ func waitState(t *testing.T, c client.Client, obj *storagev1alpha1.LVMCluster, s
 		return nil
 	})
 	return got
+}
+
+// Thin classes get a VolumeSnapshotClass once the cluster serves the
+// snapshot API; thick classes never do; deleting the LVMCluster removes it.
+func TestSnapshotClasses(t *testing.T) {
+	c := start(t)
+	ctx := context.Background()
+	installSnapshotAPI(t, c)
+	ns := namespace(t, c)
+	obj := &storagev1alpha1.LVMCluster{ObjectMeta: metav1.ObjectMeta{Name: "snap", Namespace: ns},
+		Spec: storagev1alpha1.LVMClusterSpec{Storage: storagev1alpha1.Storage{DeviceClasses: []storagev1alpha1.DeviceClass{
+			{Name: "snapthin", ThinPoolConfig: &storagev1alpha1.ThinPoolConfig{Name: "pool"}},
+			{Name: "snapthick"},
+		}}}}
+	if err := c.Create(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	get := func(class string) (*unstructured.Unstructured, error) {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(lvmcluster.SnapshotClassKind)
+		return u, c.Get(ctx, client.ObjectKey{Name: lvmcluster.StorageClassName(class)}, u)
+	}
+	testenv.Eventually(t, timeout, func() error {
+		u, err := get("snapthin")
+		if err != nil {
+			return err
+		}
+		params, _, _ := unstructured.NestedStringMap(u.Object, "parameters")
+		if u.Object["driver"] != lvmcluster.Driver || params[lvmcluster.DeviceClassParameter] != "snapthin" {
+			return fmt.Errorf("VolumeSnapshotClass is %v", u.Object)
+		}
+		return nil
+	})
+	storageClassOf(t, c, "snapthick", func(*storagev1.StorageClass) error { return nil })
+	if _, err := get("snapthick"); !apierrors.IsNotFound(err) {
+		t.Errorf("a thick class has a VolumeSnapshotClass: %v", err)
+	}
+	if err := c.Delete(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, timeout, func() error {
+		if _, err := get("snapthin"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("VolumeSnapshotClass still there after the LVMCluster went: %v", err)
+		}
+		return nil
+	})
+}
+
+// installSnapshotAPI installs testdata's VolumeSnapshotClass CRD.
+func installSnapshotAPI(t *testing.T, c client.Client) {
+	t.Helper()
+	data, err := os.ReadFile("testdata/volumesnapshotclass-crd.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.Unmarshal(data, crd); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(context.Background(), crd); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, timeout, func() error {
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(crd), crd); err != nil {
+			return err
+		}
+		for _, cond := range crd.Status.Conditions {
+			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+				return nil
+			}
+		}
+		return fmt.Errorf("CRD %s not established yet", crd.Name)
+	})
 }
