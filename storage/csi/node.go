@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"k8s.io/mount-utils"
-	utilexec "k8s.io/utils/exec"
 
 	"github.com/strata-gitops/strata/storage/agent/nodeapi"
 )
@@ -34,11 +33,6 @@ type Node struct {
 	Name, IP string
 	Agent    Agent
 	Mounter  *mount.SafeFormatAndMount
-}
-
-// NewMounter returns the mounter of the host's mount table and tools.
-func NewMounter() *mount.SafeFormatAndMount {
-	return &mount.SafeFormatAndMount{Interface: mount.New(""), Exec: utilexec.New()}
 }
 
 // NodeGetInfo implements csi.NodeServer.

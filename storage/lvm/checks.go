@@ -16,17 +16,15 @@ type volumeFinder interface {
 
 // FindVolume returns one logical volume of the group, or ErrNotFound.
 func FindVolume(ctx context.Context, m Manager, vg, name string) (LogicalVolume, error) {
-	if f, ok := m.(volumeFinder); ok {
-		return f.findVolume(ctx, vg, name)
-	}
-	lvs, err := m.LogicalVolumes(ctx, vg)
+	find, err := lookup(ctx, m, vg)
 	if err != nil {
 		return LogicalVolume{}, err
 	}
-	if lv, ok := Named(lvs, name); ok {
-		return lv, nil
+	lv, ok, err := find(name)
+	if err == nil && !ok {
+		err = named(ErrNotFound, "logical volume %s/%s", vg, name)
 	}
-	return LogicalVolume{}, named(ErrNotFound, "logical volume %s/%s", vg, name)
+	return lv, err
 }
 
 // Named picks a volume out of a list already read.
@@ -71,14 +69,20 @@ func checkSnapshot(ctx context.Context, m Manager, vg, name, origin string) erro
 // checkInPool reads the group's volumes once: name must be free, and
 // base must exist and be of kind (else the error is wrong).
 func checkInPool(ctx context.Context, m Manager, vg, name, base string, kind Kind, wrong error) error {
-	lvs, err := m.LogicalVolumes(ctx, vg)
+	find, err := lookup(ctx, m, vg)
 	if err != nil {
 		return err
 	}
-	if _, taken := Named(lvs, name); taken {
-		return named(ErrExists, "logical volume %s/%s", vg, name)
+	if _, taken, err := find(name); err != nil || taken {
+		if err == nil {
+			err = named(ErrExists, "logical volume %s/%s", vg, name)
+		}
+		return err
 	}
-	lv, ok := Named(lvs, base)
+	lv, ok, err := find(base)
+	if err != nil {
+		return err
+	}
 	if !ok {
 		return named(ErrNotFound, "%s %s/%s", kind, vg, base)
 	}
@@ -86,6 +90,28 @@ func checkInPool(ctx context.Context, m Manager, vg, name, base string, kind Kin
 		return named(wrong, "%s/%s is a %s volume, not a %s", vg, base, lv.Kind, kind)
 	}
 	return nil
+}
+
+// lookup returns a way to find volumes of the group by name: a record
+// read per name where the Manager can, one listing of the group otherwise.
+func lookup(ctx context.Context, m Manager, vg string) (func(name string) (LogicalVolume, bool, error), error) {
+	if f, ok := m.(volumeFinder); ok {
+		return func(name string) (LogicalVolume, bool, error) {
+			lv, err := f.findVolume(ctx, vg, name)
+			if errors.Is(err, ErrNotFound) {
+				return LogicalVolume{}, false, nil
+			}
+			return lv, err == nil, err
+		}, nil
+	}
+	lvs, err := m.LogicalVolumes(ctx, vg)
+	if err != nil {
+		return nil, err
+	}
+	return func(name string) (LogicalVolume, bool, error) {
+		lv, ok := Named(lvs, name)
+		return lv, ok, nil
+	}, nil
 }
 
 // checkResize says whether the volume must grow; a smaller size is an error.

@@ -1,0 +1,28 @@
+package csi
+
+import (
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestKernelOptions(t *testing.T) {
+	for _, c := range []struct {
+		options []string
+		flags   uintptr
+		data    string
+		ok      bool
+	}{
+		{nil, 0, "", true},
+		{[]string{"ro", "noatime", "nouuid"}, unix.MS_RDONLY | unix.MS_NOATIME, "nouuid", true},
+		{[]string{"defaults", "discard", "data=ordered"}, 0, "discard,data=ordered", true},
+		{[]string{"bind"}, 0, "", false},
+		{[]string{"noatime", "x-systemd.automount"}, 0, "", false},
+		{[]string{"_netdev"}, 0, "", false},
+	} {
+		flags, data, ok := kernelOptions(c.options)
+		if flags != c.flags || data != c.data || ok != c.ok {
+			t.Errorf("kernelOptions(%q) = %#x, %q, %v; want %#x, %q, %v", c.options, flags, data, ok, c.flags, c.data, c.ok)
+		}
+	}
+}
