@@ -10,6 +10,7 @@ package main
 import (
 	"context"
 	"flag"
+	"io"
 	"fmt"
 	"log"
 	"os"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/strata-gitops/strata/internal/benchstat"
@@ -44,6 +46,8 @@ func main() {
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the strata rounds to this file")
 	flag.Parse()
 	ctrllog.SetLogger(logr.Discard())
+	klog.LogToStderr(false) // mount-utils logs every format
+	klog.SetOutput(io.Discard)
 	c.cpuProfile = *cpuProfile
 	if err := run(c); err != nil {
 		log.Fatal(err)
@@ -246,25 +250,19 @@ var ext4 = &csi.VolumeCapability{
 }
 
 func (s *strata) make(ctx context.Context, name string, size int64) error {
-	t0 := time.Now()
 	rsp, err := s.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: name, CapacityRange: &csi.CapacityRange{RequiredBytes: size},
 		VolumeCapabilities: []*csi.VolumeCapability{ext4}})
 	if err != nil {
 		return fmt.Errorf("CreateVolume %s: %w", name, err)
 	}
 	id := rsp.GetVolume().GetVolumeId()
-	t1 := time.Now()
 	staging, target := filepath.Join(s.dir, name, "staging"), filepath.Join(s.dir, name, "target")
 	if _, err := s.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: id, StagingTargetPath: staging, VolumeCapability: ext4}); err != nil {
 		return fmt.Errorf("NodeStageVolume %s: %w", name, err)
 	}
-	t2 := time.Now()
 	if _, err := s.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: id, StagingTargetPath: staging,
 		TargetPath: target, VolumeCapability: ext4}); err != nil {
 		return fmt.Errorf("NodePublishVolume %s: %w", name, err)
-	}
-	if os.Getenv("PHASES") != "" {
-		fmt.Println("phases", t1.Sub(t0), t2.Sub(t1), time.Since(t2))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
