@@ -10,8 +10,8 @@ package main
 import (
 	"context"
 	"flag"
-	"io"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"os/exec"
