@@ -181,14 +181,7 @@ func (n *Node) NodeUnpublishVolume(_ context.Context, req *csi.NodeUnpublishVolu
 
 // NodeGetVolumeStats implements csi.NodeServer.
 func (n *Node) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
-	if err := required("volume ID", req.GetVolumeId(), "volume path", req.GetVolumePath()); err != nil {
-		return nil, err
-	}
-	vol, err := n.volume(ctx, req.GetVolumeId())
-	if err != nil {
-		return nil, err
-	}
-	block, err := isDevice(req.GetVolumePath())
+	vol, block, err := n.volumeAt(ctx, req.GetVolumeId(), req.GetVolumePath())
 	if err != nil {
 		return nil, err
 	}
@@ -211,16 +204,12 @@ func (n *Node) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeSta
 // NodeExpandVolume implements csi.NodeServer: it grows the filesystem to
 // the volume, which ControllerExpandVolume grew.
 func (n *Node) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolumeRequest) (*csi.NodeExpandVolumeResponse, error) {
-	if err := required("volume ID", req.GetVolumeId(), "volume path", req.GetVolumePath()); err != nil {
-		return nil, err
-	}
-	vol, err := n.volume(ctx, req.GetVolumeId())
+	vol, block, err := n.volumeAt(ctx, req.GetVolumeId(), req.GetVolumePath())
 	if err != nil {
 		return nil, err
 	}
-	block, err := isDevice(req.GetVolumePath())
-	if err != nil || block || req.GetVolumeCapability().GetBlock() != nil {
-		return &csi.NodeExpandVolumeResponse{CapacityBytes: int64(vol.Size)}, err
+	if block || req.GetVolumeCapability().GetBlock() != nil {
+		return &csi.NodeExpandVolumeResponse{CapacityBytes: int64(vol.Size)}, nil
 	}
 	if _, err := mount.NewResizeFs(n.Mounter.Exec).Resize(vol.Device, req.GetVolumePath()); err != nil {
 		hint := ""
@@ -246,6 +235,20 @@ func (n *Node) volume(ctx context.Context, volumeID string) (*nodeapi.Volume, er
 		return nil, err
 	}
 	return vol, nil
+}
+
+// volumeAt checks a call about a published volume: its volume and the
+// path it is used at must exist; block says whether the path is the
+// device itself.
+func (n *Node) volumeAt(ctx context.Context, volumeID, path string) (vol *nodeapi.Volume, block bool, err error) {
+	if err := required("volume ID", volumeID, "volume path", path); err != nil {
+		return nil, false, err
+	}
+	if vol, err = n.volume(ctx, volumeID); err != nil {
+		return nil, false, err
+	}
+	block, err = isDevice(path)
+	return vol, block, err
 }
 
 // mountedDevice is the device mounted at path, or "" when none is.
