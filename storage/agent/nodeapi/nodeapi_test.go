@@ -3,6 +3,7 @@ package nodeapi_test
 import (
 	"context"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -23,8 +24,11 @@ const managed = "strata.dev/managed"
 func TestVolumeOverTheSocket(t *testing.T) {
 	ctx := context.Background()
 	m := volumes(t)
+	var mu sync.Mutex // Locate runs on the server's goroutines
 	located := map[string]bool{}
 	server := &nodeapi.Server{LVM: m, ManagedTag: managed, Locate: func(_ context.Context, name string) (string, string, bool) {
+		mu.Lock()
+		defer mu.Unlock()
 		located[name] = true
 		return "nodeapi-managed", "v", name == "nodeapi-managed-lv" || name == "located"
 	}}
@@ -53,6 +57,8 @@ func TestVolumeOverTheSocket(t *testing.T) {
 	if _, err := c.Volume(ctx, ""); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("Volume without a name: %v, want InvalidArgument", err)
 	}
+	mu.Lock()
+	defer mu.Unlock()
 	if !located["nodeapi-managed-lv"] || !located["searched"] {
 		t.Errorf("the server did not ask Locate first: asked for %v", located)
 	}
