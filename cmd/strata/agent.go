@@ -35,6 +35,8 @@ func agentCommand() *cobra.Command {
 	f.StringVar(&o.Backend, "backend", o.Backend, "volume manager: lvm2, loopback (logical volumes as loop-device files, for kernels without device-mapper) or auto")
 	f.StringVar(&o.LoopbackDir, "loopback-dir", o.LoopbackDir, "where the loopback backend keeps volume files")
 	f.Uint64Var(&o.MinDeviceSize, "min-device-size", o.MinDeviceSize, "smallest device, in bytes, a device class uses")
+	f.StringVar(&o.DiscoverLoopDir, "discover-loop-devices-under", o.DiscoverLoopDir,
+		"for development machines: loop devices whose backing file is under this directory count as disks for device classes without paths")
 	f.Float64Var(&o.FullThreshold, "thin-pool-full-percent", o.FullThreshold, "data or metadata use of a thin pool, in percent, above which it takes no new volume")
 	f.StringVar(&o.APISocket, "api-socket", o.APISocket, "unix socket of the local API the CSI node service uses; empty to serve none")
 	f.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address of the Prometheus metrics endpoint, 0 to disable")

@@ -26,7 +26,7 @@ func Attach(file string) (string, error) {
 
 // DetachUnder detaches every loop device whose backing file is under dir.
 func DetachUnder(dir string) error {
-	devices, err := list()
+	devices, err := BackingFiles()
 	if err != nil {
 		return err
 	}
@@ -43,7 +43,7 @@ func DetachUnder(dir string) error {
 
 // Find returns the loop device backed by file, or "" when none is.
 func Find(file string) (string, error) {
-	devices, err := list()
+	devices, err := BackingFiles()
 	for dev, f := range devices {
 		if f == file {
 			return dev, err
@@ -58,9 +58,10 @@ func Backs(device, file string) bool {
 	return err == nil && strings.TrimSuffix(string(data), "\n") == file
 }
 
-// list maps attached loop devices to their backing files, read from
-// sysfs: a program run per look would cost more than the look itself.
-func list() (map[string]string, error) {
+// BackingFiles maps attached loop devices (/dev/loopN) to their backing
+// files, read from sysfs: a program run per look would cost more than the
+// look itself.
+func BackingFiles() (map[string]string, error) {
 	paths, err := filepath.Glob("/sys/block/loop*/loop/backing_file")
 	if err != nil {
 		return nil, err

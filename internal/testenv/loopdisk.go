@@ -3,7 +3,6 @@ package testenv
 import (
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/strata-gitops/strata/internal/loopdev"
@@ -13,15 +12,22 @@ import (
 // bytes, detached when the test ends. It needs root and losetup.
 func LoopDisk(t testing.TB, size int64) string {
 	t.Helper()
+	return LoopDiskIn(t, t.TempDir(), size)
+}
+
+// LoopDiskIn is LoopDisk with the file in dir (several may share one).
+func LoopDiskIn(t testing.TB, dir string, size int64) string {
+	t.Helper()
 	NeedRoot(t, "loop devices")
-	img := filepath.Join(t.TempDir(), "disk.img")
-	if err := os.WriteFile(img, nil, 0o600); err != nil {
+	img, err := os.CreateTemp(dir, "disk-*.img")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Truncate(img, size); err != nil {
+	img.Close()
+	if err := os.Truncate(img.Name(), size); err != nil {
 		t.Fatal(err)
 	}
-	dev, err := loopdev.Attach(img)
+	dev, err := loopdev.Attach(img.Name())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,9 +26,11 @@ type Options struct {
 	Namespace string // where the LVMClusters and the node's status live
 	// Backend is lvm2, loopback, or auto: lvm2 where the kernel has
 	// device-mapper, loopback elsewhere.
-	Backend         string
-	LoopbackDir     string
-	MinDeviceSize   uint64
+	Backend       string
+	LoopbackDir   string
+	MinDeviceSize uint64
+	// DiscoverLoopDir: see VolumeGroupReconciler.DiscoverLoopDir.
+	DiscoverLoopDir string
 	FullThreshold   float64
 	MetricsAddr     string
 	HealthProbeAddr string
@@ -85,7 +87,7 @@ func NewManager(_ context.Context, cfg *rest.Config, o Options) (manager.Manager
 	}
 	events := mgr.GetEventRecorder("strata-agent")
 	vg := &VolumeGroupReconciler{Client: mgr.GetClient(), Node: o.NodeName, Namespace: o.Namespace, LVM: m,
-		Disks: disks.NewInspector(m), MinDeviceSize: o.MinDeviceSize, FullThreshold: o.FullThreshold, Events: events}
+		Disks: disks.NewInspector(m), MinDeviceSize: o.MinDeviceSize, DiscoverLoopDir: o.DiscoverLoopDir, FullThreshold: o.FullThreshold, Events: events}
 	if err := vg.SetupWithManager(mgr); err != nil {
 		return nil, err
 	}

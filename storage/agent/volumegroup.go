@@ -49,6 +49,9 @@ type VolumeGroupReconciler struct {
 	Disks     *disks.Inspector
 	// MinDeviceSize is the smallest device used (default 1 GiB).
 	MinDeviceSize uint64
+	// DiscoverLoopDir makes loop devices backed by files under it count
+	// as disks for classes without paths; empty: loop devices never do.
+	DiscoverLoopDir string
 	// FullThreshold is the percent of data or metadata use above which a
 	// thin pool takes no new volume (default 90).
 	FullThreshold float64
@@ -213,8 +216,20 @@ func (r *VolumeGroupReconciler) usableDevices(ctx context.Context, cluster *stor
 	if err != nil {
 		return nil, err
 	}
-	force := sel.ForceWipeDevicesAndDestroyAllData != nil && *sel.ForceWipeDevicesAndDestroyAllData
 	policy := disks.Policy{MinSize: r.minSize(), ManagedTag: ManagedTag}
+	if len(sel.Paths)+len(sel.OptionalPaths) == 0 {
+		return r.discovered(ctx, dc, policy, groups, st)
+	}
+	return r.selected(ctx, cluster, dc, sel, policy, groups, node, st)
+}
+
+// selected inspects the paths the class names: a required one that is
+// missing or refused fails the class; a refused one is wiped when the
+// class allows it and a wipe cures it, once per device.
+func (r *VolumeGroupReconciler) selected(ctx context.Context, cluster *storagev1alpha1.LVMCluster, dc storagev1alpha1.DeviceClass,
+	sel *storagev1alpha1.DeviceSelector, policy disks.Policy, groups []lvm.VolumeGroup,
+	node *storagev1alpha1.NodeStatus, st *storagev1alpha1.DeviceClassNodeStatus) ([]string, error) {
+	force := sel.ForceWipeDevicesAndDestroyAllData != nil && *sel.ForceWipeDevicesAndDestroyAllData
 	var usable, missingRequired []string
 	consider := func(path string, required bool) error {
 		found, err := r.Disks.Devices(ctx, path)
@@ -258,6 +273,32 @@ func (r *VolumeGroupReconciler) usableDevices(ctx context.Context, cluster *stor
 	}
 	if len(missingRequired) > 0 {
 		return nil, fmt.Errorf("required devices cannot be used: %s", strings.Join(missingRequired, "; "))
+	}
+	return usable, nil
+}
+
+// discovered picks, for a class without paths, every blank disk of the
+// node: no partitions, signatures, mounts or holders, and neither / nor
+// /boot on it. It is never wiped, whatever forceWipeDevicesAndDestroyAllData
+// says: only a disk named in Git is. Each disk looked at and not taken is
+// listed with why.
+func (r *VolumeGroupReconciler) discovered(ctx context.Context, dc storagev1alpha1.DeviceClass, policy disks.Policy,
+	groups []lvm.VolumeGroup, st *storagev1alpha1.DeviceClassNodeStatus) ([]string, error) {
+	found, err := r.Disks.Candidates(ctx, r.DiscoverLoopDir)
+	if err != nil {
+		return nil, err
+	}
+	policy.Discovered = true
+	var usable []string
+	for _, d := range found {
+		if d.VolumeGroup == dc.Name {
+			continue // already in the group
+		}
+		if why := disks.Refusals(d, policy, groups); len(why) > 0 {
+			st.Excluded = append(st.Excluded, storagev1alpha1.ExcludedDevice{Name: d.Path, Reasons: why})
+			continue
+		}
+		usable = append(usable, d.Path)
 	}
 	return usable, nil
 }

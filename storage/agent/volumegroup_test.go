@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -165,4 +166,60 @@ func waitClasses(t *testing.T, c client.Client, node string, check func(map[stri
 		return check(byName)
 	})
 	return byName
+}
+
+// A class without paths takes the node's blank disks, here the loop
+// devices whose files are under the discovery directory: the blank one,
+// not the one holding ext4 (listed with why), and no loop device
+// elsewhere.
+func TestBlankDisksAreDiscovered(t *testing.T) {
+	testenv.NeedRoot(t, "volume groups")
+	testenv.NeedTools(t, "lvm", "losetup", "lsblk", "wipefs", "mkfs.ext4")
+	env := testenv.Get(t)
+	c, ctx := env.Client, context.Background()
+	m := loopback(t)
+	nodeName := fmt.Sprintf("discover-node-%d", counter.Add(1))
+	ownNamespace(t, c, nodeName)
+	if err := c.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}); err != nil {
+		t.Fatal(err)
+	}
+	class := fmt.Sprintf("disc-%d-%d", os.Getpid(), counter.Add(1))
+	dir := t.TempDir()
+	blank, used, elsewhere := testenv.LoopDiskIn(t, dir, 128*mib), testenv.LoopDiskIn(t, dir, 128*mib), testenv.LoopDisk(t, 128*mib)
+	t.Cleanup(func() { testenv.RemoveVolumeGroup([]string{class}, blank, used, elsewhere) })
+	if out, err := exec.Command("mkfs.ext4", "-q", used).CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.ext4: %v: %s", err, out)
+	}
+	cluster := &storagev1alpha1.LVMCluster{ObjectMeta: metav1.ObjectMeta{Name: nodeName, Namespace: nodeName},
+		Spec: storagev1alpha1.LVMClusterSpec{Storage: storagev1alpha1.Storage{DeviceClasses: []storagev1alpha1.DeviceClass{{Name: class}}}}}
+	if err := c.Create(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	testenv.RunManager(t, env, func(mgr manager.Manager) error {
+		return (&agent.VolumeGroupReconciler{Client: mgr.GetClient(), Node: nodeName, Namespace: nodeName, LVM: m,
+			Disks: disks.NewInspector(m), MinDeviceSize: 64 * mib, DiscoverLoopDir: dir}).SetupWithManager(mgr)
+	})
+	waitClasses(t, c, nodeName, func(byName map[string]storagev1alpha1.DeviceClassNodeStatus) error {
+		st := byName[class]
+		if st.State != agent.StateReady || fmt.Sprint(st.Devices) != "["+blank+"]" {
+			return fmt.Errorf("class without paths: %+v, want ready on %s", st, blank)
+		}
+		// The node's own disks are listed too; of this test's, only used.
+		for _, e := range st.Excluded {
+			why := fmt.Sprint(e.Reasons)
+			switch e.Name {
+			case used:
+				if !strings.Contains(why, "ext4") || !strings.Contains(why, "takes only blank disks") {
+					return fmt.Errorf("%s excluded for %s; want its ext4, and how to use it", used, why)
+				}
+				return nil
+			case blank, elsewhere:
+				return fmt.Errorf("%s listed as excluded: %s", e.Name, why)
+			}
+		}
+		return fmt.Errorf("excluded %+v, want %s among them", st.Excluded, used)
+	})
+	if pvs, err := m.PhysicalVolumes(ctx); err != nil || slices.ContainsFunc(pvs, func(pv lvm.PhysicalVolume) bool { return pv.Device == elsewhere }) {
+		t.Errorf("a loop device outside the discovery directory was made a physical volume: %v, %v", pvs, err)
+	}
 }

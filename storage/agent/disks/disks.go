@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/strata-gitops/strata/internal/loopdev"
 	"github.com/strata-gitops/strata/storage/lvm"
 )
 
@@ -31,6 +32,8 @@ type Device struct {
 	VolumeGroup string
 	// PhysicalVolume is set when the device is an LVM physical volume.
 	PhysicalVolume bool
+	// Unprobed says why its signatures could not be read, if so.
+	Unprobed string
 }
 
 // Inspector reads the node's devices.
@@ -60,14 +63,40 @@ type lsblkDevice struct {
 // Devices lists every whole disk and loop device of the node, or only the
 // given paths (symlinks such as /dev/disk/by-id/... are followed).
 func (i *Inspector) Devices(ctx context.Context, paths ...string) ([]Device, error) {
-	args := []string{"--json", "--bytes", "--paths", "--tree", "--output", "NAME,KNAME,TYPE,SIZE,RO,RM,MOUNTPOINTS"}
+	var real []string
 	for _, p := range paths {
-		real, err := filepath.EvalSymlinks(p)
+		r, err := filepath.EvalSymlinks(p)
 		if err != nil {
 			return nil, fmt.Errorf("device %s: %w", p, err)
 		}
-		args = append(args, real)
+		real = append(real, r)
 	}
+	return i.list(ctx, real, func(b lsblkDevice) bool { return b.Type == "disk" || b.Type == "loop" })
+}
+
+// Candidates lists what a device class without a deviceSelector may use:
+// the node's whole disks, and loop devices only when their backing file
+// is under loopDir (development machines whose disks are loop devices;
+// empty in production). A loop device is otherwise someone's file, such
+// as a loopback volume, never a disk to take.
+func (i *Inspector) Candidates(ctx context.Context, loopDir string) ([]Device, error) {
+	var backing map[string]string
+	if loopDir != "" {
+		var err error
+		if backing, err = loopdev.BackingFiles(); err != nil {
+			return nil, err
+		}
+	}
+	prefix := strings.TrimSuffix(loopDir, "/") + "/"
+	return i.list(ctx, nil, func(b lsblkDevice) bool {
+		return b.Type == "disk" || (b.Type == "loop" && loopDir != "" && strings.HasPrefix(backing[b.Kname], prefix))
+	})
+}
+
+// list inspects the devices lsblk reports (all, or those of paths) that
+// keep selects; only those are probed further.
+func (i *Inspector) list(ctx context.Context, paths []string, keep func(lsblkDevice) bool) ([]Device, error) {
+	args := append([]string{"--json", "--bytes", "--paths", "--tree", "--output", "NAME,KNAME,TYPE,SIZE,RO,RM,MOUNTPOINTS"}, paths...)
 	out, err := i.Runner.Run(ctx, "lsblk", args...)
 	if err != nil {
 		return nil, err
@@ -84,7 +113,7 @@ func (i *Inspector) Devices(ctx context.Context, paths ...string) ([]Device, err
 	}
 	var devices []Device
 	for _, b := range tree.Devices {
-		if b.Type != "disk" && b.Type != "loop" {
+		if !keep(b) {
 			continue
 		}
 		d, err := i.device(ctx, b, pvs)
@@ -121,7 +150,9 @@ func (i *Inspector) device(ctx context.Context, b lsblkDevice, pvs []lvm.Physica
 		d.Holders = append(d.Holders, h.Name())
 	}
 	if d.Signatures, err = i.signatures(ctx, b.Name); err != nil {
-		return Device{}, err
+		// The kernel refuses probes of some devices in use (a mounted
+		// system disk); such a device is refused, not the whole listing.
+		d.Unprobed = err.Error()
 	}
 	for _, pv := range pvs {
 		if pv.Device == b.Name || pv.Device == b.Kname {
@@ -164,6 +195,17 @@ type Policy struct {
 	// ForceWipe allows using a device whose signatures (a filesystem, a
 	// partition table, an LVM label outside any group) would be wiped.
 	ForceWipe bool
+	// Discovered is for a class without paths, which takes blank disks
+	// only and never wipes: the refusals say how to name a disk instead.
+	Discovered bool
+}
+
+// wipeHint says how a device with data could still be used.
+func (p Policy) wipeHint() string {
+	if p.Discovered {
+		return "a class without paths takes only blank disks; name it in deviceSelector.paths with forceWipeDevicesAndDestroyAllData to wipe and use it"
+	}
+	return "set forceWipeDevicesAndDestroyAllData to wipe it"
 }
 
 // Refusals says why d may not join a device class; none means it may.
@@ -190,6 +232,9 @@ func Refusals(d Device, p Policy, groups []lvm.VolumeGroup) []string {
 	if len(d.Holders) > 0 {
 		add("in use by %s", strings.Join(d.Holders, ", "))
 	}
+	if d.Unprobed != "" {
+		add("its signatures cannot be read (%s)", d.Unprobed)
+	}
 	if d.VolumeGroup != "" {
 		if managed(d.VolumeGroup, p.ManagedTag, groups) {
 			add("already in strata's volume group %s, of another device class", d.VolumeGroup)
@@ -205,9 +250,9 @@ func Refusals(d Device, p Policy, groups []lvm.VolumeGroup) []string {
 		add("has partitions %s", strings.Join(d.Partitions, ", "))
 	}
 	if d.PhysicalVolume {
-		add("an LVM physical volume outside any volume group (pvremove it, or set forceWipeDevicesAndDestroyAllData)")
+		add("an LVM physical volume outside any volume group (pvremove it; or %s)", p.wipeHint())
 	} else if len(d.Signatures) > 0 {
-		add("holds data: %s signature (set forceWipeDevicesAndDestroyAllData to wipe it)", strings.Join(d.Signatures, ", "))
+		add("holds data: %s signature (%s)", strings.Join(d.Signatures, ", "), p.wipeHint())
 	}
 	return why
 }
