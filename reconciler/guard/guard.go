@@ -12,10 +12,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 )
 
 // OptInAnnotation allows deleting an object that holds data.
-const OptInAnnotation = "strata.dev/allow-data-loss"
+const OptInAnnotation = storagev1alpha1.AllowDataLossAnnotation
 
 // StrataStorageGroup is the API group of strata's storage kinds, all of
 // which hold or describe data.

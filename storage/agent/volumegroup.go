@@ -129,6 +129,14 @@ func (r *VolumeGroupReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (
 	if state.Status.Unclaimed, err = r.unclaimed(ctx, state.Status.DeviceClasses); err != nil {
 		return ctrl.Result{}, err
 	}
+	if state.Status.Retained, err = r.retain(ctx, clusters.Items, state); err != nil {
+		return ctrl.Result{}, err
+	}
+	for _, g := range state.Status.Retained {
+		if !slices.ContainsFunc(before.Status.Retained, func(b storagev1alpha1.RetainedGroup) bool { return b.Name == g.Name }) {
+			r.event(state, corev1.EventTypeWarning, "VolumeGroupRetained", "volume group %s on %s: %s", g.Name, r.Node, g.Reason)
+		}
+	}
 	for _, u := range state.Status.Unclaimed {
 		if !slices.Contains(before.Status.Unclaimed, u) {
 			r.event(state, corev1.EventTypeWarning, "UnclaimedVolume",
@@ -333,7 +341,7 @@ func (r *VolumeGroupReconciler) ensureGroup(ctx context.Context, cluster *storag
 			return fmt.Errorf("no usable device for volume group %s: every device considered is listed in excluded with why; "+
 				"free one of them or add another to deviceSelector.paths", name)
 		}
-		if err := r.LVM.CreateVolumeGroup(ctx, name, usable, []string{ManagedTag}); err != nil {
+		if err := r.LVM.CreateVolumeGroup(ctx, name, usable, []string{ManagedTag, r.namespaceTag()}); err != nil {
 			return err
 		}
 		r.event(cluster, corev1.EventTypeNormal, "VolumeGroupCreated", "created volume group %s on %s from %s", name, r.Node, strings.Join(usable, ", "))
@@ -483,6 +491,68 @@ func (r *VolumeGroupReconciler) annotateCapacity(ctx context.Context, node *core
 		node.Annotations[storagev1alpha1.CapacityAnnotationPrefix+class] = fmt.Sprint(bytes)
 	}
 	return r.Patch(ctx, node, patch)
+}
+
+// retain deals with strata's groups on this node whose device class is no
+// longer selected for it: each is kept, with its data, and listed, unless
+// an LVMCluster of the namespace carries strata.dev/allow-data-loss:
+// "true" and no LogicalVolume uses the group; then it is removed.
+func (r *VolumeGroupReconciler) retain(ctx context.Context, clusters []storagev1alpha1.LVMCluster,
+	state *storagev1alpha1.LVMVolumeGroupNodeStatus) ([]storagev1alpha1.RetainedGroup, error) {
+	groups, err := r.LVM.VolumeGroups(ctx)
+	if err != nil {
+		return nil, err
+	}
+	optIn := slices.ContainsFunc(clusters, func(c storagev1alpha1.LVMCluster) bool {
+		return c.Annotations[storagev1alpha1.AllowDataLossAnnotation] == "true"
+	})
+	var retained []storagev1alpha1.RetainedGroup
+	for _, vg := range groups {
+		current := slices.ContainsFunc(state.Status.DeviceClasses, func(dc storagev1alpha1.DeviceClassNodeStatus) bool { return dc.VolumeGroup == vg.Name })
+		if current || !vg.HasTag(ManagedTag) || !vg.HasTag(r.namespaceTag()) {
+			continue // another namespace's agent's, or made before groups carried their namespace
+		}
+		users, err := r.volumesOf(ctx, vg.Name)
+		if err != nil {
+			return nil, err
+		}
+		reason := ""
+		switch {
+		case !optIn:
+			reason = fmt.Sprintf("its device class is gone from this node; the group and its data are kept (set %s: \"true\" on an LVMCluster in namespace %s to remove them)",
+				storagev1alpha1.AllowDataLossAnnotation, r.Namespace)
+		case len(users) > 0:
+			reason = fmt.Sprintf("LogicalVolumes %s still use it: delete them (their PVCs) first", strings.Join(users, ", "))
+		default:
+			if err := r.LVM.RemoveVolumeGroup(ctx, vg.Name); err != nil {
+				return nil, err
+			}
+			r.event(state, corev1.EventTypeWarning, "VolumeGroupRemoved", "removed volume group %s on %s (devices %s) and its data: its device class is gone and %s is set",
+				vg.Name, r.Node, strings.Join(vg.Devices, ", "), storagev1alpha1.AllowDataLossAnnotation)
+			continue
+		}
+		retained = append(retained, storagev1alpha1.RetainedGroup{Name: vg.Name, Devices: vg.Devices, Reason: reason})
+	}
+	return retained, nil
+}
+
+// namespaceTag marks the groups made for the LVMClusters of this agent's
+// namespace: only those can be retained or removed here.
+func (r *VolumeGroupReconciler) namespaceTag() string { return "strata.dev/namespace=" + r.Namespace }
+
+// volumesOf names the LogicalVolumes on this node in a class's group.
+func (r *VolumeGroupReconciler) volumesOf(ctx context.Context, class string) ([]string, error) {
+	objs := &storagev1alpha1.LogicalVolumeList{}
+	if err := r.List(ctx, objs); err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, o := range objs.Items {
+		if o.Spec.NodeName == r.Node && o.Spec.DeviceClass == class {
+			names = append(names, o.Name)
+		}
+	}
+	return names, nil
 }
 
 // unclaimed lists the volumes in this node's classes' groups that no

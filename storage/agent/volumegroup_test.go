@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -222,4 +224,88 @@ func TestBlankDisksAreDiscovered(t *testing.T) {
 	if pvs, err := m.PhysicalVolumes(ctx); err != nil || slices.ContainsFunc(pvs, func(pv lvm.PhysicalVolume) bool { return pv.Device == elsewhere }) {
 		t.Errorf("a loop device outside the discovery directory was made a physical volume: %v, %v", pvs, err)
 	}
+}
+
+// A device class removed from Git leaves its group and data on the node,
+// listed as retained; the opt-in removes it, but not while a LogicalVolume
+// still uses it.
+func TestRemovedClassKeepsItsGroupUntilOptIn(t *testing.T) {
+	testenv.NeedRoot(t, "volume groups")
+	testenv.NeedTools(t, "lvm", "losetup", "lsblk", "wipefs")
+	env := testenv.Get(t)
+	c, ctx := env.Client, context.Background()
+	m := loopback(t)
+	nodeName := fmt.Sprintf("retain-node-%d", counter.Add(1))
+	ownNamespace(t, c, nodeName)
+	if err := c.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}); err != nil {
+		t.Fatal(err)
+	}
+	gone, kept := fmt.Sprintf("rt-%d-%d-a", os.Getpid(), counter.Add(1)), fmt.Sprintf("rt-%d-%d-b", os.Getpid(), counter.Add(1))
+	d1, d2 := testenv.LoopDisk(t, 128*mib), testenv.LoopDisk(t, 128*mib)
+	t.Cleanup(func() { testenv.RemoveVolumeGroup([]string{gone, kept}, d1, d2) })
+	on := func(class, disk string) storagev1alpha1.DeviceClass {
+		return storagev1alpha1.DeviceClass{Name: class, DeviceSelector: &storagev1alpha1.DeviceSelector{
+			Paths: []storagev1alpha1.DevicePath{storagev1alpha1.DevicePath(disk)}}}
+	}
+	cluster := &storagev1alpha1.LVMCluster{ObjectMeta: metav1.ObjectMeta{Name: nodeName, Namespace: nodeName},
+		Spec: storagev1alpha1.LVMClusterSpec{Storage: storagev1alpha1.Storage{DeviceClasses: []storagev1alpha1.DeviceClass{on(gone, d1), on(kept, d2)}}}}
+	if err := c.Create(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	user := &storagev1alpha1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: gone + "-user"},
+		Spec: storagev1alpha1.LogicalVolumeSpec{Name: "user", NodeName: nodeName, DeviceClass: gone, Size: resource.MustParse("8Mi")}}
+	if err := c.Create(ctx, user); err != nil {
+		t.Fatal(err)
+	}
+	testenv.RunManager(t, env, func(mgr manager.Manager) error {
+		return (&agent.VolumeGroupReconciler{Client: mgr.GetClient(), Node: nodeName, Namespace: nodeName, LVM: m,
+			Disks: disks.NewInspector(m), MinDeviceSize: 64 * mib}).SetupWithManager(mgr)
+	})
+	waitClasses(t, c, nodeName, func(byName map[string]storagev1alpha1.DeviceClassNodeStatus) error {
+		if byName[gone].State != agent.StateReady || byName[kept].State != agent.StateReady {
+			return fmt.Errorf("classes %+v", byName)
+		}
+		return nil
+	})
+
+	testenv.Update(t, c, cluster, func(l *storagev1alpha1.LVMCluster) { l.Spec.Storage.DeviceClasses = l.Spec.Storage.DeviceClasses[1:] })
+	waitRetained(t, c, nodeName, gone, "allow-data-loss")
+	testenv.Update(t, c, cluster, func(l *storagev1alpha1.LVMCluster) {
+		l.Annotations = map[string]string{storagev1alpha1.AllowDataLossAnnotation: "true"}
+	})
+	waitRetained(t, c, nodeName, gone, user.Name)
+	if _, err := lvm.FindVolumeGroupOf(ctx, m, gone); err != nil {
+		t.Fatalf("the group was removed while a LogicalVolume used it: %v", err)
+	}
+
+	if err := c.Delete(ctx, user); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, timeout, func() error {
+		if _, err := lvm.FindVolumeGroupOf(ctx, m, gone); !errors.Is(err, lvm.ErrNotFound) {
+			return fmt.Errorf("group %s after the opt-in: %v", gone, err)
+		}
+		return nil
+	})
+	if _, err := lvm.FindVolumeGroupOf(ctx, m, kept); err != nil {
+		t.Errorf("the class still in Git lost its group: %v", err)
+	}
+	waitRetained(t, c, nodeName, "", "")
+}
+
+// waitRetained waits until the node lists exactly group as retained for a
+// reason naming want, or, with group empty, lists none.
+func waitRetained(t *testing.T, c client.Client, node, group, want string) {
+	t.Helper()
+	testenv.Eventually(t, timeout, func() error {
+		st := &storagev1alpha1.LVMVolumeGroupNodeStatus{}
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: node, Name: node}, st); err != nil {
+			return err
+		}
+		r := st.Status.Retained
+		if group == "" && len(r) == 0 || len(r) == 1 && r[0].Name == group && strings.Contains(r[0].Reason, want) {
+			return nil
+		}
+		return fmt.Errorf("retained %+v, want %q for %q", r, group, want)
+	})
 }

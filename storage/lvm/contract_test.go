@@ -51,11 +51,45 @@ func contract(t *testing.T, m Manager, volumes bool) {
 	t.Run("physical volumes and groups", c.groups)
 	t.Run("a device with a filesystem is refused, not wiped", c.refusesSignature)
 	if !volumes {
+		t.Run("group removal", c.groupRemoval)
 		t.Skip("kernel has no device-mapper (no /sys/class/misc/device-mapper): lvm2 cannot create logical volumes here")
 	}
 	t.Run("thick volumes", c.thick)
 	t.Run("thin pools, volumes and snapshots", c.thin)
 	t.Run("removal", c.removal)
+	t.Run("group removal, with a volume left in it", func(t *testing.T) {
+		if err := c.m.CreateVolume(context.Background(), c.vg, VolumeSpec{Name: "left", Size: 8 * mib}); err != nil {
+			t.Fatal(err)
+		}
+		c.groupRemoval(t)
+	})
+}
+
+// groupRemoval: the group, its volumes and its devices' labels go; a
+// second removal finds nothing.
+func (c contractCase) groupRemoval(t *testing.T) {
+	ctx, m, vg := context.Background(), c.m, c.vg
+	if err := m.RemoveVolumeGroup(ctx, vg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := FindVolumeGroupOf(ctx, m, vg); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("group after its removal: %v, want ErrNotFound", err)
+	}
+	pvs, err := m.PhysicalVolumes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pv := range pvs {
+		if pv.Device == c.d1 || pv.Device == c.d2 {
+			t.Errorf("%s is still a physical volume after its group was removed", pv.Device)
+		}
+	}
+	if lvs, _ := m.LogicalVolumes(ctx, vg); len(lvs) > 0 {
+		t.Errorf("volumes left of a removed group: %v", lvs)
+	}
+	if err := m.RemoveVolumeGroup(ctx, vg); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("second removal: %v, want ErrNotFound", err)
+	}
 }
 
 func (c contractCase) groups(t *testing.T) {

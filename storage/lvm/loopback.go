@@ -161,6 +161,25 @@ func (l *Loopback) ExtendVolumeGroup(ctx context.Context, name string, devices [
 	return l.LVM.ExtendVolumeGroup(ctx, name, devices)
 }
 
+// RemoveVolumeGroup implements Manager: every volume's loop device and
+// file go, then the real group and its labels. A crash in between leaves
+// a group with fewer files, which a retry finishes removing.
+func (l *Loopback) RemoveVolumeGroup(ctx context.Context, name string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, err := FindVolumeGroupOf(ctx, l, name); err != nil {
+		return err
+	}
+	dir := filepath.Join(l.Dir, name)
+	if err := loopdev.DetachUnder(dir); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	return l.LVM.RemoveVolumeGroup(ctx, name)
+}
+
 // LogicalVolumes implements Manager.
 func (l *Loopback) LogicalVolumes(_ context.Context, vg string) ([]LogicalVolume, error) {
 	recs, err := l.records(vg)

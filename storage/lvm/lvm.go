@@ -23,6 +23,9 @@ type Manager interface {
 	CreatePhysicalVolume(ctx context.Context, device string) error
 	CreateVolumeGroup(ctx context.Context, name string, devices, tags []string) error
 	ExtendVolumeGroup(ctx context.Context, name string, devices []string) error
+	// RemoveVolumeGroup removes a group with every volume in it, and the
+	// LVM labels of its devices: all its data. Only for an explicit opt-in.
+	RemoveVolumeGroup(ctx context.Context, name string) error
 
 	LogicalVolumes(ctx context.Context, vg string) ([]LogicalVolume, error)
 	CreateThinPool(ctx context.Context, vg string, pool ThinPoolSpec) error

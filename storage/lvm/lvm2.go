@@ -138,6 +138,22 @@ func (l *LVM2) ExtendVolumeGroup(ctx context.Context, name string, devices []str
 	return l.lvm(ctx, append([]string{"vgextend", name}, devices...)...)
 }
 
+// RemoveVolumeGroup implements Manager: vgremove with its volumes, then
+// pvremove of its devices.
+func (l *LVM2) RemoveVolumeGroup(ctx context.Context, name string) error {
+	vg, err := FindVolumeGroupOf(ctx, l, name)
+	if err != nil {
+		return err
+	}
+	if err := l.lvm(ctx, "vgremove", "--force", "--yes", name); err != nil {
+		return err
+	}
+	if len(vg.Devices) == 0 {
+		return nil
+	}
+	return l.lvm(ctx, append([]string{"pvremove", "--yes"}, vg.Devices...)...)
+}
+
 var lvFields = []string{"lv_name", "vg_name", "lv_size", "lv_attr", "pool_lv", "origin", "lv_tags",
 	"data_percent", "metadata_percent", "lv_metadata_size"}
 

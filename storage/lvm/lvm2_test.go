@@ -86,6 +86,8 @@ func TestLVM2CommandLines(t *testing.T) {
 			"lvm lvextend --config devices/hints=\"none\" --poolmetadatasize 8388608b vg1/pool"},
 		{"remove", func(m *LVM2) error { return m.RemoveVolume(ctx, "vg1", "thick") },
 			"lvm lvremove --config devices/hints=\"none\" --yes vg1/thick"},
+		{"remove a group with its volumes and labels", func(m *LVM2) error { return m.RemoveVolumeGroup(ctx, "vg1") },
+			"lvm vgremove --config devices/hints=\"none\" --force --yes vg1\nlvm pvremove --config devices/hints=\"none\" --yes /dev/loop0"},
 		{"same size is no change", func(m *LVM2) error { return m.ResizeVolume(ctx, "vg1", "thick", 100<<20) }, ""},
 	}
 	for _, tc := range cases {
@@ -120,6 +122,7 @@ func TestLVM2RefusesBeforeRunning(t *testing.T) {
 		{"pool metadata shrink", func(m *LVM2) error { return m.ExtendThinPool(ctx, "vg1", "pool", 0, 1<<20) }, ErrShrink},
 		{"pool with volumes", func(m *LVM2) error { return m.RemoveVolume(ctx, "vg1", "pool") }, ErrInUse},
 		{"missing lv", func(m *LVM2) error { return m.RemoveVolume(ctx, "vg1", "gone") }, ErrNotFound},
+		{"missing group", func(m *LVM2) error { return m.RemoveVolumeGroup(ctx, "nope") }, ErrNotFound},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -16,3 +16,8 @@ func LogicalVolumeTag(name string) string { return "strata.dev/logicalvolume=" +
 // removed its volume. The CSI driver sets it when it creates the object,
 // the agent when it finds it missing.
 const LogicalVolumeFinalizer = "storage.strata.dev/logicalvolume"
+
+// AllowDataLossAnnotation, set to "true", opts an object in to changes
+// that destroy data: the engine's guard reads it on objects in Git, the
+// agent on LVMClusters before it removes a volume group.
+const AllowDataLossAnnotation = "strata.dev/allow-data-loss"

@@ -30,6 +30,22 @@ type NodeStatus struct {
 	// LogicalVolume object claims. They are never deleted automatically.
 	// +optional
 	Unclaimed []string `json:"unclaimed,omitempty"`
+	// Retained lists strata's volume groups on this node that no device
+	// class selected for the node has any more. They and their data are
+	// kept until an LVMCluster of the namespace carries
+	// strata.dev/allow-data-loss: "true" and no LogicalVolume uses them.
+	// +optional
+	Retained []RetainedGroup `json:"retained,omitempty"`
+}
+
+// RetainedGroup is a volume group kept after its device class went.
+type RetainedGroup struct {
+	Name string `json:"name"`
+	// Devices are the group's physical volumes.
+	// +optional
+	Devices []string `json:"devices,omitempty"`
+	// Reason says why it is kept and what removes it.
+	Reason string `json:"reason"`
 }
 
 // WipedDevice is one wipe.
