@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -207,6 +208,7 @@ func (r *VolumeGroupReconciler) reconcileClass(ctx context.Context, cluster *sto
 		return fail("%v", err)
 	}
 	r.capacity[dc.Name] = capacity
+	st.Unselected = unselected(dc, st.Devices)
 	st.State = StateReady
 	return st
 }
@@ -283,6 +285,29 @@ func (r *VolumeGroupReconciler) selected(ctx context.Context, cluster *storagev1
 		return nil, fmt.Errorf("required devices cannot be used: %s", strings.Join(missingRequired, "; "))
 	}
 	return usable, nil
+}
+
+// unselected lists the group's devices that the class's paths no longer
+// name. A class without paths names none, so it has none.
+func unselected(dc storagev1alpha1.DeviceClass, devices []string) []string {
+	sel := dc.DeviceSelector
+	if sel == nil || len(sel.Paths)+len(sel.OptionalPaths) == 0 {
+		return nil
+	}
+	named := map[string]bool{}
+	for _, p := range append(slices.Clone(sel.Paths), sel.OptionalPaths...) {
+		named[string(p)] = true
+		if real, err := filepath.EvalSymlinks(string(p)); err == nil {
+			named[real] = true
+		}
+	}
+	var out []string
+	for _, d := range devices {
+		if !named[d] {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // discovered picks, for a class without paths, every blank disk of the

@@ -98,6 +98,17 @@ func TestVolumeGroupsFromLVMCluster(t *testing.T) {
 	if len(st.Status.Wiped) != 1 || st.Status.Wiped[0].Device != used || fmt.Sprint(st.Status.Wiped[0].Signatures) != "[ext4]" {
 		t.Fatalf("wipe record %+v", st.Status.Wiped)
 	}
+
+	// A path taken out of Git stays in the group, and the status says so.
+	testenv.Update(t, c, cluster, func(l *storagev1alpha1.LVMCluster) {
+		l.Spec.Storage.DeviceClasses[0].DeviceSelector.Paths = []storagev1alpha1.DevicePath{storagev1alpha1.DevicePath(d2)}
+	})
+	waitClasses(t, c, nodeName, func(byName map[string]storagev1alpha1.DeviceClassNodeStatus) error {
+		if a := byName[thin]; len(a.Devices) != 2 || fmt.Sprint(a.Unselected) != "["+d1+"]" {
+			return fmt.Errorf("thin class after %s left its paths: %+v", d1, a)
+		}
+		return nil
+	})
 }
 
 // disksFor attaches three disks, the last holding ext4, and removes the

@@ -177,6 +177,12 @@ type DeviceClassNodeStatus struct {
 	// Excluded lists every device considered and not used, with why.
 	// +optional
 	Excluded []ExcludedDevice `json:"excluded,omitempty"`
+	// Unselected lists devices in the group that the deviceSelector no
+	// longer names. strata never takes a device out of a group: it stays,
+	// with whatever data it holds, until moved off (pvmove) and removed
+	// (vgreduce) by hand.
+	// +optional
+	Unselected []string `json:"unselected,omitempty"`
 }
 
 // ThinPoolStatus is how full a node's pool is.
