@@ -29,26 +29,15 @@ import (
 // opt-in, which wipes it once and says so; adding a path extends the
 // group and grows the pool.
 func TestVolumeGroupsFromLVMCluster(t *testing.T) {
-	testenv.NeedRoot(t, "volume groups")
-	testenv.NeedTools(t, "lvm", "losetup", "lsblk", "wipefs", "mkfs.ext4")
-	env := testenv.Get(t)
+	env, m, nodeName := vgNode(t, "vg")
 	c, ctx := env.Client, context.Background()
-	m := loopback(t)
-	nodeName := fmt.Sprintf("vg-node-%d", counter.Add(1))
-	ownNamespace(t, c, nodeName)
-	if err := c.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}); err != nil {
-		t.Fatal(err)
-	}
 	thin, plain := fmt.Sprintf("vgt-%d-%d-a", os.Getpid(), counter.Add(1)), fmt.Sprintf("vgt-%d-%d-b", os.Getpid(), counter.Add(1))
 	d1, d2, used := disksFor(t, thin, plain)
 	cluster := twoClasses(nodeName, thin, plain, d1, used)
 	if err := c.Create(ctx, cluster); err != nil {
 		t.Fatal(err)
 	}
-	testenv.RunManager(t, env, func(mgr manager.Manager) error {
-		return (&agent.VolumeGroupReconciler{Client: mgr.GetClient(), Node: nodeName, Namespace: nodeName, LVM: m,
-			Disks: disks.NewInspector(m), MinDeviceSize: 64 * mib}).SetupWithManager(mgr)
-	})
+	runVolumeGroups(t, env, m, nodeName, nil)
 
 	first := waitClasses(t, c, nodeName, func(byName map[string]storagev1alpha1.DeviceClassNodeStatus) error {
 		return firstState(byName[thin], byName[plain], d1)
@@ -186,16 +175,8 @@ func waitClasses(t *testing.T, c client.Client, node string, check func(map[stri
 // not the one holding ext4 (listed with why), and no loop device
 // elsewhere.
 func TestBlankDisksAreDiscovered(t *testing.T) {
-	testenv.NeedRoot(t, "volume groups")
-	testenv.NeedTools(t, "lvm", "losetup", "lsblk", "wipefs", "mkfs.ext4")
-	env := testenv.Get(t)
+	env, m, nodeName := vgNode(t, "discover")
 	c, ctx := env.Client, context.Background()
-	m := loopback(t)
-	nodeName := fmt.Sprintf("discover-node-%d", counter.Add(1))
-	ownNamespace(t, c, nodeName)
-	if err := c.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}); err != nil {
-		t.Fatal(err)
-	}
 	class := fmt.Sprintf("disc-%d-%d", os.Getpid(), counter.Add(1))
 	dir := t.TempDir()
 	blank, used, elsewhere := testenv.LoopDiskIn(t, dir, 128*mib), testenv.LoopDiskIn(t, dir, 128*mib), testenv.LoopDisk(t, 128*mib)
@@ -208,10 +189,7 @@ func TestBlankDisksAreDiscovered(t *testing.T) {
 	if err := c.Create(ctx, cluster); err != nil {
 		t.Fatal(err)
 	}
-	testenv.RunManager(t, env, func(mgr manager.Manager) error {
-		return (&agent.VolumeGroupReconciler{Client: mgr.GetClient(), Node: nodeName, Namespace: nodeName, LVM: m,
-			Disks: disks.NewInspector(m), MinDeviceSize: 64 * mib, DiscoverLoopDir: dir}).SetupWithManager(mgr)
-	})
+	runVolumeGroups(t, env, m, nodeName, func(r *agent.VolumeGroupReconciler) { r.DiscoverLoopDir = dir })
 	waitClasses(t, c, nodeName, func(byName map[string]storagev1alpha1.DeviceClassNodeStatus) error {
 		st := byName[class]
 		if st.State != agent.StateReady || fmt.Sprint(st.Devices) != "["+blank+"]" {
@@ -241,16 +219,8 @@ func TestBlankDisksAreDiscovered(t *testing.T) {
 // listed as retained; the opt-in removes it, but not while a LogicalVolume
 // still uses it.
 func TestRemovedClassKeepsItsGroupUntilOptIn(t *testing.T) {
-	testenv.NeedRoot(t, "volume groups")
-	testenv.NeedTools(t, "lvm", "losetup", "lsblk", "wipefs")
-	env := testenv.Get(t)
+	env, m, nodeName := vgNode(t, "retain")
 	c, ctx := env.Client, context.Background()
-	m := loopback(t)
-	nodeName := fmt.Sprintf("retain-node-%d", counter.Add(1))
-	ownNamespace(t, c, nodeName)
-	if err := c.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}); err != nil {
-		t.Fatal(err)
-	}
 	gone, kept := fmt.Sprintf("rt-%d-%d-a", os.Getpid(), counter.Add(1)), fmt.Sprintf("rt-%d-%d-b", os.Getpid(), counter.Add(1))
 	d1, d2 := testenv.LoopDisk(t, 128*mib), testenv.LoopDisk(t, 128*mib)
 	t.Cleanup(func() { testenv.RemoveVolumeGroup([]string{gone, kept}, d1, d2) })
@@ -268,10 +238,7 @@ func TestRemovedClassKeepsItsGroupUntilOptIn(t *testing.T) {
 	if err := c.Create(ctx, user); err != nil {
 		t.Fatal(err)
 	}
-	testenv.RunManager(t, env, func(mgr manager.Manager) error {
-		return (&agent.VolumeGroupReconciler{Client: mgr.GetClient(), Node: nodeName, Namespace: nodeName, LVM: m,
-			Disks: disks.NewInspector(m), MinDeviceSize: 64 * mib}).SetupWithManager(mgr)
-	})
+	runVolumeGroups(t, env, m, nodeName, nil)
 	waitClasses(t, c, nodeName, func(byName map[string]storagev1alpha1.DeviceClassNodeStatus) error {
 		if byName[gone].State != agent.StateReady || byName[kept].State != agent.StateReady {
 			return fmt.Errorf("classes %+v", byName)
@@ -318,5 +285,34 @@ func waitRetained(t *testing.T, c client.Client, node, group, want string) {
 			return nil
 		}
 		return fmt.Errorf("retained %+v, want %q for %q", r, group, want)
+	})
+}
+
+// vgNode is a node of one volume-group test's own: a Node and a namespace
+// of its name, and a loopback volume manager.
+func vgNode(t *testing.T, prefix string) (*testenv.Env, *lvm.Loopback, string) {
+	t.Helper()
+	testenv.NeedRoot(t, "volume groups")
+	testenv.NeedTools(t, "lvm", "losetup", "lsblk", "wipefs", "mkfs.ext4")
+	env := testenv.Get(t)
+	// The pid too: groups are tagged with the namespace, and another test
+	// run on this machine must not find its own among them.
+	name := fmt.Sprintf("%s-node-%d-%d", prefix, os.Getpid(), counter.Add(1))
+	ownNamespace(t, env.Client, name)
+	if err := env.Client.Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+	return env, loopback(t), name
+}
+
+// runVolumeGroups runs the node's volume-group reconciler, as tweak sets it.
+func runVolumeGroups(t *testing.T, env *testenv.Env, m lvm.Manager, node string, tweak func(*agent.VolumeGroupReconciler)) {
+	testenv.RunManager(t, env, func(mgr manager.Manager) error {
+		r := &agent.VolumeGroupReconciler{Client: mgr.GetClient(), Node: node, Namespace: node, LVM: m,
+			Disks: disks.NewInspector(m), MinDeviceSize: 64 * mib}
+		if tweak != nil {
+			tweak(r)
+		}
+		return r.SetupWithManager(mgr)
 	})
 }
