@@ -144,7 +144,7 @@ func (c *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 	if err != nil {
 		return nil, err
 	}
-	if lv, err = c.waitReady(ctx, lv); err != nil {
+	if lv, err = c.waitCreated(ctx, lv); err != nil {
 		return nil, err
 	}
 	sc := req.GetParameters()[lvmcluster.StorageClassParameter]
@@ -421,11 +421,9 @@ func (c *Controller) lookup(ctx context.Context, id, kind string) (*storagev1alp
 
 // waitReady waits until the agent reports the volume at its size, in a
 // version no older than the one given (the cache may lag behind a write).
-// A volume for which its node has no room is given up, so that a retry
-// can place it elsewhere.
 func (c *Controller) waitReady(ctx context.Context, written *storagev1alpha1.LogicalVolume) (*storagev1alpha1.LogicalVolume, error) {
 	name := written.Name
-	ready, err := c.waitFor(ctx, name, func(lv *storagev1alpha1.LogicalVolume) (bool, error) {
+	return c.waitFor(ctx, name, func(lv *storagev1alpha1.LogicalVolume) (bool, error) {
 		switch {
 		case lv == nil || lv.Generation < written.Generation: // not in the cache yet
 			return false, nil
@@ -434,10 +432,17 @@ func (c *Controller) waitReady(ctx context.Context, written *storagev1alpha1.Log
 		}
 		return readiness(lv)
 	})
-	if status.Code(err) == codes.ResourceExhausted && ready != nil && ready.Status.Device == "" {
-		_ = c.Client.Delete(ctx, ready, client.Preconditions{UID: &ready.UID})
+}
+
+// waitCreated is waitReady for a new volume. One its node had no room for
+// is given up, so that a retry can place it elsewhere; only a volume the
+// agent never made (no device, no size reported) is.
+func (c *Controller) waitCreated(ctx context.Context, written *storagev1alpha1.LogicalVolume) (*storagev1alpha1.LogicalVolume, error) {
+	lv, err := c.waitReady(ctx, written)
+	if status.Code(err) == codes.ResourceExhausted && lv != nil && lv.Status.Device == "" && lv.Status.CurrentSize == nil {
+		_ = c.Client.Delete(ctx, lv, client.Preconditions{UID: &lv.UID})
 	}
-	return ready, err
+	return lv, err
 }
 
 // readiness reads a LogicalVolume's state as the agent last reported it.

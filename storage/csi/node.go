@@ -79,7 +79,7 @@ func (n *Node) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequ
 	if mounted, err := n.mountedDevice(staging); err != nil {
 		return nil, err
 	} else if mounted != "" {
-		if mounted != vol.Device {
+		if !sameDevice(mounted, vol.Device) {
 			return nil, status.Errorf(codes.AlreadyExists, "staging path %s has %s mounted, not %s's device %s", staging, mounted, req.GetVolumeId(), vol.Device)
 		}
 		return &csi.NodeStageVolumeResponse{}, nil
@@ -130,7 +130,7 @@ func (n *Node) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolume
 		source = vol.Device
 		err = makeFile(target)
 	} else {
-		if staged, serr := n.mountedDevice(source); serr != nil || staged != vol.Device {
+		if staged, serr := n.mountedDevice(source); serr != nil || !sameDevice(staged, vol.Device) {
 			return nil, status.Errorf(codes.FailedPrecondition, "volume %s is not staged at %s: call NodeStageVolume first", req.GetVolumeId(), source)
 		}
 		err = os.MkdirAll(target, 0o750)
@@ -265,6 +265,17 @@ func (n *Node) mountedDevice(path string) (string, error) {
 		return "", status.Errorf(codes.Internal, "reading the device mounted at %s: %v", path, err)
 	}
 	return dev, nil
+}
+
+// sameDevice says whether two paths name one device: lvm2's /dev/vg/lv
+// is a link to the /dev/mapper or /dev/dm-N name the mount table shows.
+func sameDevice(a, b string) bool {
+	if a == b {
+		return true
+	}
+	ra, errA := filepath.EvalSymlinks(a)
+	rb, errB := filepath.EvalSymlinks(b)
+	return errA == nil && errB == nil && ra == rb
 }
 
 // unmount unmounts path if something is mounted there, keeping the path.
