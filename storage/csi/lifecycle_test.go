@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -130,6 +131,41 @@ func TestVolumeLifecycle(t *testing.T) {
 			lifecycle(t, s, fstype)
 		})
 	}
+	t.Run("block", func(t *testing.T) { blockVolume(t, s) })
+}
+
+// blockVolume publishes a raw block volume: the target is the device, and
+// what is written through it is on the volume.
+func blockVolume(t *testing.T, s *services) {
+	s.capability = &csi.VolumeCapability{
+		AccessType: &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}},
+		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
+	}
+	vol := s.create(t, "block-pvc", 64<<20, nil)
+	target := s.mount(t, vol)
+	info, err := os.Stat(target)
+	if err != nil || info.Mode()&os.ModeDevice == 0 {
+		t.Fatalf("block target %s: %v, %v; want a device", target, info, err)
+	}
+	f, err := os.OpenFile(target, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt([]byte("raw"), 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 3)
+	if _, err := f.ReadAt(got, 1<<20); err != nil || string(got) != "raw" {
+		t.Errorf("read back %q, %v through the block target", got, err)
+	}
+	stats, err := s.NodeGetVolumeStats(context.Background(), &csi.NodeGetVolumeStatsRequest{VolumeId: vol.GetVolumeId(), VolumePath: target})
+	if err != nil || stats.GetUsage()[0].GetTotal() != 64<<20 {
+		t.Errorf("NodeGetVolumeStats of a block volume = %v, %v; want its 64 MiB", stats, err)
+	}
+	f.Close()
+	s.unmountAll(t)
+	s.deleteAll(t, []string{vol.GetVolumeId()}, nil)
 }
 
 func lifecycle(t *testing.T, s *services, prefix string) {
@@ -159,7 +195,7 @@ func lifecycle(t *testing.T, s *services, prefix string) {
 	s.deleteAcrossKinds(t, snap.GetSnapshot().GetSnapshotId(), vol.GetVolumeId())
 
 	s.unmountAll(t)
-	s.deleteAll(t, []string{restored.GetVolumeId(), vol.GetVolumeId(), vol.GetVolumeId()}, snap.GetSnapshot().GetSnapshotId())
+	s.deleteAll(t, []string{restored.GetVolumeId(), vol.GetVolumeId(), vol.GetVolumeId()}, []string{snap.GetSnapshot().GetSnapshotId()})
 	if _, err := s.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: vol.GetVolumeId(),
 		StagingTargetPath: filepath.Join(s.dir, "gone"), VolumeCapability: s.capability}); status.Code(err) != codes.NotFound {
 		t.Errorf("NodeStageVolume of a deleted volume: %v, want NotFound", err)
@@ -237,7 +273,7 @@ func (s *services) deleteAcrossKinds(t *testing.T, snapshot, volume string) {
 
 // deleteAll deletes volumes and a snapshot and checks that their objects
 // and volume files are gone.
-func (s *services) deleteAll(t *testing.T, volumes []string, snapshot string) {
+func (s *services) deleteAll(t *testing.T, volumes, snapshots []string) {
 	t.Helper()
 	ctx := context.Background()
 	for _, id := range volumes {
@@ -245,10 +281,12 @@ func (s *services) deleteAll(t *testing.T, volumes []string, snapshot string) {
 			t.Errorf("DeleteVolume %s: %v", id, err)
 		}
 	}
-	if _, err := s.DeleteSnapshot(ctx, &csi.DeleteSnapshotRequest{SnapshotId: snapshot}); err != nil {
-		t.Errorf("DeleteSnapshot: %v", err)
+	for _, id := range snapshots {
+		if _, err := s.DeleteSnapshot(ctx, &csi.DeleteSnapshotRequest{SnapshotId: id}); err != nil {
+			t.Errorf("DeleteSnapshot %s: %v", id, err)
+		}
 	}
-	for _, id := range append(volumes, snapshot) {
+	for _, id := range append(slices.Clone(volumes), snapshots...) {
 		err := s.env.Client.Get(ctx, client.ObjectKey{Name: objectOf(t, id)}, &storagev1alpha1.LogicalVolume{})
 		if !apierrors.IsNotFound(err) {
 			t.Errorf("LogicalVolume of %s after its delete returned: %v, want not found", id, err)

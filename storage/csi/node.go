@@ -69,8 +69,11 @@ func (n *Node) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequ
 		return nil, err
 	}
 	vol, err := n.volume(ctx, req.GetVolumeId())
-	if err != nil || capability.GetBlock() != nil {
+	if err != nil {
 		return nil, err
+	}
+	if capability.GetBlock() != nil {
+		return &csi.NodeStageVolumeResponse{}, nil // a block volume is published as its device
 	}
 	staging := req.GetStagingTargetPath()
 	if err := os.MkdirAll(staging, 0o750); err != nil {
