@@ -131,6 +131,10 @@ func (c *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 	}
 	want := newLogicalVolume(req.GetName(), kindVolume, class.Name, size)
 	if source != nil {
+		if class.ThinPoolConfig == nil {
+			return nil, status.Errorf(codes.InvalidArgument, "device class %s is thick: a volume made from a snapshot or another volume needs a thin class",
+				class.Name)
+		}
 		if err := fitsSource(want, source, req.GetCapacityRange()); err != nil {
 			return nil, err
 		}
