@@ -2,8 +2,10 @@
 # Installs the Debian packages of the storage tools that the agent drives
 # and its tests run for real: lvm2 (pvcreate, vgcreate, lvs, ...), the
 # filesystem tools (mkfs.ext4, mkfs.xfs, resize2fs, xfs_growfs) and
-# util-linux (losetup, lsblk, wipefs). Idempotent: installed commands are
-# not installed again.
+# util-linux (losetup, lsblk, wipefs), btrfs-progs, NFS-Ganesha with
+# its VFS backend (the userspace NFS server the btrfs agent exports
+# through) and libnfs-utils (a userspace NFS client the tests read
+# exports with). Idempotent: installed commands are not installed again.
 set -euo pipefail
 
 say() { echo "packages: $*" >&2; }
@@ -20,6 +22,11 @@ declare -A wanted=(
   [wipefs]=util-linux
   [blkid]=util-linux
   [mount]=mount
+  [btrfs]=btrfs-progs
+  [mkfs.btrfs]=btrfs-progs
+  [lsattr]=e2fsprogs
+  [ganesha.nfsd]="nfs-ganesha nfs-ganesha-vfs"
+  [nfs-cat]=libnfs-utils
 )
 
 missing=()
@@ -29,7 +36,9 @@ for cmd in "${!wanted[@]}"; do
   fi
 done
 [ "${#missing[@]}" -eq 0 ] && exit 0
-mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
+# A value may name several packages, so it is split into words here.
+# shellcheck disable=SC2068
+mapfile -t missing < <(printf '%s\n' ${missing[@]} | sort -u)
 say "installing Debian packages ${missing[*]}"
 install() { as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >/dev/null; }
 install || { as_root apt-get update -q >/dev/null && install; }

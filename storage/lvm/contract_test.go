@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/strata-gitops/strata/internal/command"
 	"github.com/strata-gitops/strata/internal/testenv"
 )
 
@@ -130,7 +131,7 @@ func (c contractCase) refusesSignature(t *testing.T) {
 	if out, err := exec.Command("mkfs.ext4", "-q", d3).CombinedOutput(); err != nil {
 		t.Fatalf("mkfs.ext4: %v: %s", err, out)
 	}
-	var cmdErr *CommandError
+	var cmdErr *command.Error
 	if err := m.CreatePhysicalVolume(ctx, d3); !errors.As(err, &cmdErr) {
 		t.Fatalf("pvcreate on an ext4 device: %v, want a refusal", err)
 	}

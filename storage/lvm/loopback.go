@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/strata-gitops/strata/internal/atomicfile"
+	"github.com/strata-gitops/strata/internal/command"
 	"github.com/strata-gitops/strata/internal/loopdev"
 )
 
@@ -29,7 +30,7 @@ import (
 type Loopback struct {
 	Dir    string
 	LVM    *LVM2
-	Runner Runner
+	Runner command.Runner
 
 	// mu is taken for writing by changes to the group's space (thick
 	// volumes, thin pools), so that space checks hold, and for reading by
@@ -82,7 +83,7 @@ func NewLoopback(dir string) (*Loopback, error) {
 	if abs, err = filepath.EvalSymlinks(abs); err != nil {
 		return nil, err
 	}
-	return &Loopback{Dir: abs, LVM: NewLVM2(), Runner: Exec{}}, nil
+	return &Loopback{Dir: abs, LVM: NewLVM2(), Runner: tools}, nil
 }
 
 var _ Manager = (*Loopback)(nil)

@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 )
 
 // Manager is what the node agent needs from a volume manager. Sizes are
@@ -117,18 +116,6 @@ var (
 	ErrNotThin  = errors.New("not a thin volume")
 	ErrInUse    = errors.New("in use")
 )
-
-// CommandError is a tool that failed; Stderr is kept for the user, not
-// interpreted.
-type CommandError struct {
-	Args     []string
-	ExitCode int
-	Stderr   string
-}
-
-func (e *CommandError) Error() string {
-	return fmt.Sprintf("%s failed (exit code %d): %s", strings.Join(e.Args, " "), e.ExitCode, strings.TrimSpace(e.Stderr))
-}
 
 // named wraps a sentinel error with the object it is about.
 func named(err error, what string, args ...any) error {

@@ -5,16 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/strata-gitops/strata/internal/command"
 )
 
 // LVM2 drives the lvm2 tools. Reports are always read as JSON
 // (--reportformat json), sizes in bytes.
 type LVM2 struct {
-	Runner Runner
+	Runner command.Runner
 }
 
 // NewLVM2 returns a manager that runs the lvm binary.
-func NewLVM2() *LVM2 { return &LVM2{Runner: Exec{}} }
+func NewLVM2() *LVM2 { return &LVM2{Runner: tools} }
 
 var _ Manager = (*LVM2)(nil)
 

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/strata-gitops/strata/internal/command"
 	"github.com/strata-gitops/strata/internal/loopdev"
 	"github.com/strata-gitops/strata/storage/lvm"
 )
@@ -38,7 +39,7 @@ type Device struct {
 
 // Inspector reads the node's devices.
 type Inspector struct {
-	Runner lvm.Runner
+	Runner command.Runner
 	LVM    lvm.Manager
 	// SysBlock is sysfs's /sys/class/block.
 	SysBlock string
@@ -46,7 +47,7 @@ type Inspector struct {
 
 // NewInspector reads devices with the real tools.
 func NewInspector(m lvm.Manager) *Inspector {
-	return &Inspector{Runner: lvm.Exec{}, LVM: m, SysBlock: "/sys/class/block"}
+	return &Inspector{Runner: command.Exec{}, LVM: m, SysBlock: "/sys/class/block"}
 }
 
 type lsblkDevice struct {

@@ -1,0 +1,57 @@
+// Package command runs the storage tools (lvm2, btrfs-progs, util-linux)
+// as processes and turns their failures into errors that keep what the
+// tool said.
+package command
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+)
+
+// Runner runs a tool and returns its standard output; a failure is an
+// *Error.
+type Runner interface {
+	Run(ctx context.Context, name string, args ...string) ([]byte, error)
+}
+
+// Exec runs tools as processes, in the C locale so that their messages
+// read the same everywhere, with Env added to the environment.
+type Exec struct {
+	Env []string
+}
+
+// Run implements Runner.
+func (e Exec) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append(append(os.Environ(), "LC_ALL=C"), e.Env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if err == nil {
+		return stdout.Bytes(), nil
+	}
+	code := -1
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) {
+		code = exitErr.ExitCode()
+	} else {
+		stderr.WriteString(err.Error())
+	}
+	return stdout.Bytes(), &Error{Args: append([]string{name}, args...), ExitCode: code, Stderr: stderr.String()}
+}
+
+// Error is a tool that failed; Stderr is kept for the user, not parsed.
+type Error struct {
+	Args     []string
+	ExitCode int
+	Stderr   string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("%s failed (exit code %d): %s", strings.Join(e.Args, " "), e.ExitCode, strings.TrimSpace(e.Stderr))
+}
