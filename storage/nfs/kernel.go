@@ -1,0 +1,116 @@
+package nfs
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/strata-gitops/strata/internal/command"
+)
+
+// Kernel exports through the kernel's NFS server with exportfs, as
+// btrfs-nfs-csi does. It manages the exports under Root and no others.
+type Kernel struct {
+	Root   string
+	Runner command.Runner
+}
+
+// NewKernel returns the kernel exporter of the exports under root.
+func NewKernel(root string) *Kernel {
+	return &Kernel{Root: filepath.Clean(root), Runner: command.Exec{}}
+}
+
+// kernelOptions are every export's options; fsid is added per export
+// because subvolumes share their filesystem's UUID.
+const kernelOptions = "rw,sync,no_subtree_check,no_root_squash"
+
+// Sync implements Exporter: it adds what is missing and removes what is
+// no longer wanted, client by client, so that a client that stays keeps
+// its export throughout.
+func (k *Kernel) Sync(ctx context.Context, exports []Export) error {
+	if err := check(exports); err != nil {
+		return err
+	}
+	have, err := k.Exported(ctx)
+	if err != nil {
+		return err
+	}
+	want := clientsByPath(sorted(exports))
+	for _, e := range sorted(exports) {
+		for _, c := range e.Clients {
+			if slices.Contains(clientsByPath(have)[e.Path], c) {
+				continue
+			}
+			opts := fmt.Sprintf("%s,fsid=%d", kernelOptions, e.ID)
+			if _, err := k.Runner.Run(ctx, "exportfs", "-i", "-o", opts, c+":"+e.Path); err != nil {
+				return err
+			}
+		}
+	}
+	for _, e := range have {
+		for _, c := range e.Clients {
+			if !slices.Contains(want[e.Path], c) {
+				if _, err := k.Runner.Run(ctx, "exportfs", "-u", c+":"+e.Path); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func clientsByPath(exports []Export) map[string][]string {
+	m := map[string][]string{}
+	for _, e := range exports {
+		m[e.Path] = e.Clients
+	}
+	return m
+}
+
+// Exported implements Exporter from `exportfs -s`: one line per path and
+// client, "path  client(options)".
+func (k *Kernel) Exported(ctx context.Context) ([]Export, error) {
+	out, err := k.Runner.Run(ctx, "exportfs", "-s")
+	if err != nil {
+		return nil, err
+	}
+	byPath := map[string]*Export{}
+	var order []string
+	lines := bufio.NewScanner(bytes.NewReader(out))
+	for lines.Scan() {
+		fields := strings.Fields(lines.Text())
+		if len(fields) < 2 || !strings.HasPrefix(fields[0], k.Root+string(os.PathSeparator)) {
+			continue
+		}
+		e, ok := byPath[fields[0]]
+		if !ok {
+			e = &Export{Path: fields[0], Pseudo: fields[0]}
+			byPath[fields[0]], order = e, append(order, fields[0])
+		}
+		for _, f := range fields[1:] {
+			client, opts, _ := strings.Cut(strings.TrimSuffix(f, ")"), "(")
+			e.Clients = append(e.Clients, client)
+			for _, o := range strings.Split(opts, ",") {
+				if v, ok := strings.CutPrefix(o, "fsid="); ok {
+					id, _ := strconv.ParseUint(v, 10, 16)
+					e.ID = uint16(id)
+				}
+			}
+		}
+	}
+	var exports []Export
+	for _, p := range order {
+		exports = append(exports, *byPath[p])
+	}
+	return exports, nil
+}
+
+// MountPath implements Exporter: the kernel's NFSv4 server shows exports
+// at their own paths.
+func (k *Kernel) MountPath(e Export) string { return e.Path }
