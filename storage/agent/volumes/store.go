@@ -1,0 +1,180 @@
+// Package volumes keeps tenants' volumes and snapshots as btrfs
+// subvolumes, with quotas and NFS exports, in this layout:
+//
+//	{base}/{tenant}/{volume}/data                 the volume (a subvolume)
+//	{base}/{tenant}/{volume}/metadata.json
+//	{base}/{tenant}/snapshots/{name}/data         a read-only snapshot
+//	{base}/{tenant}/snapshots/{name}/metadata.json
+//
+// metadata.json is written last on create and removed first on delete,
+// so a volume exists exactly when its metadata does; a directory without
+// it is what a crash left half-made or half-removed, and Sweep clears it.
+package volumes
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/strata-gitops/strata/internal/atomicfile"
+	"github.com/strata-gitops/strata/storage/btrfs"
+	"github.com/strata-gitops/strata/storage/nfs"
+)
+
+// DefaultMinSize is the smallest volume: btrfs needs some room for
+// metadata before any file fits.
+const DefaultMinSize = 1 << 20
+
+// Store is the volumes of every tenant on one btrfs filesystem.
+type Store struct {
+	Base string
+	FS   *btrfs.Filesystem
+	// Exporter serves the volumes' NFS exports; nil serves none.
+	Exporter nfs.Exporter
+	// Node is the name of the node the store is on, reported with each
+	// volume so that a CSI node on the same host can skip NFS.
+	Node    string
+	MinSize int64
+
+	locks   keyedMutex
+	exports sync.Mutex // one export change (and ID allocation) at a time
+}
+
+// Open returns the store under base, which must be on btrfs.
+func Open(ctx context.Context, base string, exporter nfs.Exporter, node string) (*Store, error) {
+	base, err := filepath.Abs(base)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		return nil, err
+	}
+	fs, err := btrfs.Open(ctx, base)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{Base: base, FS: fs, Exporter: exporter, Node: node, MinSize: DefaultMinSize}, nil
+}
+
+// Source is what a clone was made from: a volume or a snapshot.
+type Source struct {
+	Volume   string `json:"volume,omitempty"`
+	Snapshot string `json:"snapshot,omitempty"`
+}
+
+// Volume is one volume as its metadata records it, with where it is and
+// how much it holds.
+type Volume struct {
+	Name             string    `json:"name"`
+	SizeBytes        int64     `json:"sizeBytes"`
+	Compression      string    `json:"compression,omitempty"`
+	CompressionLevel int       `json:"compressionLevel,omitempty"`
+	NoCOW            bool      `json:"nocow,omitempty"`
+	UID              int       `json:"uid"`
+	GID              int       `json:"gid"`
+	Mode             string    `json:"mode"`
+	Source           *Source   `json:"source,omitempty"`
+	Clients          []string  `json:"clients,omitempty"`
+	ExportID         uint16    `json:"exportId,omitempty"`
+	CreatedAt        time.Time `json:"createdAt"`
+
+	// Filled in when read, not stored.
+	Path      string `json:"path"`
+	Node      string `json:"node,omitempty"`
+	UsedBytes int64  `json:"usedBytes"`
+	// ExportPath is what an NFS client mounts, when exported.
+	ExportPath string `json:"exportPath,omitempty"`
+}
+
+// Snapshot is one read-only snapshot of a volume.
+type Snapshot struct {
+	Name      string    `json:"name"`
+	Volume    string    `json:"volume"`
+	SizeBytes int64     `json:"sizeBytes"`
+	CreatedAt time.Time `json:"createdAt"`
+	Path      string    `json:"path"`
+	UsedBytes int64     `json:"usedBytes"`
+}
+
+const (
+	metadataFile = "metadata.json"
+	dataDir      = "data"
+)
+
+func (s *Store) volumeDir(tenant, name string) string { return filepath.Join(s.Base, tenant, name) }
+func (s *Store) snapshotDir(tenant, name string) string {
+	return filepath.Join(s.Base, tenant, snapshotsDir, name)
+}
+
+// readMetadata reads dir's metadata into v; NotFound when there is none.
+func readMetadata(dir, what string, v any) error {
+	data, err := os.ReadFile(filepath.Join(dir, metadataFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return newError(NotFound, "%s not found", what)
+	}
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("%s: %s is damaged: %w", what, filepath.Join(dir, metadataFile), err)
+	}
+	return nil
+}
+
+// writeMetadata replaces dir's metadata atomically and durably.
+func writeMetadata(dir string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.Write(filepath.Join(dir, metadataFile), append(data, '\n'))
+}
+
+// Tenants lists the tenants that have a directory.
+func (s *Store) Tenants() ([]string, error) { return listDirs(s.Base) }
+
+func listDirs(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range entries {
+		if e.IsDir() {
+			names = append(names, e.Name())
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// keyedMutex serialises the operations on one volume or snapshot.
+type keyedMutex struct {
+	mu    sync.Mutex
+	locks map[string]*sync.Mutex
+}
+
+func (k *keyedMutex) lock(key string) func() {
+	k.mu.Lock()
+	if k.locks == nil {
+		k.locks = map[string]*sync.Mutex{}
+	}
+	l, ok := k.locks[key]
+	if !ok {
+		l = &sync.Mutex{}
+		k.locks[key] = l
+	}
+	k.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}

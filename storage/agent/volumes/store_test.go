@@ -1,0 +1,342 @@
+package volumes_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+
+	"github.com/strata-gitops/strata/internal/testenv"
+	"github.com/strata-gitops/strata/storage/agent/volumes"
+	"github.com/strata-gitops/strata/storage/nfs"
+)
+
+const mib = 1 << 20
+
+func newStore(t *testing.T, exporter nfs.Exporter) *volumes.Store {
+	t.Helper()
+	testenv.NeedRoot(t, "btrfs on a loop device")
+	mnt := testenv.BtrfsDisk(t, 1<<30)
+	s, err := volumes.Open(context.Background(), filepath.Join(mnt, "strata"), exporter, "node-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func wantKind(t *testing.T, err error, kind volumes.Kind, what string) {
+	t.Helper()
+	if volumes.KindOf(err) != kind {
+		t.Fatalf("%s: error %v (kind %d), want kind %d", what, err, volumes.KindOf(err), kind)
+	}
+}
+
+func TestCreateIsIdempotentAndLimitsTheVolume(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, nil)
+	uid, gid := 1000, 2000
+	req := volumes.CreateRequest{Name: "db", SizeBytes: 64 * mib,
+		Tuning: volumes.Tuning{Compression: "zstd", CompressionLevel: 3, UID: &uid, GID: &gid, Mode: "2770"}}
+	v, created, err := s.Create(ctx, "team-a", req)
+	if err != nil || !created {
+		t.Fatalf("Create = %+v, %v, %v", v, created, err)
+	}
+	if v.Path != filepath.Join(s.Base, "team-a", "db", "data") || v.Node != "node-a" {
+		t.Fatalf("volume = %+v, want it at {base}/team-a/db/data on node-a", v)
+	}
+	var st os.FileInfo
+	if st, err = os.Stat(v.Path); err != nil || st.Mode().Perm() != 0o770 || st.Mode()&os.ModeSetgid == 0 {
+		t.Fatalf("root of the volume: %v, %v; want drwxrws---", st.Mode(), err)
+	}
+	if u, err := s.FS.Usage(v.Path); err != nil || u.Limit != 64*mib {
+		t.Fatalf("quota = %+v, %v; want a 64 MiB limit", u, err)
+	}
+	again, created, err := s.Create(ctx, "team-a", req)
+	if err != nil || created || again.CreatedAt != v.CreatedAt {
+		t.Fatalf("repeated Create = %+v, %v, %v; want the volume made before", again, created, err)
+	}
+	req.SizeBytes = 128 * mib
+	_, _, err = s.Create(ctx, "team-a", req)
+	wantKind(t, err, volumes.Conflict, "Create with another size")
+}
+
+func TestExpandRaisesTheQuotaAndNeverShrinks(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, nil)
+	if _, _, err := s.Create(ctx, "t", volumes.CreateRequest{Name: "v", SizeBytes: 16 * mib}); err != nil {
+		t.Fatal(err)
+	}
+	bigger := int64(48 * mib)
+	v, err := s.Update(ctx, "t", "v", volumes.UpdateRequest{SizeBytes: &bigger})
+	if err != nil || v.SizeBytes != bigger {
+		t.Fatalf("Update = %+v, %v", v, err)
+	}
+	if u, _ := s.FS.Usage(v.Path); u.Limit != bigger {
+		t.Fatalf("quota limit %d after expansion, want %d", u.Limit, bigger)
+	}
+	smaller := int64(8 * mib)
+	_, err = s.Update(ctx, "t", "v", volumes.UpdateRequest{SizeBytes: &smaller})
+	wantKind(t, err, volumes.Invalid, "shrinking")
+	lzo := "lzo"
+	if v, err = s.Update(ctx, "t", "v", volumes.UpdateRequest{Compression: &lzo}); err != nil || v.Compression != "lzo" {
+		t.Fatalf("retune to lzo: %+v, %v", v, err)
+	}
+	if v, _ = s.Get("t", "v"); v.SizeBytes != bigger || v.Compression != "lzo" {
+		t.Fatalf("stored volume %+v lost an update", v)
+	}
+}
+
+func TestBadRequestsAreRefusedAndChangeNothing(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, nil)
+	for _, tc := range []struct {
+		req  volumes.CreateRequest
+		kind volumes.Kind
+		says string
+	}{
+		{volumes.CreateRequest{Name: "../escape", SizeBytes: 16 * mib}, volumes.Invalid, "'/'"},
+		{volumes.CreateRequest{Name: "..", SizeBytes: 16 * mib}, volumes.Invalid, "relative path"},
+		{volumes.CreateRequest{Name: "a\x00b", SizeBytes: 16 * mib}, volumes.Invalid, "control character"},
+		{volumes.CreateRequest{Name: "snapshots", SizeBytes: 16 * mib}, volumes.Invalid, "reserved"},
+		{volumes.CreateRequest{Name: strings.Repeat("x", 129), SizeBytes: 16 * mib}, volumes.Invalid, "limit is 128"},
+		{volumes.CreateRequest{Name: "tiny", SizeBytes: 1024}, volumes.Invalid, "below the minimum"},
+		{volumes.CreateRequest{Name: "huge", SizeBytes: 1 << 40}, volumes.NoSpace, "free"},
+		{volumes.CreateRequest{Name: "z", SizeBytes: 16 * mib, Tuning: volumes.Tuning{Compression: "zstd", CompressionLevel: 22}}, volumes.Invalid, "1-15"},
+		{volumes.CreateRequest{Name: "z", SizeBytes: 16 * mib, Tuning: volumes.Tuning{Compression: "brotli"}}, volumes.Invalid, "zstd, lzo or zlib"},
+		{volumes.CreateRequest{Name: "z", SizeBytes: 16 * mib, Tuning: volumes.Tuning{Compression: "zlib", NoCOW: true}}, volumes.Invalid, "pick one"},
+		{volumes.CreateRequest{Name: "z", SizeBytes: 16 * mib, Tuning: volumes.Tuning{Mode: "rwx"}}, volumes.Invalid, "octal"},
+	} {
+		_, _, err := s.Create(ctx, "t", tc.req)
+		wantKind(t, err, tc.kind, fmt.Sprintf("Create(%q)", tc.req.Name))
+		if !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("Create(%q): %q does not say %q", tc.req.Name, err, tc.says)
+		}
+	}
+	if vs, err := s.List("t"); err != nil || len(vs) != 0 {
+		t.Fatalf("after refused creates List = %+v, %v; want nothing", vs, err)
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(s.Base)); len(entries) != 1 {
+		t.Fatalf("the filesystem holds %v besides the store", entries)
+	}
+	_, _, err := s.CreateSnapshot(ctx, "t", volumes.SnapshotRequest{Name: "s", Volume: "missing"})
+	wantKind(t, err, volumes.NotFound, "a snapshot of a missing volume")
+}
+
+func TestConcurrentCreatesOfOneNameMakeOneVolume(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, nil)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	made, same, conflicts := 0, 0, 0
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			size := int64(16 * mib)
+			if i%2 == 1 {
+				size = 32 * mib
+			}
+			v, created, err := s.Create(ctx, "t", volumes.CreateRequest{Name: "shared", SizeBytes: size})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case created:
+				made++
+			case err == nil && v.SizeBytes == size:
+				same++
+			case volumes.KindOf(err) == volumes.Conflict:
+				conflicts++
+			default:
+				t.Errorf("Create: %+v, %v", v, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if made != 1 || same != 3 || conflicts != 4 {
+		t.Fatalf("made %d, same %d, conflicts %d; want 1 made, 3 of its size returned, 4 of the other size refused", made, same, conflicts)
+	}
+	if vs, _ := s.List("t"); len(vs) != 1 {
+		t.Fatalf("List = %+v, want one volume", vs)
+	}
+}
+
+func TestSnapshotsClonesAndCascadingDelete(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, nil)
+	v, _, err := s.Create(ctx, "t", volumes.CreateRequest{Name: "v", SizeBytes: 16 * mib})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(v.Path, "f"), []byte("one"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	snap, created, err := s.CreateSnapshot(ctx, "t", volumes.SnapshotRequest{Name: "s1", Volume: "v"})
+	if err != nil || !created || snap.SizeBytes != 16*mib {
+		t.Fatalf("CreateSnapshot = %+v, %v, %v", snap, created, err)
+	}
+	if _, _, err := s.CreateSnapshot(ctx, "t", volumes.SnapshotRequest{Name: "s1", Volume: "v"}); err != nil {
+		t.Fatalf("repeated CreateSnapshot: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(snap.Path, "f"), []byte("x"), 0o644); err == nil {
+		t.Fatal("a snapshot was writable")
+	}
+	clone, _, err := s.Clone(ctx, "t", volumes.CloneRequest{Name: "c", Source: volumes.Source{Snapshot: "s1"}, SizeBytes: 32 * mib})
+	if err != nil || clone.SizeBytes != 32*mib {
+		t.Fatalf("Clone = %+v, %v", clone, err)
+	}
+	if data, _ := os.ReadFile(filepath.Join(clone.Path, "f")); string(data) != "one" {
+		t.Fatalf("the clone holds %q, want the snapshot's data", data)
+	}
+	if _, _, err := s.Clone(ctx, "t", volumes.CloneRequest{Name: "small", Source: volumes.Source{Volume: "v"}, SizeBytes: 8 * mib}); volumes.KindOf(err) != volumes.Invalid {
+		t.Fatalf("a clone smaller than its source: %v", err)
+	}
+	if snaps, _ := s.ListSnapshots("t", "v"); len(snaps) != 1 {
+		t.Fatalf("ListSnapshots = %+v", snaps)
+	}
+	err = s.Delete(ctx, "t", "v", false)
+	wantKind(t, err, volumes.InUse, "deleting a volume with a snapshot")
+	if !strings.Contains(err.Error(), "s1") {
+		t.Fatalf("%q does not name the snapshot", err)
+	}
+	if err := s.Delete(ctx, "t", "v", true); err != nil {
+		t.Fatalf("cascading delete: %v", err)
+	}
+	_, err = s.GetSnapshot("t", "s1")
+	wantKind(t, err, volumes.NotFound, "the snapshot after a cascading delete")
+	_, _, err = s.Clone(ctx, "t", volumes.CloneRequest{Name: "c2", Source: volumes.Source{Snapshot: "s1"}})
+	wantKind(t, err, volumes.NotFound, "a clone of a deleted snapshot")
+	if vs, _ := s.List("t"); len(vs) != 1 || vs[0].Name != "c" {
+		t.Fatalf("List = %+v, want only the clone", vs)
+	}
+	wantKind(t, s.Delete(ctx, "t", "v", false), volumes.NotFound, "deleting again")
+}
+
+// A crash between creating the subvolume and writing its metadata leaves
+// a directory nobody sees; the next start sweeps it away and the name is
+// free again.
+func TestRestartAfterACrashInCreate(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, nil)
+	half := filepath.Join(s.Base, "t", "v")
+	if err := os.MkdirAll(half, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FS.CreateSubvolume(ctx, filepath.Join(half, "data")); err != nil {
+		t.Fatal(err)
+	}
+	halfSnap := filepath.Join(s.Base, "t", "snapshots", "s")
+	if err := os.MkdirAll(halfSnap, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if vs, _ := s.List("t"); len(vs) != 0 {
+		t.Fatalf("List shows the half-made volume: %+v", vs)
+	}
+	_, err := s.Get("t", "v")
+	wantKind(t, err, volumes.NotFound, "Get of a half-made volume")
+
+	restarted, err := volumes.Open(ctx, s.Base, nil, "node-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := restarted.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{half, halfSnap} {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%s after the sweep: %v", p, err)
+		}
+	}
+	if out, _ := exec.Command("btrfs", "subvolume", "list", "-o", s.Base).Output(); len(out) != 0 {
+		t.Fatalf("subvolumes left after the sweep:\n%s", out)
+	}
+	if _, created, err := restarted.Create(ctx, "t", volumes.CreateRequest{Name: "v", SizeBytes: 16 * mib}); err != nil || !created {
+		t.Fatalf("Create after the sweep: %v, %v", created, err)
+	}
+}
+
+func TestExportsAreServedAndComeBackAfterARestart(t *testing.T) {
+	testenv.NeedTools(t, "ganesha.nfsd", "nfs-cat")
+	ctx := context.Background()
+	addr := freeAddr(t)
+	g, err := nfs.StartGanesha(ctx, t.TempDir(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newStore(t, &g.Ganesha)
+	v, _, err := s.Create(ctx, "t", volumes.CreateRequest{Name: "shared", SizeBytes: 16 * mib})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(v.Path, "hello"), []byte("through NFS"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if v, err = s.AddExport(ctx, "t", "shared", "127.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+	if v.ExportPath != "/t/shared" || v.ExportID == 0 {
+		t.Fatalf("exported volume = %+v, want NFSv4 path /t/shared and an export ID", v)
+	}
+	waitNFSRead(t, addr, v.ExportPath+"/hello", "through NFS")
+	err = s.Delete(ctx, "t", "shared", false)
+	wantKind(t, err, volumes.InUse, "deleting an exported volume")
+
+	// The NFS server restarts with no exports, and so does the agent.
+	g.Stop()
+	if err := os.Remove(g.ExportsFile); err != nil {
+		t.Fatal(err)
+	}
+	g, err = nfs.StartGanesha(ctx, filepath.Dir(g.ExportsFile), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Stop)
+	restarted, err := volumes.Open(ctx, s.Base, &g.Ganesha, "node-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go restarted.Run(runCtx, time.Hour, testr.New(t))
+	waitNFSRead(t, addr, v.ExportPath+"/hello", "through NFS")
+
+	if _, err := restarted.RemoveExport(ctx, "t", "shared", "127.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := restarted.Delete(ctx, "t", "shared", false); err != nil {
+		t.Fatalf("deleting the volume once its export is gone: %v", err)
+	}
+	if have, _ := g.Exported(ctx); len(have) != 0 {
+		t.Fatalf("exports left: %+v", have)
+	}
+}
+
+func waitNFSRead(t *testing.T, addr, path, want string) {
+	t.Helper()
+	_, port, _ := net.SplitHostPort(addr)
+	url := fmt.Sprintf("nfs://127.0.0.1%s?version=4&nfsport=%s", path, port)
+	testenv.Eventually(t, 20*time.Second, func() error {
+		out, err := exec.Command("nfs-cat", url).CombinedOutput()
+		if err != nil || string(out) != want {
+			return fmt.Errorf("nfs-cat %s: %q, %v", url, out, err)
+		}
+		return nil
+	})
+}
+
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
