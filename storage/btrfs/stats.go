@@ -48,7 +48,7 @@ func (f *Filesystem) Stats(ctx context.Context) (Stats, error) {
 	if s.Size, s.Free, err = Free(f.Path); err != nil {
 		return Stats{}, err
 	}
-	show, err := f.Runner.Run(ctx, "btrfs", "filesystem", "show", "--raw", f.Path)
+	show, err := f.Runner.Run(ctx, "btrfs", "filesystem", "show", "--raw", f.UUID)
 	if err != nil {
 		return Stats{}, err
 	}

@@ -1,0 +1,342 @@
+// Package volumeapi is the storage agent's HTTP API over the btrfs
+// volume store: volumes, snapshots, clones and NFS exports under /v1,
+// every route scoped to the tenant of the caller's bearer token, plus
+// the Go client the CSI driver uses. See docs/btrfs.md for the routes.
+package volumeapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/strata-gitops/strata/storage/agent/volumes"
+	"github.com/strata-gitops/strata/storage/btrfs"
+)
+
+// maxBody bounds a request body; every request is a small JSON object.
+const maxBody = 64 << 10
+
+// Server serves the API.
+type Server struct {
+	Store   *volumes.Store
+	Tenants *Tenants
+	metrics *metrics
+}
+
+// New returns a server of the store for the given tenants.
+func New(store *volumes.Store, tenants *Tenants) *Server {
+	return &Server{Store: store, Tenants: tenants, metrics: newMetrics(store)}
+}
+
+// Handler routes the API.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/health", s.health)
+	mux.Handle("GET /v1/metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
+	routes := map[string]func(w http.ResponseWriter, r *http.Request, tenant string) (int, any, error){
+		"POST /v1/volumes":                              s.createVolume,
+		"GET /v1/volumes":                               s.listVolumes,
+		"GET /v1/volumes/{name}":                        s.getVolume,
+		"PATCH /v1/volumes/{name}":                      s.updateVolume,
+		"DELETE /v1/volumes/{name}":                     s.deleteVolume,
+		"GET /v1/volumes/{name}/snapshots":              s.listVolumeSnapshots,
+		"GET /v1/volumes/{name}/exports":                s.listExports,
+		"POST /v1/volumes/{name}/exports":               s.addExport,
+		"DELETE /v1/volumes/{name}/exports/{client...}": s.removeExport,
+		"POST /v1/snapshots":                            s.createSnapshot,
+		"GET /v1/snapshots":                             s.listSnapshots,
+		"GET /v1/snapshots/{name}":                      s.getSnapshot,
+		"DELETE /v1/snapshots/{name}":                   s.deleteSnapshot,
+		"POST /v1/clones":                               s.clone,
+		"GET /v1/stats":                                 s.stats,
+	}
+	for pattern, h := range routes {
+		mux.Handle(pattern, s.metrics.instrument(pattern, s.authenticated(h)))
+	}
+	return mux
+}
+
+// authenticated runs h for the tenant of the request's bearer token and
+// writes what it returns as JSON.
+func (s *Server) authenticated(h func(http.ResponseWriter, *http.Request, string) (int, any, error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		tenant, known := s.Tenants.Lookup(token)
+		if !ok || !known {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="strata-agent"`)
+			writeJSON(w, http.StatusUnauthorized, errorBody{Reason: "Unauthorized",
+				Error: "a valid tenant token is required: send Authorization: Bearer <token>"})
+			return
+		}
+		code, body, err := h(w, r, tenant)
+		if err != nil {
+			code, body = errorResponse(err)
+		}
+		if body == nil {
+			w.WriteHeader(code)
+			return
+		}
+		writeJSON(w, code, body)
+	})
+}
+
+type errorBody struct {
+	Error  string `json:"error"`
+	Reason string `json:"reason"`
+}
+
+// errorResponse maps a store error to a status code.
+func errorResponse(err error) (int, errorBody) {
+	codes := map[volumes.Kind]struct {
+		status int
+		reason string
+	}{
+		volumes.Invalid:  {http.StatusBadRequest, "Invalid"},
+		volumes.NotFound: {http.StatusNotFound, "NotFound"},
+		volumes.Conflict: {http.StatusConflict, "Conflict"},
+		volumes.InUse:    {http.StatusConflict, "InUse"},
+		volumes.NoSpace:  {http.StatusInsufficientStorage, "NoSpace"},
+	}
+	if c, ok := codes[volumes.KindOf(err)]; ok {
+		return c.status, errorBody{Error: err.Error(), Reason: c.reason}
+	}
+	return http.StatusInternalServerError, errorBody{Error: err.Error(), Reason: "Internal"}
+}
+
+func writeJSON(w http.ResponseWriter, code int, body any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+// decode reads one JSON object of the request into v, refusing unknown
+// fields, trailing data and oversized bodies.
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return &volumes.Error{Kind: volumes.Invalid, Message: fmt.Sprintf("request body is over %d bytes", maxBody)}
+		}
+		return &volumes.Error{Kind: volumes.Invalid, Message: "request body: " + err.Error()}
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return &volumes.Error{Kind: volumes.Invalid, Message: "request body: more than one JSON value"}
+	}
+	return nil
+}
+
+func created(made bool) int {
+	if made {
+		return http.StatusCreated
+	}
+	return http.StatusOK
+}
+
+func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
+	if _, _, err := btrfs.Free(s.Store.Base); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: err.Error(), Reason: "Unhealthy"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) createVolume(_ http.ResponseWriter, r *http.Request, tenant string) (int, any, error) {
+	var req volumes.CreateRequest
+	if err := decode(r, &req); err != nil {
+		return 0, nil, err
+	}
+	v, made, err := s.Store.Create(r.Context(), tenant, req)
+	return created(made), v, err
+}
+
+func (s *Server) listVolumes(_ http.ResponseWriter, _ *http.Request, tenant string) (int, any, error) {
+	vs, err := s.Store.List(tenant)
+	return http.StatusOK, map[string]any{"volumes": vs}, err
+}
+
+func (s *Server) getVolume(_ http.ResponseWriter, r *http.Request, tenant string) (int, any, error) {
+	v, err := s.Store.Get(tenant, r.PathValue("name"))
+	return http.StatusOK, v, err
+}
+
+func (s *Server) updateVolume(_ http.ResponseWriter, r *http.Request, tenant string) (int, any, error) {
+	var req volumes.UpdateRequest
+	if err := decode(r, &req); err != nil {
+		return 0, nil, err
+	}
+	v, err := s.Store.Update(r.Context(), tenant, r.PathValue("name"), req)
+	return http.StatusOK, v, err
+}
+
+func (s *Server) deleteVolume(_ http.ResponseWriter, r *http.Request, tenant string) (int, any, error) {
+	cascade := r.URL.Query().Get("cascade") == "true"
+	return http.StatusNoContent, nil, s.Store.Delete(r.Context(), tenant, r.PathValue("name"), cascade)
+}
+
+func (s *Server) listVolumeSnapshots(_ http.ResponseWriter, r *http.Request, tenant string) (int, any, error) {
+	name := r.PathValue("name")
+	if _, err := s.Store.Get(tenant, name); err != nil {
+		return 0, nil, err
+	}
+	snaps, err := s.Store.ListSnapshots(tenant, name)
+	return http.StatusOK, map[string]any{"snapshots": snaps}, err
+}
+
+type exportRequest struct {
+	Client string `json:"client"`
+}
+
+func (s *Server) listExports(_ http.ResponseWriter, r *http.Request, tenant string) (int, any, error) {
+	v, err := s.Store.Get(tenant, r.PathValue("name"))
+	clients := v.Clients
+	if clients == nil {
+		clients = []string{}
+	}
+	return http.StatusOK, map[string]any{"clients": clients, "exportPath": v.ExportPath}, err
+}
+
+func (s *Server) addExport(_ http.ResponseWriter, r *http.Request, tenant string) (int, any, error) {
+	var req exportRequest
+	if err := decode(r, &req); err != nil {
+		return 0, nil, err
+	}
+	v, err := s.Store.AddExport(r.Context(), tenant, r.PathValue("name"), req.Client)
+	return http.StatusOK, v, err
+}
+
+func (s *Server) removeExport(_ http.ResponseWriter, r *http.Request, tenant string) (int, any, error) {
+	v, err := s.Store.RemoveExport(r.Context(), tenant, r.PathValue("name"), r.PathValue("client"))
+	return http.StatusOK, v, err
+}
+
+func (s *Server) createSnapshot(_ http.ResponseWriter, r *http.Request, tenant string) (int, any, error) {
+	var req volumes.SnapshotRequest
+	if err := decode(r, &req); err != nil {
+		return 0, nil, err
+	}
+	snap, made, err := s.Store.CreateSnapshot(r.Context(), tenant, req)
+	return created(made), snap, err
+}
+
+func (s *Server) listSnapshots(_ http.ResponseWriter, _ *http.Request, tenant string) (int, any, error) {
+	snaps, err := s.Store.ListSnapshots(tenant, "")
+	return http.StatusOK, map[string]any{"snapshots": snaps}, err
+}
+
+func (s *Server) getSnapshot(_ http.ResponseWriter, r *http.Request, tenant string) (int, any, error) {
+	snap, err := s.Store.GetSnapshot(tenant, r.PathValue("name"))
+	return http.StatusOK, snap, err
+}
+
+func (s *Server) deleteSnapshot(_ http.ResponseWriter, r *http.Request, tenant string) (int, any, error) {
+	return http.StatusNoContent, nil, s.Store.DeleteSnapshot(r.Context(), tenant, r.PathValue("name"))
+}
+
+func (s *Server) clone(_ http.ResponseWriter, r *http.Request, tenant string) (int, any, error) {
+	var req volumes.CloneRequest
+	if err := decode(r, &req); err != nil {
+		return 0, nil, err
+	}
+	v, made, err := s.Store.Clone(r.Context(), tenant, req)
+	return created(made), v, err
+}
+
+func (s *Server) stats(_ http.ResponseWriter, r *http.Request, tenant string) (int, any, error) {
+	st, err := s.Store.FS.Stats(r.Context())
+	if err != nil {
+		return 0, nil, err
+	}
+	vs, err := s.Store.List(tenant)
+	if err != nil {
+		return 0, nil, err
+	}
+	var provisioned, used int64
+	for _, v := range vs {
+		provisioned += v.SizeBytes
+		used += v.UsedBytes
+	}
+	return http.StatusOK, map[string]any{"filesystem": st, "tenant": map[string]any{
+		"volumes": len(vs), "provisionedBytes": provisioned, "usedBytes": used}}, nil
+}
+
+// metrics are the server's Prometheus metrics.
+type metrics struct {
+	registry *prometheus.Registry
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+func newMetrics(store *volumes.Store) *metrics {
+	m := &metrics{
+		registry: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_agent_http_requests_total",
+			Help: "API requests by route and status code."}, []string{"route", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "strata_agent_http_request_duration_seconds",
+			Help: "API request latency by route.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}, []string{"route"}),
+	}
+	fsGauge := func(name, help string, pick func(size, free int64) int64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
+			size, free, err := btrfs.Free(store.Base)
+			if err != nil {
+				return 0
+			}
+			return float64(pick(size, free))
+		})
+	}
+	m.registry.MustRegister(m.requests, m.duration,
+		fsGauge("strata_agent_filesystem_size_bytes", "Size of the btrfs filesystem volumes live on.", func(size, _ int64) int64 { return size }),
+		fsGauge("strata_agent_filesystem_free_bytes", "Free space of the btrfs filesystem volumes live on.", func(_, free int64) int64 { return free }))
+	return m
+}
+
+func (m *metrics) instrument(route string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		h.ServeHTTP(rec, r)
+		m.requests.WithLabelValues(route, fmt.Sprint(rec.status)).Inc()
+		m.duration.WithLabelValues(route).Observe(time.Since(start).Seconds())
+	})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+// Serve serves the handler on addr, with TLS when a certificate and key
+// are given, until ctx ends.
+func Serve(ctx context.Context, addr, certFile, keyFile string, h http.Handler) error {
+	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+	var err error
+	if certFile != "" {
+		err = srv.ListenAndServeTLS(certFile, keyFile)
+	} else {
+		err = srv.ListenAndServe()
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
