@@ -1,29 +1,50 @@
 package main
 
 import (
+	"context"
+	"fmt"
+
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/strata-gitops/strata/internal/scheme"
 	"github.com/strata-gitops/strata/storage/agent"
+	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 )
 
 func agentCommand() *cobra.Command {
 	o := agent.Defaults()
+	vo := volumeapi.DefaultOptions()
 	var kubeconfig string
+	lvmSide := true
 	cmd := &cobra.Command{
 		Use:   "agent",
-		Short: "Run a node's storage agent (volume groups and logical volumes of one node)",
+		Short: "Run a node's storage agent: volume groups and logical volumes (LVM), and the btrfs volume API with NFS exports",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctrl.SetLogger(zap.New())
+			ctx := ctrl.SetupSignalHandler()
+			if vo.Node == "" {
+				vo.Node = o.NodeName
+			}
+			if !lvmSide {
+				return runVolumeAPIAlone(ctx, kubeconfig, vo)
+			}
 			cfg, err := restConfig(kubeconfig)
 			if err != nil {
 				return err
 			}
-			ctx := ctrl.SetupSignalHandler()
 			mgr, err := agent.NewManager(ctx, cfg, o)
 			if err != nil {
 				return err
+			}
+			if vo.Base != "" {
+				err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return volumeapi.Run(ctx, mgr.GetAPIReader(), vo) }))
+				if err != nil {
+					return err
+				}
 			}
 			return mgr.Start(ctx)
 		},
@@ -41,5 +62,35 @@ func agentCommand() *cobra.Command {
 	f.StringVar(&o.APISocket, "api-socket", o.APISocket, "unix socket of the local API the CSI node service uses; empty to serve none")
 	f.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address of the Prometheus metrics endpoint, 0 to disable")
 	f.StringVar(&o.HealthProbeAddr, "health-probe-bind-address", o.HealthProbeAddr, "address of the /healthz and /readyz probes, 0 to disable")
+	f.BoolVar(&lvmSide, "lvm", lvmSide, "reconcile LVMClusters and LogicalVolumes for this node; false on a host that serves only btrfs volumes")
+	f.StringVar(&vo.Base, "btrfs-base", vo.Base, "directory on btrfs that holds the tenants' volumes; empty serves no btrfs volume API")
+	f.StringVar(&vo.Listen, "volume-api-listen", vo.Listen, "address of the btrfs volume HTTP API")
+	f.StringVar(&vo.TLSCert, "volume-api-tls-cert", vo.TLSCert, "TLS certificate of the volume API (with --volume-api-tls-key)")
+	f.StringVar(&vo.TLSKey, "volume-api-tls-key", vo.TLSKey, "TLS key of the volume API")
+	f.StringVar(&vo.TenantsFile, "tenants-file", vo.TenantsFile, "file of tenant:token lines (besides $AGENT_TENANTS)")
+	f.StringVar(&vo.TenantsSecret, "tenants-secret", vo.TenantsSecret, "namespace/name of a Secret whose keys are tenants and values their tokens")
+	f.StringVar(&vo.Exporter, "exporter", vo.Exporter, "NFS server the volumes are exported through: ganesha, kernel or none")
+	f.StringVar(&vo.GaneshaExports, "ganesha-exports", vo.GaneshaExports, "file of EXPORT blocks the agent owns; NFS-Ganesha's configuration must %include it")
+	f.StringVar(&vo.GaneshaPID, "ganesha-pid-file", vo.GaneshaPID, "NFS-Ganesha's pid file, signalled to reload the exports")
+	f.DurationVar(&vo.SyncInterval, "export-sync-interval", vo.SyncInterval, "how often exports are checked against the volumes' records")
 	return cmd
+}
+
+// runVolumeAPIAlone serves the btrfs volume API without the LVM side; a
+// Kubernetes API is used when one is configured (for --tenants-secret).
+func runVolumeAPIAlone(ctx context.Context, kubeconfig string, vo volumeapi.Options) error {
+	if vo.Base == "" {
+		return fmt.Errorf("--lvm=false leaves nothing to do without --btrfs-base")
+	}
+	var reader client.Reader
+	if vo.TenantsSecret != "" {
+		cfg, err := restConfig(kubeconfig)
+		if err != nil {
+			return err
+		}
+		if reader, err = client.New(cfg, client.Options{Scheme: scheme.New()}); err != nil {
+			return err
+		}
+	}
+	return volumeapi.Run(ctx, reader, vo)
 }

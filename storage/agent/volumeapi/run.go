@@ -1,0 +1,124 @@
+package volumeapi
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/strata-gitops/strata/storage/agent/volumes"
+	"github.com/strata-gitops/strata/storage/nfs"
+)
+
+// Options configure the btrfs side of `strata agent`.
+type Options struct {
+	// Base is the directory on btrfs that holds the volumes; empty
+	// serves no btrfs volumes.
+	Base   string
+	Listen string
+	// TLSCert and TLSKey turn TLS on when both are set.
+	TLSCert, TLSKey string
+	TenantsFile     string
+	// TenantsSecret is namespace/name of a Secret of tenant: token.
+	TenantsSecret string
+	// Exporter is ganesha, kernel or none.
+	Exporter       string
+	GaneshaExports string
+	GaneshaPID     string
+	// SyncInterval is how often exports are checked against the volumes'
+	// metadata, and tenants read again.
+	SyncInterval time.Duration
+	Node         string
+}
+
+// DefaultOptions are the flag defaults.
+func DefaultOptions() Options {
+	return Options{Listen: ":8420", Exporter: "ganesha", GaneshaExports: "/etc/ganesha/strata-exports.conf",
+		GaneshaPID: "/run/ganesha/ganesha.pid", SyncInterval: time.Minute, Node: os.Getenv("NODE_NAME")}
+}
+
+// Exporter returns the exporter the options name.
+func (o Options) exporter() (nfs.Exporter, error) {
+	switch o.Exporter {
+	case "ganesha":
+		return &nfs.Ganesha{ExportsFile: o.GaneshaExports, PIDFile: o.GaneshaPID}, nil
+	case "kernel":
+		return nfs.NewKernel(o.Base), nil
+	case "none", "":
+		return nil, nil
+	}
+	return nil, fmt.Errorf("--exporter %q: use ganesha, kernel or none", o.Exporter)
+}
+
+// Run serves the API until ctx ends. c reads the tenants Secret; it may
+// be nil when there is none.
+func Run(ctx context.Context, c client.Reader, o Options) error {
+	exporter, err := o.exporter()
+	if err != nil {
+		return err
+	}
+	store, err := volumes.Open(ctx, o.Base, exporter, o.Node)
+	if err != nil {
+		return err
+	}
+	secret, err := secretKey(o.TenantsSecret)
+	if err != nil {
+		return err
+	}
+	if secret.Name != "" && c == nil {
+		return fmt.Errorf("--tenants-secret needs a Kubernetes API: set --kubeconfig or run in a cluster")
+	}
+	load := func() (map[string]string, error) {
+		return LoadTenants(ctx, os.Getenv("AGENT_TENANTS"), o.TenantsFile, c, secret)
+	}
+	tenants := &Tenants{}
+	byTenant, err := load()
+	if err != nil {
+		return err
+	}
+	if err := tenants.Set(byTenant); err != nil {
+		return err
+	}
+	logger := log.FromContext(ctx).WithName("volumes")
+	go store.Run(ctx, o.SyncInterval, logger)
+	go reloadTenants(ctx, tenants, load, o.SyncInterval, logger)
+	logger.Info("serving the volume API", "listen", o.Listen, "base", store.Base, "exporter", o.Exporter, "tenants", len(byTenant))
+	return Serve(ctx, o.Listen, o.TLSCert, o.TLSKey, New(store, tenants).Handler())
+}
+
+// reloadTenants reads the tenants again every interval, so that a token
+// rotated in the Secret or file takes effect; a bad configuration is
+// logged and the last good one kept.
+func reloadTenants(ctx context.Context, tenants *Tenants, load func() (map[string]string, error), every time.Duration, logger interface {
+	Error(error, string, ...any)
+}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(every):
+		}
+		byTenant, err := load()
+		if err == nil {
+			err = tenants.Set(byTenant)
+		}
+		if err != nil {
+			logger.Error(err, "reading the tenants again; keeping the last good ones")
+		}
+	}
+}
+
+func secretKey(s string) (client.ObjectKey, error) {
+	if s == "" {
+		return client.ObjectKey{}, nil
+	}
+	for i := range s {
+		if s[i] == '/' && i > 0 && i < len(s)-1 {
+			return client.ObjectKey{Namespace: s[:i], Name: s[i+1:]}, nil
+		}
+	}
+	return client.ObjectKey{}, fmt.Errorf("--tenants-secret %q: write namespace/name", s)
+}
