@@ -62,6 +62,7 @@ type Env struct {
 	Disk                             string
 	cancel                           context.CancelFunc
 	done                             []chan error
+	btrfs                            *btrfsParts
 }
 
 // Start builds the environment and returns once both CSI services answer
@@ -125,6 +126,9 @@ func (e *Env) Stop() error {
 			first = err
 		}
 	}
+	if e.btrfs != nil {
+		e.btrfs.stop(e.Client)
+	}
 	e.forgetCluster()
 	unmountUnder(e.Dir)
 	_ = loopdev.DetachUnder(filepath.Join(e.Dir, "loopback"))
@@ -138,8 +142,12 @@ func (e *Env) Stop() error {
 // SanityArgs are csi-sanity's arguments for this environment: its
 // endpoints, and mount and staging directories under Dir.
 func (e *Env) SanityArgs() []string {
-	return []string{"-csi.endpoint", e.NodeEndpoint, "-csi.controllerendpoint", e.ControllerEndpoint,
+	args := []string{"-csi.endpoint", e.NodeEndpoint, "-csi.controllerendpoint", e.ControllerEndpoint,
 		"-csi.mountdir", filepath.Join(e.Dir, "mount"), "-csi.stagingdir", filepath.Join(e.Dir, "staging")}
+	if e.btrfs != nil {
+		args = append(args, e.btrfs.sanityArgs()...)
+	}
+	return args
 }
 
 // unmountUnder unmounts whatever a failed run left mounted under dir,
@@ -236,6 +244,12 @@ func (e *Env) waitReady(ctx context.Context) error {
 }
 
 func (e *Env) ready(ctx context.Context) error {
+	if e.btrfs != nil {
+		if err := e.btrfs.ready(ctx); err != nil {
+			return err
+		}
+		return e.probeServices(ctx)
+	}
 	node := &corev1.Node{}
 	if err := e.Client.Get(ctx, client.ObjectKey{Name: e.Node}, node); err != nil {
 		return err
@@ -244,6 +258,10 @@ func (e *Env) ready(ctx context.Context) error {
 	if capacity == 0 {
 		return errors.New("the agent has not reported capacity for class " + e.Class)
 	}
+	return e.probeServices(ctx)
+}
+
+func (e *Env) probeServices(ctx context.Context) error {
 	for _, endpoint := range []string{e.ControllerEndpoint, e.NodeEndpoint} {
 		if err := probe(ctx, endpoint); err != nil {
 			return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,6 +35,9 @@ const (
 	// NameAnnotation keeps the name the CO gave, which may be longer
 	// than an object name.
 	NameAnnotation = "storage.strata.dev/csi-name"
+	// StorageClassAnnotation keeps the StorageClass a volume was made
+	// through, the first part of its ID, for ListVolumes.
+	StorageClassAnnotation = "storage.strata.dev/csi-storage-class"
 
 	kindVolume   = "volume"
 	kindSnapshot = "snapshot"
@@ -52,6 +57,7 @@ type Controller struct {
 	// call that timed out, and the retry finds the object made before.
 	Wait    time.Duration
 	changes *notifier
+	btrfs   *btrfsBackend
 }
 
 // NewController starts informers for what the service reads and returns
@@ -66,6 +72,7 @@ func NewController(ctx context.Context, cfg *rest.Config, wait time.Duration) (*
 		return nil, err
 	}
 	ctl := &Controller{Client: c, Cache: informers, Wait: wait, changes: newNotifier()}
+	ctl.btrfs = &btrfsBackend{c: ctl, http: &http.Client{Timeout: wait}}
 	volumes, err := informers.GetInformer(ctx, &storagev1alpha1.LogicalVolume{})
 	if err != nil {
 		return nil, err
@@ -80,7 +87,7 @@ func NewController(ctx context.Context, cfg *rest.Config, wait time.Duration) (*
 	}); err != nil {
 		return nil, err
 	}
-	for _, obj := range []client.Object{&storagev1alpha1.LVMCluster{}, &corev1.Node{}} {
+	for _, obj := range []client.Object{&storagev1alpha1.LVMCluster{}, &corev1.Node{}, &storagev1.StorageClass{}} {
 		if _, err := informers.GetInformer(ctx, obj); err != nil {
 			return nil, err
 		}
@@ -101,6 +108,8 @@ func (c *Controller) ControllerGetCapabilities(context.Context, *csi.ControllerG
 		csi.ControllerServiceCapability_RPC_CLONE_VOLUME,
 		csi.ControllerServiceCapability_RPC_EXPAND_VOLUME,
 		csi.ControllerServiceCapability_RPC_GET_CAPACITY,
+		csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME,
+		csi.ControllerServiceCapability_RPC_LIST_VOLUMES,
 	} {
 		caps = append(caps, &csi.ControllerServiceCapability{Type: &csi.ControllerServiceCapability_Rpc{
 			Rpc: &csi.ControllerServiceCapability_RPC{Type: t}}})
@@ -113,6 +122,9 @@ func (c *Controller) ControllerGetCapabilities(context.Context, *csi.ControllerG
 func (c *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
 	if err := required("name", req.GetName()); err != nil {
 		return nil, err
+	}
+	if isBtrfs(req.GetParameters()) {
+		return c.btrfs.CreateVolume(ctx, req)
 	}
 	if err := checkCapabilities(req.GetVolumeCapabilities()); err != nil {
 		return nil, err
@@ -130,6 +142,11 @@ func (c *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 		return nil, err
 	}
 	want := newLogicalVolume(req.GetName(), kindVolume, class.Name, size)
+	sc := req.GetParameters()[lvmcluster.StorageClassParameter]
+	if sc == "" {
+		sc = lvmcluster.StorageClassName(class.Name)
+	}
+	want.Annotations[StorageClassAnnotation] = sc
 	if source != nil {
 		if class.ThinPoolConfig == nil {
 			return nil, status.Errorf(codes.InvalidArgument, "device class %s is thick: a volume made from a snapshot or another volume needs a thin class",
@@ -150,10 +167,6 @@ func (c *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 	}
 	if lv, err = c.waitCreated(ctx, lv); err != nil {
 		return nil, err
-	}
-	sc := req.GetParameters()[lvmcluster.StorageClassParameter]
-	if sc == "" {
-		sc = lvmcluster.StorageClassName(class.Name)
 	}
 	return &csi.CreateVolumeResponse{Volume: &csi.Volume{
 		VolumeId:           VolumeID{StorageClass: sc, Name: lv.Name}.String(),
@@ -262,6 +275,12 @@ func (c *Controller) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequ
 	if err := required("volume ID", req.GetVolumeId()); err != nil {
 		return nil, err
 	}
+	if id, btrfs, err := c.btrfs.route(ctx, req.GetVolumeId(), req.GetSecrets()); err != nil || btrfs {
+		if err == nil {
+			err = c.btrfs.DeleteVolume(ctx, id, req.GetSecrets())
+		}
+		return &csi.DeleteVolumeResponse{}, err
+	}
 	return &csi.DeleteVolumeResponse{}, c.remove(ctx, req.GetVolumeId(), kindVolume)
 }
 
@@ -293,6 +312,11 @@ func (c *Controller) ControllerExpandVolume(ctx context.Context, req *csi.Contro
 	if req.GetCapacityRange() == nil {
 		return nil, status.Error(codes.InvalidArgument, "capacity range is required")
 	}
+	if id, btrfs, err := c.btrfs.route(ctx, req.GetVolumeId(), req.GetSecrets()); err != nil {
+		return nil, err
+	} else if btrfs {
+		return c.btrfs.ControllerExpandVolume(ctx, id, req)
+	}
 	size, err := volumeSize(req.GetCapacityRange())
 	if err != nil {
 		return nil, err
@@ -323,6 +347,11 @@ func (c *Controller) ValidateVolumeCapabilities(ctx context.Context, req *csi.Va
 	if len(req.GetVolumeCapabilities()) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "volume capabilities are required")
 	}
+	if id, btrfs, err := c.btrfs.route(ctx, req.GetVolumeId(), req.GetSecrets()); err != nil {
+		return nil, err
+	} else if btrfs {
+		return c.btrfs.ValidateVolumeCapabilities(ctx, id, req)
+	}
 	if _, err := c.lookup(ctx, req.GetVolumeId(), kindVolume); err != nil {
 		return nil, err
 	}
@@ -339,6 +368,11 @@ func (c *Controller) ValidateVolumeCapabilities(ctx context.Context, req *csi.Va
 func (c *Controller) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshotRequest) (*csi.CreateSnapshotResponse, error) {
 	if err := required("name", req.GetName(), "source volume ID", req.GetSourceVolumeId()); err != nil {
 		return nil, err
+	}
+	if id, btrfs, err := c.btrfs.route(ctx, req.GetSourceVolumeId(), req.GetSecrets()); err != nil {
+		return nil, err
+	} else if btrfs {
+		return c.btrfs.CreateSnapshot(ctx, id, req)
 	}
 	source, err := c.lookup(ctx, req.GetSourceVolumeId(), kindVolume)
 	if err != nil {
@@ -376,6 +410,12 @@ func (c *Controller) DeleteSnapshot(ctx context.Context, req *csi.DeleteSnapshot
 	if err := required("snapshot ID", req.GetSnapshotId()); err != nil {
 		return nil, err
 	}
+	if id, btrfs, err := c.btrfs.route(ctx, req.GetSnapshotId(), req.GetSecrets()); err != nil || btrfs {
+		if err == nil {
+			err = c.btrfs.DeleteSnapshot(ctx, id, req.GetSecrets())
+		}
+		return &csi.DeleteSnapshotResponse{}, err
+	}
 	return &csi.DeleteSnapshotResponse{}, c.remove(ctx, req.GetSnapshotId(), kindSnapshot)
 }
 
@@ -383,7 +423,15 @@ func (c *Controller) DeleteSnapshot(ctx context.Context, req *csi.DeleteSnapshot
 // agents write on their Nodes: one node's when the topology names it,
 // the sum over all nodes otherwise.
 func (c *Controller) GetCapacity(ctx context.Context, req *csi.GetCapacityRequest) (*csi.GetCapacityResponse, error) {
-	class, err := findClass(ctx, c.Cache, req.GetParameters()[lvmcluster.DeviceClassParameter])
+	if isBtrfs(req.GetParameters()) {
+		return c.btrfs.GetCapacity(ctx, req)
+	}
+	name := req.GetParameters()[lvmcluster.DeviceClassParameter]
+	class, err := findClass(ctx, c.Cache, name)
+	if name == "" && status.Code(err) == codes.InvalidArgument {
+		// No default class: a volume without parameters has no room anywhere.
+		return &csi.GetCapacityResponse{}, nil
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -50,6 +50,7 @@ func (n *Node) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequ
 		csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME,
 		csi.NodeServiceCapability_RPC_EXPAND_VOLUME,
 		csi.NodeServiceCapability_RPC_GET_VOLUME_STATS,
+		csi.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP,
 	} {
 		caps = append(caps, &csi.NodeServiceCapability{Type: &csi.NodeServiceCapability_Rpc{
 			Rpc: &csi.NodeServiceCapability_RPC{Type: t}}})
@@ -63,6 +64,9 @@ func (n *Node) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequ
 func (n *Node) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
 	if err := required("volume ID", req.GetVolumeId(), "staging target path", req.GetStagingTargetPath()); err != nil {
 		return nil, err
+	}
+	if req.GetVolumeContext()[BackendContext] == backendBtrfs {
+		return &csi.NodeStageVolumeResponse{}, n.stageBtrfs(req)
 	}
 	capability := req.GetVolumeCapability()
 	if err := checkCapability(capability); err != nil {
@@ -120,6 +124,9 @@ func (n *Node) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolume
 	if err := required("volume ID", req.GetVolumeId(), "target path", req.GetTargetPath(), "staging target path", req.GetStagingTargetPath()); err != nil {
 		return nil, err
 	}
+	if req.GetVolumeContext()[BackendContext] == backendBtrfs {
+		return &csi.NodePublishVolumeResponse{}, n.publishBtrfs(req)
+	}
 	capability := req.GetVolumeCapability()
 	if err := checkCapability(capability); err != nil {
 		return nil, err
@@ -135,6 +142,9 @@ func (n *Node) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolume
 	} else {
 		if staged, serr := n.mountedDevice(source); serr != nil || !sameDevice(staged, vol.Device) {
 			return nil, status.Errorf(codes.FailedPrecondition, "volume %s is not staged at %s: call NodeStageVolume first", req.GetVolumeId(), source)
+		}
+		if err := applyMountGroup(source, capability.GetMount().GetVolumeMountGroup()); err != nil {
+			return nil, err
 		}
 		err = os.MkdirAll(target, 0o750)
 	}
@@ -184,13 +194,17 @@ func (n *Node) NodeUnpublishVolume(_ context.Context, req *csi.NodeUnpublishVolu
 
 // NodeGetVolumeStats implements csi.NodeServer.
 func (n *Node) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
-	vol, block, err := n.volumeAt(ctx, req.GetVolumeId(), req.GetVolumePath())
-	if err != nil {
+	if btrfs, err := isBtrfsMount(req.GetVolumeId(), req.GetVolumePath()); err != nil {
 		return nil, err
-	}
-	if block {
-		return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{
-			{Unit: csi.VolumeUsage_BYTES, Total: int64(vol.Size)}}}, nil
+	} else if !btrfs {
+		vol, block, err := n.volumeAt(ctx, req.GetVolumeId(), req.GetVolumePath())
+		if err != nil {
+			return nil, err
+		}
+		if block {
+			return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{
+				{Unit: csi.VolumeUsage_BYTES, Total: int64(vol.Size)}}}, nil
+		}
 	}
 	var fs unix.Statfs_t
 	if err := unix.Statfs(req.GetVolumePath(), &fs); err != nil {
@@ -207,6 +221,9 @@ func (n *Node) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeSta
 // NodeExpandVolume implements csi.NodeServer: it grows the filesystem to
 // the volume, which ControllerExpandVolume grew.
 func (n *Node) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolumeRequest) (*csi.NodeExpandVolumeResponse, error) {
+	if btrfs, err := isBtrfsMount(req.GetVolumeId(), req.GetVolumePath()); err != nil || btrfs {
+		return &csi.NodeExpandVolumeResponse{}, err // the agent's quota is all there is to grow
+	}
 	vol, block, err := n.volumeAt(ctx, req.GetVolumeId(), req.GetVolumePath())
 	if err != nil {
 		return nil, err

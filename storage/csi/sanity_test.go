@@ -40,17 +40,61 @@ func startCSI(t *testing.T, name string) *csienv.Env {
 }
 
 // TestSanity runs the CSI community's conformance suite, csi-sanity,
-// against both services. Any failed spec fails the test.
+// against both services with an LVM class. Any failed spec fails the test.
 func TestSanity(t *testing.T) {
+	sanity := sanityBinary(t)
+	runSanity(t, sanity, startCSI(t, "sanity"))
+}
+
+// TestSanityBtrfs runs csi-sanity against the btrfs backend: a btrfs
+// class whose agent is on this node, so volumes are staged by bind mount.
+func TestSanityBtrfs(t *testing.T) {
+	sanity := sanityBinary(t)
+	runSanity(t, sanity, startBtrfs(t, "sanity-btrfs"))
+}
+
+// startBtrfs runs the driver's btrfs path on a loop disk, with NFS-Ganesha
+// and the agent's volume API.
+func startBtrfs(t *testing.T, name string) *csienv.Env {
+	t.Helper()
+	testenv.NeedRoot(t, "loop devices, btrfs and mounts")
+	testenv.NeedTools(t, "mkfs.btrfs", "btrfs", "ganesha.nfsd")
+	env := testenv.Get(t)
+	o := csienv.Defaults(t.TempDir())
+	o.Node, o.Class, o.DiskSize = name+"-node", name, 32<<30
+	e, err := csienv.StartBtrfs(context.Background(), env.Config, o)
+	if e != nil {
+		t.Cleanup(func() {
+			if err := e.Stop(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func sanityBinary(t *testing.T) string {
 	sanity := filepath.Join(testenv.RepoRoot(), "bin", "csi-sanity")
 	if _, err := os.Stat(sanity); err != nil {
 		testenv.Unavailable(t, "bin/csi-sanity is not installed (make test installs it through hack/tools.sh)")
 	}
-	e := startCSI(t, "sanity")
+	return sanity
+}
+
+func runSanity(t *testing.T, sanity string, e *csienv.Env) {
+	t.Helper()
 	junit := filepath.Join(t.TempDir(), "junit.xml")
-	out, err := exec.Command(sanity, append(e.SanityArgs(), "-csi.junitfile", junit, "-ginkgo.fail-fast")...).CombinedOutput()
+	out, err := exec.Command(sanity, append(e.SanityArgs(), "-csi.junitfile", junit, "-ginkgo.fail-fast", "-ginkgo.no-color")...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("csi-sanity failed: %v\n%s", err, out)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, "Passed |") {
+			t.Log("csi-sanity:", strings.TrimSpace(line))
+		}
 	}
 	checkSkipsDocumented(t, junit)
 }

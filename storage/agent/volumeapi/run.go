@@ -21,7 +21,9 @@ type Options struct {
 	Listen string
 	// TLSCert and TLSKey turn TLS on when both are set.
 	TLSCert, TLSKey string
-	TenantsFile     string
+	// TenantsEnv is tenant:token pairs, from $AGENT_TENANTS.
+	TenantsEnv  string
+	TenantsFile string
 	// TenantsSecret is namespace/name of a Secret of tenant: token.
 	TenantsSecret string
 	// Exporter is ganesha, kernel or none.
@@ -37,7 +39,8 @@ type Options struct {
 // DefaultOptions are the flag defaults.
 func DefaultOptions() Options {
 	return Options{Listen: ":8420", Exporter: "ganesha", GaneshaExports: "/etc/ganesha/strata-exports.conf",
-		GaneshaPID: "/run/ganesha/ganesha.pid", SyncInterval: time.Minute, Node: os.Getenv("NODE_NAME")}
+		GaneshaPID: "/run/ganesha/ganesha.pid", SyncInterval: time.Minute, Node: os.Getenv("NODE_NAME"),
+		TenantsEnv: os.Getenv("AGENT_TENANTS")}
 }
 
 // Exporter returns the exporter the options name.
@@ -72,7 +75,7 @@ func Run(ctx context.Context, c client.Reader, o Options) error {
 		return fmt.Errorf("--tenants-secret needs a Kubernetes API: set --kubeconfig or run in a cluster")
 	}
 	load := func() (map[string]string, error) {
-		return LoadTenants(ctx, os.Getenv("AGENT_TENANTS"), o.TenantsFile, c, secret)
+		return LoadTenants(ctx, o.TenantsEnv, o.TenantsFile, c, secret)
 	}
 	tenants := &Tenants{}
 	byTenant, err := load()

@@ -1,0 +1,186 @@
+package csienv
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/strata-gitops/strata/internal/scheme"
+	"github.com/strata-gitops/strata/storage/agent/volumeapi"
+	stratacsi "github.com/strata-gitops/strata/storage/csi"
+	"github.com/strata-gitops/strata/storage/nfs"
+)
+
+// btrfsParts is what the btrfs path adds: the filesystem, the NFS
+// server, and what csi-sanity must pass to reach the class.
+type btrfsParts struct {
+	mount      string
+	ganesha    *nfs.GaneshaServer
+	apiAddr    string
+	class      string
+	params     map[string]string
+	token      string
+	paramsFile string
+	secrets    string
+}
+
+// btrfsToken is the tenant token of the environment's one tenant.
+const btrfsToken = "sanity-tenant-token-0123456789abcdef"
+
+// StartBtrfs builds the btrfs path: a btrfs filesystem on a loop disk,
+// NFS-Ganesha, the agent's volume API for one tenant, a StorageClass of
+// the btrfs backend with its token Secret, and both CSI services; it
+// returns once they answer. The node is the storage host, so volumes
+// are staged by bind mount.
+func StartBtrfs(ctx context.Context, cfg *rest.Config, o Options) (env *Env, err error) {
+	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	env = &Env{Client: c, Options: o, cancel: cancel, btrfs: &btrfsParts{class: o.Class},
+		ControllerEndpoint: "unix://" + filepath.Join(o.Dir, "controller.sock"),
+		NodeEndpoint:       "unix://" + filepath.Join(o.Dir, "node.sock")}
+	defer func() {
+		if err != nil {
+			_ = env.Stop()
+		}
+	}()
+	b := env.btrfs
+	if env.Disk, err = attachDisk(o); err != nil {
+		return env, err
+	}
+	if b.mount, err = mountBtrfs(env.Disk, filepath.Join(o.Dir, "btrfs")); err != nil {
+		return env, err
+	}
+	if b.ganesha, err = nfs.StartGanesha(ctx, filepath.Join(o.Dir, "ganesha"), freeAddr()); err != nil {
+		return env, err
+	}
+	b.apiAddr = freeAddr()
+	vo := volumeapi.DefaultOptions()
+	vo.Base, vo.Listen, vo.Node, vo.SyncInterval = filepath.Join(b.mount, "strata"), b.apiAddr, o.Node, time.Minute
+	vo.GaneshaExports, vo.GaneshaPID = b.ganesha.ExportsFile, b.ganesha.PIDFile
+	b.token = btrfsToken
+	vo.TenantsEnv = "sanity:" + b.token
+	env.run(func() error { return volumeapi.Run(ctx, nil, vo) })
+	if err := b.createClass(ctx, c, o); err != nil {
+		return env, err
+	}
+	if err := b.writeSanityFiles(o.Dir); err != nil {
+		return env, err
+	}
+	co := stratacsi.Defaults()
+	co.Mode, co.Endpoint, co.Wait = "controller", env.ControllerEndpoint, time.Minute
+	env.run(func() error { return stratacsi.Run(ctx, cfg, co) })
+	no := co
+	no.Mode, no.Endpoint, no.NodeName, no.NodeIP, no.AgentSocket = "node", env.NodeEndpoint, o.Node, "127.0.0.1", filepath.Join(o.Dir, "agent.sock")
+	env.run(func() error { return stratacsi.Run(ctx, nil, no) })
+	return env, env.waitReady(ctx)
+}
+
+func mountBtrfs(disk, dir string) (string, error) {
+	if out, err := exec.Command("mkfs.btrfs", "--quiet", disk).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("mkfs.btrfs %s: %v: %s", disk, err, out)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	if out, err := exec.Command("mount", disk, dir).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("mount %s: %v: %s", disk, err, out)
+	}
+	return dir, nil
+}
+
+// createClass makes the btrfs StorageClass and the Secret with its token.
+func (b *btrfsParts) createClass(ctx context.Context, c client.Client, o Options) error {
+	b.params = map[string]string{
+		stratacsi.AgentURLParameter: "http://" + b.apiAddr, stratacsi.NFSServerParameter: "127.0.0.1",
+		"compression": "zstd",
+	}
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: b.class}, Provisioner: stratacsi.DriverName,
+		Parameters: map[string]string{"csi.storage.k8s.io/provisioner-secret-name": b.class, "csi.storage.k8s.io/provisioner-secret-namespace": o.Node}}
+	for k, v := range b.params {
+		sc.Parameters[k] = v
+	}
+	for _, obj := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.Node}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: b.class, Namespace: o.Node}, StringData: map[string]string{stratacsi.TokenKey: b.token}},
+		sc,
+	} {
+		if err := c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// writeSanityFiles writes csi-sanity's parameters file (the class's
+// parameters, as the provisioner sidecar passes them) and its secrets
+// file (the token, for every call that takes secrets).
+func (b *btrfsParts) writeSanityFiles(dir string) error {
+	params, err := yaml.Marshal(b.params)
+	if err != nil {
+		return err
+	}
+	b.paramsFile = filepath.Join(dir, "parameters.yaml")
+	if err := os.WriteFile(b.paramsFile, params, 0o600); err != nil {
+		return err
+	}
+	secrets := map[string]map[string]string{}
+	for _, call := range []string{"CreateVolumeSecret", "DeleteVolumeSecret", "ControllerPublishVolumeSecret", "ControllerUnpublishVolumeSecret",
+		"ControllerValidateVolumeCapabilitiesSecret", "NodeStageVolumeSecret", "NodePublishVolumeSecret", "CreateSnapshotSecret",
+		"DeleteSnapshotSecret", "ControllerExpandVolumeSecret", "NodeExpandVolumeSecret", "ListSnapshotsSecret"} {
+		secrets[call] = map[string]string{stratacsi.TokenKey: b.token}
+	}
+	data, err := yaml.Marshal(secrets)
+	if err != nil {
+		return err
+	}
+	b.secrets = filepath.Join(dir, "secrets.yaml")
+	return os.WriteFile(b.secrets, data, 0o600)
+}
+
+func (b *btrfsParts) sanityArgs() []string {
+	return []string{"-csi.testvolumeparameters", b.paramsFile, "-csi.secrets", b.secrets}
+}
+
+// ready checks the agent's health endpoint.
+func (b *btrfsParts) ready(ctx context.Context) error {
+	api := &volumeapi.Client{URL: "http://" + b.apiAddr, Token: b.token}
+	_, err := api.Stats(ctx)
+	return err
+}
+
+// stop ends the NFS server and unmounts the filesystem with everything
+// under it.
+func (b *btrfsParts) stop(c client.Client) {
+	if b.ganesha != nil {
+		b.ganesha.Stop()
+	}
+	if b.mount != "" {
+		_ = exec.Command("umount", "--recursive", b.mount).Run()
+	}
+	ctx := context.Background()
+	_ = c.Delete(ctx, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: b.class}})
+}
+
+func freeAddr() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "127.0.0.1:0"
+	}
+	defer l.Close()
+	return l.Addr().String()
+}

@@ -1,0 +1,564 @@
+package csi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/strata-gitops/strata/storage/agent/volumeapi"
+	"github.com/strata-gitops/strata/storage/agent/volumes"
+	"github.com/strata-gitops/strata/storage/lvmcluster"
+)
+
+// StorageClass parameters of the btrfs backend. A class with AgentURL is
+// a btrfs class; its volumes live on the storage host's agent.
+const (
+	AgentURLParameter  = "agentURL"
+	NFSServerParameter = "nfsServer"
+	// TokenKey is the key of the tenant token in the CSI secrets and in
+	// the Secret the class's provisioner-secret parameters name.
+	TokenKey = "token"
+
+	provisionerSecretName      = "csi.storage.k8s.io/provisioner-secret-name"
+	provisionerSecretNamespace = "csi.storage.k8s.io/provisioner-secret-namespace"
+
+	// BackendContext marks a btrfs volume in its volume context.
+	BackendContext = "storage.strata.dev/backend"
+	backendBtrfs   = "btrfs"
+)
+
+// Publish context keys: how a node reaches a btrfs volume.
+const (
+	publishNFSServer  = "nfsServer"
+	publishExportPath = "exportPath"
+	publishPath       = "path"
+	publishNode       = "node"
+)
+
+// isBtrfs says whether StorageClass parameters are a btrfs class's.
+func isBtrfs(params map[string]string) bool { return params[AgentURLParameter] != "" }
+
+// btrfsBackend serves the Controller calls of btrfs volumes through the
+// agent named by their StorageClass, read when the call comes, so that
+// a moved agent is found again.
+type btrfsBackend struct {
+	c    *Controller
+	http *http.Client
+}
+
+// agent returns a client of the StorageClass's agent with the tenant
+// token from the call's secrets or, failing those, from the Secret the
+// class's provisioner-secret parameters name.
+func (b *btrfsBackend) agent(ctx context.Context, sc *storagev1.StorageClass, secrets map[string]string) (*volumeapi.Client, error) {
+	u := sc.Parameters[AgentURLParameter]
+	if parsed, err := url.Parse(u); err != nil || (parsed.Scheme != "http" && parsed.Scheme != "https") || parsed.Host == "" {
+		return nil, status.Errorf(codes.InvalidArgument, "StorageClass %s: %s %q is not an http(s) URL", sc.Name, AgentURLParameter, u)
+	}
+	token := secrets[TokenKey]
+	if token == "" {
+		var err error
+		if token, err = b.classToken(ctx, sc); err != nil {
+			return nil, err
+		}
+	}
+	return &volumeapi.Client{URL: u, Token: token, HTTP: b.http}, nil
+}
+
+func (b *btrfsBackend) classToken(ctx context.Context, sc *storagev1.StorageClass) (string, error) {
+	name, ns := sc.Parameters[provisionerSecretName], sc.Parameters[provisionerSecretNamespace]
+	if name == "" || strings.Contains(name+ns, "${") {
+		return "", status.Errorf(codes.InvalidArgument, "no tenant token: the call carries no %q secret, and StorageClass %s names no fixed Secret in %s",
+			TokenKey, sc.Name, provisionerSecretName)
+	}
+	secret := &corev1.Secret{}
+	if err := b.c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, secret); err != nil {
+		return "", status.Errorf(codes.FailedPrecondition, "StorageClass %s: reading its token Secret %s/%s: %v", sc.Name, ns, name, err)
+	}
+	token := strings.TrimSpace(string(secret.Data[TokenKey]))
+	if token == "" {
+		return "", status.Errorf(codes.FailedPrecondition, "Secret %s/%s has no %q key with the tenant token", ns, name, TokenKey)
+	}
+	return token, nil
+}
+
+// classOf returns the StorageClass a volume ID names.
+func (b *btrfsBackend) classOf(ctx context.Context, id VolumeID) (*storagev1.StorageClass, error) {
+	sc := &storagev1.StorageClass{}
+	err := b.c.Cache.Get(ctx, client.ObjectKey{Name: id.StorageClass}, sc)
+	if apierrors.IsNotFound(err) {
+		err = b.c.Client.Get(ctx, client.ObjectKey{Name: id.StorageClass}, sc)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return sc, nil
+}
+
+// matchClass finds the StorageClass CreateVolume was called for: the one
+// of this driver with exactly these parameters (the sidecar adds only
+// csi.storage.k8s.io/ ones), or the one the storage-class parameter names.
+func (b *btrfsBackend) matchClass(ctx context.Context, params map[string]string) (*storagev1.StorageClass, error) {
+	if name := params[lvmcluster.StorageClassParameter]; name != "" {
+		sc, err := b.classOf(ctx, VolumeID{StorageClass: name})
+		if err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "StorageClass %s (parameter %s): %v", name, lvmcluster.StorageClassParameter, err)
+		}
+		return sc, nil
+	}
+	classes := &storagev1.StorageClassList{}
+	if err := b.c.Cache.List(ctx, classes); err != nil {
+		return nil, status.Errorf(codes.Unavailable, "listing StorageClasses: %v", err)
+	}
+	want := userParameters(params)
+	var found []storagev1.StorageClass
+	for _, sc := range classes.Items {
+		if sc.Provisioner == DriverName && maps.Equal(userParameters(sc.Parameters), want) {
+			found = append(found, sc)
+		}
+	}
+	switch len(found) {
+	case 1:
+		return &found[0], nil
+	case 0:
+		return nil, status.Errorf(codes.InvalidArgument, "no StorageClass of %s has the parameters %v; a btrfs volume needs one, which tells later calls where its agent is",
+			DriverName, want)
+	}
+	return nil, status.Errorf(codes.InvalidArgument, "StorageClasses %s and %s have the same parameters: add %s with each one's name to tell them apart",
+		found[0].Name, found[1].Name, lvmcluster.StorageClassParameter)
+}
+
+func userParameters(params map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range params {
+		if !strings.HasPrefix(k, "csi.storage.k8s.io/") {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// agentFor resolves a volume or snapshot ID to its class's agent.
+func (b *btrfsBackend) agentFor(ctx context.Context, id VolumeID, secrets map[string]string) (*volumeapi.Client, *storagev1.StorageClass, error) {
+	sc, err := b.classOf(ctx, id)
+	if err != nil {
+		return nil, nil, status.Errorf(codes.Unavailable, "StorageClass %s: %v", id.StorageClass, err)
+	}
+	agent, err := b.agent(ctx, sc, secrets)
+	return agent, sc, err
+}
+
+// agentError maps an agent's answer to a gRPC status.
+func agentError(err error, what string) error {
+	if _, ok := status.FromError(err); ok && status.Code(err) != codes.Unknown {
+		return err
+	}
+	code := map[string]codes.Code{
+		"Invalid": codes.InvalidArgument, "NotFound": codes.NotFound, "Conflict": codes.AlreadyExists,
+		"InUse": codes.FailedPrecondition, "NoSpace": codes.ResourceExhausted, "Unauthorized": codes.Unauthenticated,
+	}[volumeapi.ReasonOf(err)]
+	if code == codes.OK {
+		code = codes.Unavailable
+		if volumeapi.StatusOf(err) >= 500 {
+			code = codes.Internal
+		}
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		code = codes.DeadlineExceeded
+	}
+	return status.Errorf(code, "%s: %v", what, err)
+}
+
+// btrfsCapabilities refuses what a btrfs volume cannot be: a block device.
+func btrfsCapabilities(caps []*csi.VolumeCapability) error {
+	if len(caps) == 0 {
+		return status.Error(codes.InvalidArgument, "volume capabilities are required")
+	}
+	for _, c := range caps {
+		switch {
+		case c == nil || c.GetAccessMode() == nil:
+			return status.Error(codes.InvalidArgument, "volume capability with an access mode is required")
+		case c.GetBlock() != nil:
+			return status.Error(codes.InvalidArgument, "a btrfs volume is a directory tree, not a block device: use volumeMode Filesystem")
+		case c.GetMount() == nil:
+			return status.Error(codes.InvalidArgument, "volume capability has neither block nor mount access")
+		}
+		switch fs := c.GetMount().GetFsType(); fs {
+		case "", "nfs", "nfs4", "btrfs":
+		default:
+			return status.Errorf(codes.InvalidArgument, "fstype %q: a btrfs volume is mounted as it is (leave fstype empty)", fs)
+		}
+	}
+	return nil
+}
+
+// btrfsSize is the quota of a new btrfs volume: the required bytes (1 GiB
+// when none) rounded up to 4 KiB, within the limit.
+func btrfsSize(r *csi.CapacityRange) (int64, error) {
+	want, limit := r.GetRequiredBytes(), r.GetLimitBytes()
+	if want < 0 || limit < 0 {
+		return 0, status.Errorf(codes.InvalidArgument, "capacity range %v has a negative size", r)
+	}
+	if want == 0 {
+		want = defaultSize
+		if limit > 0 && limit < want {
+			want = limit
+		}
+	}
+	want = max(want, volumes.DefaultMinSize)
+	size := (want + 4095) / 4096 * 4096
+	if limit > 0 && size > limit {
+		return 0, status.Errorf(codes.OutOfRange, "capacity range: %d bytes required, at least %d, above the limit of %d", r.GetRequiredBytes(), size, limit)
+	}
+	return size, nil
+}
+
+// tuning reads a class's volume parameters.
+func tuning(params map[string]string) (volumes.Tuning, error) {
+	t := volumes.Tuning{Compression: params["compression"], Mode: params["mode"]}
+	ints := map[string]**int{"uid": &t.UID, "gid": &t.GID}
+	for key, into := range ints {
+		if v := params[key]; v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return t, status.Errorf(codes.InvalidArgument, "StorageClass parameter %s %q is not a number", key, v)
+			}
+			*into = &n
+		}
+	}
+	if v := params["compressionLevel"]; v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return t, status.Errorf(codes.InvalidArgument, "StorageClass parameter compressionLevel %q is not a number", v)
+		}
+		t.CompressionLevel = n
+	}
+	if v := params["nocow"]; v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return t, status.Errorf(codes.InvalidArgument, "StorageClass parameter nocow %q is not true or false", v)
+		}
+		t.NoCOW = b
+	}
+	return t, nil
+}
+
+// CreateVolume makes the volume, or a clone of a volume or snapshot.
+func (b *btrfsBackend) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
+	if err := btrfsCapabilities(req.GetVolumeCapabilities()); err != nil {
+		return nil, err
+	}
+	size, err := btrfsSize(req.GetCapacityRange())
+	if err != nil {
+		return nil, err
+	}
+	t, err := tuning(req.GetParameters())
+	if err != nil {
+		return nil, err
+	}
+	sc, err := b.matchClass(ctx, req.GetParameters())
+	if err != nil {
+		return nil, err
+	}
+	agent, err := b.agent(ctx, sc, req.GetSecrets())
+	if err != nil {
+		return nil, err
+	}
+	name := objectName(req.GetName())
+	var v volumes.Volume
+	if src := req.GetVolumeContentSource(); src != nil {
+		v, err = b.clone(ctx, agent, name, src, size, req.GetCapacityRange())
+	} else {
+		v, err = agent.CreateVolume(ctx, volumes.CreateRequest{Name: name, SizeBytes: size, Tuning: t})
+	}
+	if err != nil {
+		return nil, agentError(err, "volume "+req.GetName())
+	}
+	return &csi.CreateVolumeResponse{Volume: &csi.Volume{
+		VolumeId:      VolumeID{StorageClass: sc.Name, Name: v.Name}.String(),
+		CapacityBytes: v.SizeBytes,
+		VolumeContext: map[string]string{BackendContext: backendBtrfs},
+		ContentSource: req.GetVolumeContentSource(),
+	}}, nil
+}
+
+// clone makes a volume from a snapshot or volume of the same agent.
+func (b *btrfsBackend) clone(ctx context.Context, agent *volumeapi.Client, name string, src *csi.VolumeContentSource, size int64, r *csi.CapacityRange) (volumes.Volume, error) {
+	var source volumes.Source
+	var sourceID string
+	switch {
+	case src.GetSnapshot() != nil:
+		sourceID = src.GetSnapshot().GetSnapshotId()
+	case src.GetVolume() != nil:
+		sourceID = src.GetVolume().GetVolumeId()
+	default:
+		return volumes.Volume{}, status.Error(codes.InvalidArgument, "volume content source is neither a snapshot nor a volume")
+	}
+	id, err := ParseVolumeID(sourceID)
+	if err != nil {
+		return volumes.Volume{}, status.Error(codes.NotFound, err.Error())
+	}
+	var sourceSize int64
+	if src.GetSnapshot() != nil {
+		source.Snapshot = id.Name
+		snap, err := agent.GetSnapshot(ctx, id.Name)
+		if err != nil {
+			return volumes.Volume{}, agentError(err, "source snapshot "+sourceID)
+		}
+		sourceSize = snap.SizeBytes
+	} else {
+		source.Volume = id.Name
+		v, err := agent.GetVolume(ctx, id.Name)
+		if err != nil {
+			return volumes.Volume{}, agentError(err, "source volume "+sourceID)
+		}
+		sourceSize = v.SizeBytes
+	}
+	if limit := r.GetLimitBytes(); limit > 0 && sourceSize > limit {
+		return volumes.Volume{}, status.Errorf(codes.OutOfRange, "source %s is %d bytes, more than the limit of %d", sourceID, sourceSize, limit)
+	}
+	return agent.Clone(ctx, volumes.CloneRequest{Name: name, Source: source, SizeBytes: max(size, sourceSize)})
+}
+
+// DeleteVolume removes the volume with its exports. A volume with
+// snapshots stays (FailedPrecondition) until they are deleted: a
+// snapshot is data the user asked to keep.
+func (b *btrfsBackend) DeleteVolume(ctx context.Context, id VolumeID, secrets map[string]string) error {
+	agent, _, err := b.agentFor(ctx, id, secrets)
+	if err != nil {
+		return err
+	}
+	snaps, err := agent.ListSnapshots(ctx, id.Name)
+	if volumeapi.StatusOf(err) == http.StatusNotFound {
+		return nil
+	}
+	if err != nil {
+		return agentError(err, "volume "+id.String())
+	}
+	if len(snaps) > 0 {
+		return status.Errorf(codes.FailedPrecondition, "volume %s has %d snapshot(s), %s first; delete them before the volume",
+			id, len(snaps), snaps[0].Name)
+	}
+	if err := agent.DeleteVolume(ctx, id.Name, true); err != nil && volumeapi.StatusOf(err) != http.StatusNotFound {
+		return agentError(err, "volume "+id.String())
+	}
+	return nil
+}
+
+// ControllerExpandVolume raises the quota; nothing is left for the node.
+func (b *btrfsBackend) ControllerExpandVolume(ctx context.Context, id VolumeID, req *csi.ControllerExpandVolumeRequest) (*csi.ControllerExpandVolumeResponse, error) {
+	size, err := btrfsSize(req.GetCapacityRange())
+	if err != nil {
+		return nil, err
+	}
+	agent, _, err := b.agentFor(ctx, id, req.GetSecrets())
+	if err != nil {
+		return nil, err
+	}
+	v, err := agent.GetVolume(ctx, id.Name)
+	if err != nil {
+		return nil, agentError(err, "volume "+id.String())
+	}
+	if v.SizeBytes < size {
+		if v, err = agent.UpdateVolume(ctx, id.Name, volumes.UpdateRequest{SizeBytes: &size}); err != nil {
+			return nil, agentError(err, "volume "+id.String())
+		}
+	}
+	return &csi.ControllerExpandVolumeResponse{CapacityBytes: v.SizeBytes, NodeExpansionRequired: false}, nil
+}
+
+// ValidateVolumeCapabilities confirms what a btrfs volume can do: be
+// mounted, by any number of nodes.
+func (b *btrfsBackend) ValidateVolumeCapabilities(ctx context.Context, id VolumeID, req *csi.ValidateVolumeCapabilitiesRequest) (*csi.ValidateVolumeCapabilitiesResponse, error) {
+	agent, _, err := b.agentFor(ctx, id, req.GetSecrets())
+	if err != nil {
+		return nil, err
+	}
+	if _, err := agent.GetVolume(ctx, id.Name); err != nil {
+		return nil, agentError(err, "volume "+id.String())
+	}
+	if err := btrfsCapabilities(req.GetVolumeCapabilities()); err != nil {
+		return &csi.ValidateVolumeCapabilitiesResponse{Message: status.Convert(err).Message()}, nil
+	}
+	return &csi.ValidateVolumeCapabilitiesResponse{Confirmed: &csi.ValidateVolumeCapabilitiesResponse_Confirmed{
+		VolumeContext: req.GetVolumeContext(), VolumeCapabilities: req.GetVolumeCapabilities(), Parameters: req.GetParameters(),
+	}}, nil
+}
+
+// CreateSnapshot makes a read-only snapshot on the volume's agent.
+func (b *btrfsBackend) CreateSnapshot(ctx context.Context, id VolumeID, req *csi.CreateSnapshotRequest) (*csi.CreateSnapshotResponse, error) {
+	agent, _, err := b.agentFor(ctx, id, req.GetSecrets())
+	if err != nil {
+		return nil, err
+	}
+	snap, err := agent.CreateSnapshot(ctx, volumes.SnapshotRequest{Name: objectName(req.GetName()), Volume: id.Name})
+	if err != nil {
+		return nil, agentError(err, "snapshot "+req.GetName())
+	}
+	return &csi.CreateSnapshotResponse{Snapshot: &csi.Snapshot{
+		SnapshotId:     VolumeID{StorageClass: id.StorageClass, Name: snap.Name}.String(),
+		SourceVolumeId: req.GetSourceVolumeId(),
+		SizeBytes:      snap.SizeBytes,
+		CreationTime:   timestamppb.New(snap.CreatedAt),
+		ReadyToUse:     true,
+	}}, nil
+}
+
+// DeleteSnapshot removes a snapshot; one already gone is done.
+func (b *btrfsBackend) DeleteSnapshot(ctx context.Context, id VolumeID, secrets map[string]string) error {
+	agent, _, err := b.agentFor(ctx, id, secrets)
+	if err != nil {
+		return err
+	}
+	if err := agent.DeleteSnapshot(ctx, id.Name); err != nil && volumeapi.StatusOf(err) != http.StatusNotFound {
+		return agentError(err, "snapshot "+id.String())
+	}
+	return nil
+}
+
+// nodeAddress reads the IP of a node ID, "{name}|{ip}".
+func nodeAddress(nodeID string) (name, ip string, err error) {
+	name, ip, ok := strings.Cut(nodeID, "|")
+	if !ok || name == "" || net.ParseIP(ip) == nil {
+		return "", "", status.Errorf(codes.NotFound, "node ID %q is not {nodeName}|{nodeIP}, so no node of %s", nodeID, DriverName)
+	}
+	return name, ip, nil
+}
+
+// ControllerPublishVolume exports the volume to the node's address and
+// tells the node where to mount it from.
+func (b *btrfsBackend) ControllerPublishVolume(ctx context.Context, id VolumeID, req *csi.ControllerPublishVolumeRequest) (*csi.ControllerPublishVolumeResponse, error) {
+	if err := btrfsCapabilities([]*csi.VolumeCapability{req.GetVolumeCapability()}); err != nil {
+		return nil, err
+	}
+	agent, sc, err := b.agentFor(ctx, id, req.GetSecrets())
+	if err != nil {
+		return nil, err
+	}
+	if _, err := agent.GetVolume(ctx, id.Name); err != nil {
+		return nil, agentError(err, "volume "+id.String())
+	}
+	_, ip, err := nodeAddress(req.GetNodeId())
+	if err != nil {
+		return nil, err
+	}
+	v, err := agent.AddExport(ctx, id.Name, ip)
+	if err != nil {
+		return nil, agentError(err, "exporting volume "+id.String()+" to "+ip)
+	}
+	server := sc.Parameters[NFSServerParameter]
+	if server == "" {
+		u, _ := url.Parse(sc.Parameters[AgentURLParameter])
+		server = u.Hostname()
+	}
+	return &csi.ControllerPublishVolumeResponse{PublishContext: map[string]string{
+		publishNFSServer: server, publishExportPath: v.ExportPath, publishPath: v.Path, publishNode: v.Node,
+	}}, nil
+}
+
+// ControllerUnpublishVolume takes the node's export away; a volume or
+// export already gone is done.
+func (b *btrfsBackend) ControllerUnpublishVolume(ctx context.Context, id VolumeID, req *csi.ControllerUnpublishVolumeRequest) (*csi.ControllerUnpublishVolumeResponse, error) {
+	agent, _, err := b.agentFor(ctx, id, req.GetSecrets())
+	if err != nil {
+		return nil, err
+	}
+	_, ip, err := nodeAddress(req.GetNodeId())
+	if err != nil {
+		return &csi.ControllerUnpublishVolumeResponse{}, nil // never published there
+	}
+	if _, err := agent.RemoveExport(ctx, id.Name, ip); err != nil && volumeapi.StatusOf(err) != http.StatusNotFound {
+		return nil, agentError(err, "removing the export of "+id.String()+" to "+ip)
+	}
+	return &csi.ControllerUnpublishVolumeResponse{}, nil
+}
+
+// GetCapacity is the agent's free space.
+func (b *btrfsBackend) GetCapacity(ctx context.Context, req *csi.GetCapacityRequest) (*csi.GetCapacityResponse, error) {
+	sc, err := b.matchClass(ctx, req.GetParameters())
+	if err != nil {
+		return nil, err
+	}
+	agent, err := b.agent(ctx, sc, nil)
+	if err != nil {
+		return nil, err
+	}
+	st, err := agent.Stats(ctx)
+	if err != nil {
+		return nil, agentError(err, "capacity of StorageClass "+sc.Name)
+	}
+	free := st.Filesystem.Free
+	return &csi.GetCapacityResponse{AvailableCapacity: free, MaximumVolumeSize: wrapInt64(free)}, nil
+}
+
+// listVolumes lists the volumes of every btrfs StorageClass's tenant.
+// Classes that share an agent and tenant list the same volumes, which
+// are given once, under the first class by name.
+func (b *btrfsBackend) listVolumes(ctx context.Context) ([]*csi.ListVolumesResponse_Entry, error) {
+	classes := &storagev1.StorageClassList{}
+	if err := b.c.Cache.List(ctx, classes); err != nil {
+		return nil, status.Errorf(codes.Unavailable, "listing StorageClasses: %v", err)
+	}
+	seen := map[string]bool{}
+	var entries []*csi.ListVolumesResponse_Entry
+	for _, sc := range classes.Items {
+		if sc.Provisioner != DriverName || !isBtrfs(sc.Parameters) {
+			continue
+		}
+		agent, err := b.agent(ctx, &sc, nil)
+		if err != nil {
+			return nil, err
+		}
+		key := agent.URL + "\x00" + agent.Token
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		vs, err := agent.ListVolumes(ctx)
+		if err != nil {
+			return nil, agentError(err, fmt.Sprintf("listing the volumes of StorageClass %s", sc.Name))
+		}
+		for _, v := range vs {
+			entries = append(entries, &csi.ListVolumesResponse_Entry{Volume: &csi.Volume{
+				VolumeId: VolumeID{StorageClass: sc.Name, Name: v.Name}.String(), CapacityBytes: v.SizeBytes,
+				VolumeContext: map[string]string{BackendContext: backendBtrfs}}})
+		}
+	}
+	return entries, nil
+}
+
+// route says whether a volume or snapshot ID is a btrfs class's. An ID
+// whose class is gone cannot be told apart from an LVM volume, unless the
+// call carries a tenant token: then it is a btrfs volume whose agent
+// cannot be found, and the call fails rather than leave it behind.
+func (b *btrfsBackend) route(ctx context.Context, volumeID string, secrets map[string]string) (VolumeID, bool, error) {
+	id, err := ParseVolumeID(volumeID)
+	if err != nil {
+		return id, false, nil
+	}
+	sc, err := b.classOf(ctx, id)
+	switch {
+	case err == nil:
+		return id, isBtrfs(sc.Parameters), nil
+	case apierrors.IsNotFound(err) && secrets[TokenKey] != "":
+		return id, false, status.Errorf(codes.FailedPrecondition,
+			"StorageClass %s, which says where the agent of %s is, is gone: create it again (its agentURL may change)", id.StorageClass, volumeID)
+	case apierrors.IsNotFound(err):
+		return id, false, nil
+	}
+	return id, false, status.Errorf(codes.Unavailable, "StorageClass %s: %v", id.StorageClass, err)
+}
