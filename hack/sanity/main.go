@@ -1,8 +1,9 @@
 // Command sanity runs the CSI community's conformance suite, csi-sanity,
 // against strata's CSI driver on this machine: it starts a control plane,
-// a loop-device disk, the node's agent and both CSI services, runs
+// a loop-device disk, the node's agent (for btrfs: a btrfs filesystem,
+// NFS-Ganesha and the agent's volume API) and both CSI services, runs
 // bin/csi-sanity with any arguments given after --, and cleans up.
-// `make sanity BACKEND=lvm SANITY_ARGS=...` runs it.
+// `make sanity BACKEND=lvm|btrfs SANITY_ARGS=...` runs it.
 package main
 
 import (
@@ -16,12 +17,14 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/strata-gitops/strata/internal/csienv"
 	"github.com/strata-gitops/strata/internal/testenv"
 )
 
 func main() {
-	backend := flag.String("backend", "lvm", "driver backend to test: lvm")
+	backend := flag.String("backend", "lvm", "driver backend to test: lvm or btrfs")
 	agentBackend := flag.String("agent-backend", "auto", "lvm only: the agent's volume manager, lvm2, loopback or auto")
 	flag.Parse()
 	code, err := run(*backend, *agentBackend, flag.Args())
@@ -36,8 +39,11 @@ func main() {
 
 // run returns csi-sanity's exit code.
 func run(backend, agentBackend string, args []string) (int, error) {
-	if backend != "lvm" {
-		return 2, fmt.Errorf("BACKEND=%s: only lvm is built so far", backend)
+	start := map[string]func(context.Context, *rest.Config, csienv.Options) (*csienv.Env, error){
+		"lvm": csienv.Start, "btrfs": csienv.StartBtrfs,
+	}[backend]
+	if start == nil {
+		return 2, fmt.Errorf("BACKEND=%s: use lvm or btrfs", backend)
 	}
 	if os.Geteuid() != 0 {
 		return 2, errors.New("csi-sanity mounts volumes and attaches loop devices: run as root")
@@ -62,8 +68,13 @@ func run(backend, agentBackend string, args []string) (int, error) {
 	defer os.RemoveAll(dir)
 	o := csienv.Defaults(dir)
 	o.Backend = agentBackend
-	fmt.Printf("► starting the agent (%s volume manager) and both CSI services under %s\n", agentBackend, dir)
-	env, err := csienv.Start(ctx, cp.Config, o)
+	if backend == "btrfs" {
+		o.Class, o.DiskSize = "sanity-btrfs", 32<<30
+		fmt.Printf("► starting btrfs on a loop disk, NFS-Ganesha, the agent's volume API and both CSI services under %s\n", dir)
+	} else {
+		fmt.Printf("► starting the agent (%s volume manager) and both CSI services under %s\n", agentBackend, dir)
+	}
+	env, err := start(ctx, cp.Config, o)
 	if env != nil {
 		defer env.Stop() //nolint:errcheck // best effort on the way out
 	}
