@@ -184,3 +184,10 @@ func freeAddr() string {
 	defer l.Close()
 	return l.Addr().String()
 }
+
+// BtrfsAgent returns the URL of the agent's volume API and the tenant
+// token of the btrfs environment.
+func (e *Env) BtrfsAgent() (url, token string) { return "http://" + e.btrfs.apiAddr, e.btrfs.token }
+
+// NFSAddr is host:port of the environment's NFS-Ganesha.
+func (e *Env) NFSAddr() string { return e.btrfs.ganesha.Addr }

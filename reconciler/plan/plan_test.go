@@ -415,3 +415,28 @@ func TestExampleRepository(t *testing.T) {
 		}
 	}
 }
+
+// A btrfs StorageClass that points at another agent, or another tenant,
+// cannot change in place: the plan says the class is recreated.
+func TestBtrfsClassMoveIsARecreate(t *testing.T) {
+	root := filepath.Join(testenv.RepoRoot(), "clusters", "homelab")
+	files, err := testenv.ReadTree(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const class = "infrastructure/storage/btrfs-storageclass.yaml"
+	r := newRepo(t, files)
+	r.branch("new-agent", editIn(t, files, class, "http://storage-1.lan:8420", "http://storage-2.lan:8420"))
+	r.branch("new-tenant", editIn(t, files, class, "provisioner-secret-name: btrfs-tenant", "provisioner-secret-name: other-tenant"))
+	for _, head := range []string{"new-agent", "new-tenant"} {
+		p, err := plan.Run(context.Background(), plan.Options{RepoDir: r.dir, Base: "main", Head: head, Path: "./cluster",
+			SourceRoot: ".", Source: graph.Key{Namespace: "flux-system", Name: "flux-system"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch, ok := findChange(p, "StorageClass/strata-btrfs")
+		if !ok || ch.Risk != plan.Recreate || !strings.Contains(strings.Join(ch.Reasons, " "), "parameters") {
+			t.Fatalf("%s: StorageClass/strata-btrfs = %+v (found %v), want a recreate naming parameters\n%s", head, ch, ok, dump(p))
+		}
+	}
+}

@@ -1,0 +1,150 @@
+package csi_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/strata-gitops/strata/internal/csienv"
+	"github.com/strata-gitops/strata/internal/testenv"
+	"github.com/strata-gitops/strata/reconciler/build"
+	"github.com/strata-gitops/strata/storage/agent/volumeapi"
+)
+
+// render builds one path of clusters/homelab with the engine's build.
+func render(t *testing.T, path string, vars map[string]string) []*unstructured.Unstructured {
+	t.Helper()
+	ks := &kustomizev1.Kustomization{}
+	ks.Name, ks.Namespace = "homelab", "flux-system"
+	ks.Spec.Path = path
+	ks.Spec.PostBuild = &kustomizev1.PostBuild{Substitute: vars}
+	objects, err := build.Render(context.Background(), filepath.Join(testenv.RepoRoot(), "clusters", "homelab"), ks, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objects
+}
+
+func find[T any](t *testing.T, objects []*unstructured.Unstructured, kind, name string, into *T) *T {
+	t.Helper()
+	for _, o := range objects {
+		if o.GetKind() == kind && o.GetName() == name {
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, into); err != nil {
+				t.Fatal(err)
+			}
+			return into
+		}
+	}
+	t.Fatalf("clusters/homelab has no %s %s", kind, name)
+	return nil
+}
+
+// The btrfs StorageClass and the claim in clusters/homelab, rendered as
+// the engine renders them, give a volume the agent serves: provisioned
+// through CSI as the provisioner sidecar would, exported through
+// NFS-Ganesha on publish, and a file written through the pod's mount
+// reads back through NFS.
+func TestHomelabBtrfsClaimIsServedOverNFS(t *testing.T) {
+	testenv.NeedTools(t, "nfs-cat")
+	ctx := context.Background()
+	e := startBtrfs(t, "homelab-btrfs")
+	agentURL, token := e.BtrfsAgent()
+	storage := render(t, "./infrastructure/storage", map[string]string{"btrfs_agent_url": agentURL, "btrfs_nfs_server": "127.0.0.1"})
+	apps := render(t, "./apps", map[string]string{"cluster_name": "homelab", "postgres_size": "1Gi"})
+	sc := find(t, storage, "StorageClass", "strata-btrfs", &storagev1.StorageClass{})
+	pvc := find(t, apps, "PersistentVolumeClaim", "media-library", &corev1.PersistentVolumeClaim{})
+
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: sc.Parameters["csi.storage.k8s.io/provisioner-secret-name"],
+		Namespace: sc.Parameters["csi.storage.k8s.io/provisioner-secret-namespace"]}, StringData: map[string]string{"token": token}}
+	for _, obj := range []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: secret.Namespace}}, secret, sc} {
+		if err := e.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("creating %s: %v", obj.GetName(), err)
+		}
+	}
+	t.Cleanup(func() { _ = e.Client.Delete(ctx, sc) })
+
+	conn, err := csienv.Dial(e.ControllerEndpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	controller := csi.NewControllerClient(conn)
+	size := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
+	rwx := &csi.VolumeCapability{AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}},
+		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER}}
+	if pvc.Spec.AccessModes[0] != corev1.ReadWriteMany {
+		t.Fatalf("the homelab claim is %v, want ReadWriteMany", pvc.Spec.AccessModes)
+	}
+	secrets := map[string]string{"token": token}
+	created, err := controller.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: "pvc-media-library", Parameters: sc.Parameters,
+		CapacityRange: &csi.CapacityRange{RequiredBytes: size.Value()}, VolumeCapabilities: []*csi.VolumeCapability{rwx}, Secrets: secrets})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := created.GetVolume().GetVolumeId()
+	if id != "strata-btrfs|pvc-media-library" || created.GetVolume().GetCapacityBytes() != size.Value() {
+		t.Fatalf("CreateVolume = %v, want strata-btrfs|pvc-media-library of %d bytes", created.GetVolume(), size.Value())
+	}
+	agent := &volumeapi.Client{URL: agentURL, Token: token}
+	if v, err := agent.GetVolume(ctx, "pvc-media-library"); err != nil || v.Compression != "zstd" || v.CompressionLevel != 3 {
+		t.Fatalf("the agent's volume = %+v, %v; want the class's zstd:3", v, err)
+	}
+
+	// ControllerPublish exports it; the publish context says where from.
+	published, err := controller.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{VolumeId: id,
+		NodeId: "homelab-btrfs-node|127.0.0.1", VolumeCapability: rwx, Secrets: secrets, VolumeContext: created.GetVolume().GetVolumeContext()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := published.GetPublishContext()
+	if pc["exportPath"] != "/sanity/pvc-media-library" || pc["nfsServer"] != "127.0.0.1" {
+		t.Fatalf("publish context %v", pc)
+	}
+
+	// The pod's mount, on the storage host itself: a bind mount.
+	nodeConn, err := csienv.Dial(e.NodeEndpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nodeConn.Close()
+	node := csi.NewNodeClient(nodeConn)
+	staging, target := filepath.Join(t.TempDir(), "staging"), filepath.Join(t.TempDir(), "target")
+	if _, err := node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: id, StagingTargetPath: staging, VolumeCapability: rwx,
+		PublishContext: pc, VolumeContext: created.GetVolume().GetVolumeContext()}); err != nil {
+		t.Fatal(err)
+	}
+	defer node.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: staging}) //nolint:errcheck
+	if _, err := node.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: id, StagingTargetPath: staging, TargetPath: target,
+		VolumeCapability: rwx, PublishContext: pc, VolumeContext: created.GetVolume().GetVolumeContext()}); err != nil {
+		t.Fatal(err)
+	}
+	defer node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: target}) //nolint:errcheck
+	if err := os.WriteFile(filepath.Join(target, "song.txt"), []byte("la la la"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	_, port, _ := net.SplitHostPort(e.NFSAddr())
+	url := fmt.Sprintf("nfs://%s%s/song.txt?version=4&nfsport=%s", pc["nfsServer"], pc["exportPath"], port)
+	testenv.Eventually(t, 20*time.Second, func() error {
+		out, err := exec.Command("nfs-cat", url).CombinedOutput()
+		if err != nil || string(out) != "la la la" {
+			return fmt.Errorf("nfs-cat %s: %q, %v", url, out, err)
+		}
+		return nil
+	})
+}
