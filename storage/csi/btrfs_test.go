@@ -117,23 +117,7 @@ func TestHomelabBtrfsClaimIsServedOverNFS(t *testing.T) {
 	}
 
 	// The pod's mount, on the storage host itself: a bind mount.
-	nodeConn, err := csienv.Dial(e.NodeEndpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nodeConn.Close()
-	node := csi.NewNodeClient(nodeConn)
-	staging, target := filepath.Join(t.TempDir(), "staging"), filepath.Join(t.TempDir(), "target")
-	if _, err := node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: id, StagingTargetPath: staging, VolumeCapability: rwx,
-		PublishContext: pc, VolumeContext: created.GetVolume().GetVolumeContext()}); err != nil {
-		t.Fatal(err)
-	}
-	defer node.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: staging}) //nolint:errcheck
-	if _, err := node.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: id, StagingTargetPath: staging, TargetPath: target,
-		VolumeCapability: rwx, PublishContext: pc, VolumeContext: created.GetVolume().GetVolumeContext()}); err != nil {
-		t.Fatal(err)
-	}
-	defer node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: target}) //nolint:errcheck
+	target := mountOnNode(t, e, id, rwx, pc, created.GetVolume().GetVolumeContext())
 	if err := os.WriteFile(filepath.Join(target, "song.txt"), []byte("la la la"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -147,4 +131,33 @@ func TestHomelabBtrfsClaimIsServedOverNFS(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// mountOnNode stages and publishes a volume through the node service as
+// kubelet would, and undoes both when the test ends.
+func mountOnNode(t *testing.T, e *csienv.Env, id string, capability *csi.VolumeCapability, pc, volumeContext map[string]string) string {
+	t.Helper()
+	ctx := context.Background()
+	nodeConn, err := csienv.Dial(e.NodeEndpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nodeConn.Close() })
+	node := csi.NewNodeClient(nodeConn)
+	staging, target := filepath.Join(t.TempDir(), "staging"), filepath.Join(t.TempDir(), "target")
+	if _, err := node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: id, StagingTargetPath: staging, VolumeCapability: capability,
+		PublishContext: pc, VolumeContext: volumeContext}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = node.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: staging})
+	})
+	if _, err := node.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: id, StagingTargetPath: staging, TargetPath: target,
+		VolumeCapability: capability, PublishContext: pc, VolumeContext: volumeContext}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: target})
+	})
+	return target
 }
