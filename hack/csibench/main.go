@@ -1,10 +1,16 @@
-// Command csibench measures a volume's way through strata's CSI driver,
-// CreateVolume → NodeStageVolume → NodePublishVolume, on the loopback
-// backend, beside the floor: the bare truncate + losetup + mkfs.ext4 +
-// mount that make the same mounted filesystem on a loop device. Both run
-// the same number of volumes with the same parallelism, alternating in
-// rounds, in one process, so that the ratio is measured side by side.
-// `make bench` runs it; results go to docs/benchmarks.md by hand.
+// Command csibench measures a volume's way through strata's CSI driver
+// beside the floor, the bare tools that make the same thing:
+//
+//   - -backend lvm (loopback): CreateVolume → NodeStageVolume →
+//     NodePublishVolume, against truncate + losetup + mkfs.ext4 + mount;
+//   - -backend btrfs: CreateVolume → ControllerPublishVolume (the NFS
+//     export) → NodeStageVolume → NodePublishVolume, against btrfs
+//     subvolume create + btrfs qgroup limit on the same filesystem.
+//
+// Both run the same number of volumes with the same parallelism,
+// alternating in rounds, in one process, so that the ratio is measured
+// side by side. `make bench` runs it; results go to docs/benchmarks.md
+// by hand.
 package main
 
 import (
@@ -32,6 +38,7 @@ import (
 )
 
 type config struct {
+	backend                   string
 	volumes, parallel, rounds int
 	size                      int64
 	cpuProfile                string
@@ -39,6 +46,7 @@ type config struct {
 
 func main() {
 	var c config
+	flag.StringVar(&c.backend, "backend", "lvm", "lvm (the loopback volume manager) or btrfs")
 	flag.IntVar(&c.volumes, "volumes", 100, "volumes per round and path")
 	flag.IntVar(&c.parallel, "parallel", 10, "volumes in flight at once")
 	flag.IntVar(&c.rounds, "rounds", 2, "rounds; each runs the floor, then strata")
@@ -71,7 +79,11 @@ func run(c config) error {
 	o := csienv.Defaults(filepath.Join(dir, "strata"))
 	o.Node, o.Class, o.Backend = "bench-node", "bench", "loopback"
 	o.DiskSize = int64(c.volumes) * c.size / 8 // thin, overprovisioned tenfold
-	env, err := csienv.Start(context.Background(), cp.Config, o)
+	start := csienv.Start
+	if c.backend == "btrfs" {
+		start, o.DiskSize = csienv.StartBtrfs, 4*int64(c.volumes)*c.size // quotas only: the disk is sparse
+	}
+	env, err := start(context.Background(), cp.Config, o)
 	if env != nil {
 		defer env.Stop() //nolint:errcheck // best effort on the way out
 	}
@@ -82,7 +94,14 @@ func run(c config) error {
 	if err != nil {
 		return err
 	}
-	floor := &floor{dir: filepath.Join(dir, "floor")}
+	var floor path = &loopFloor{dir: filepath.Join(dir, "floor")}
+	floorName, strataName := "floor: truncate+losetup+mkfs.ext4+mount", "strata: CreateVolume+NodeStage+NodePublish"
+	if c.backend == "btrfs" {
+		params, secrets, mount := env.BtrfsClass()
+		s.params, s.secrets, s.capability, s.publish = params, secrets, rwx, true
+		floor = &btrfsFloor{dir: filepath.Join(mount, "floor")}
+		floorName, strataName = "floor: btrfs subvolume create+qgroup limit", "strata: Create+ControllerPublish+NodeStage+NodePublish"
+	}
 	var floorTimes, strataTimes []time.Duration
 	for r := 1; r <= c.rounds; r++ {
 		for _, p := range []struct {
@@ -102,17 +121,17 @@ func run(c config) error {
 				time.Since(start).Round(time.Millisecond), benchstat.Percentile(times, 50).Round(time.Millisecond))
 		}
 	}
-	report(c, floorTimes, strataTimes)
+	report(c, floorName, strataName, floorTimes, strataTimes)
 	return nil
 }
 
-func report(c config, floor, strata []time.Duration) {
+func report(c config, floorName, strataName string, floor, strata []time.Duration) {
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d.Microseconds())/1000) }
 	fmt.Printf("\n%d volumes of %d MiB, %d at a time, %d rounds; per volume:\n", c.volumes, c.size>>20, c.parallel, c.rounds)
-	fmt.Printf("%-44s %8s %8s\n", "", "p50", "p99")
-	fmt.Printf("%-44s %8s %8s\n", "floor: truncate+losetup+mkfs.ext4+mount", ms(benchstat.Percentile(floor, 50)), ms(benchstat.Percentile(floor, 99)))
-	fmt.Printf("%-44s %8s %8s\n", "strata: CreateVolume+NodeStage+NodePublish", ms(benchstat.Percentile(strata, 50)), ms(benchstat.Percentile(strata, 99)))
-	fmt.Printf("%-44s %7.2fx %7.2fx\n", "ratio", ratio(strata, floor, 50), ratio(strata, floor, 99))
+	fmt.Printf("%-56s %8s %8s\n", "", "p50", "p99")
+	fmt.Printf("%-56s %8s %8s\n", floorName, ms(benchstat.Percentile(floor, 50)), ms(benchstat.Percentile(floor, 99)))
+	fmt.Printf("%-56s %8s %8s\n", strataName, ms(benchstat.Percentile(strata, 50)), ms(benchstat.Percentile(strata, 99)))
+	fmt.Printf("%-56s %7.2fx %7.2fx\n", "ratio", ratio(strata, floor, 50), ratio(strata, floor, 99))
 }
 
 func ratio(a, b []time.Duration, p int) float64 {
@@ -154,15 +173,15 @@ func measure(c config, round string, p path) ([]time.Duration, error) {
 	return times, p.clean(ctx)
 }
 
-// floor makes a mounted ext4 on a loop device with the tools alone.
-type floor struct {
+// loopFloor makes a mounted ext4 on a loop device with the tools alone.
+type loopFloor struct {
 	dir string
 	mu  sync.Mutex
 	// made are the mount points and devices to take away.
 	mounts, devices []string
 }
 
-func (f *floor) make(_ context.Context, name string, size int64) error {
+func (f *loopFloor) make(_ context.Context, name string, size int64) error {
 	img, mnt := filepath.Join(f.dir, name+".img"), filepath.Join(f.dir, name)
 	if err := os.MkdirAll(mnt, 0o750); err != nil {
 		return err
@@ -186,7 +205,7 @@ func (f *floor) make(_ context.Context, name string, size int64) error {
 	return nil
 }
 
-func (f *floor) remember(mount, device *string) {
+func (f *loopFloor) remember(mount, device *string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if mount != nil {
@@ -197,7 +216,7 @@ func (f *floor) remember(mount, device *string) {
 	}
 }
 
-func (f *floor) clean(context.Context) error {
+func (f *loopFloor) clean(context.Context) error {
 	for _, m := range f.mounts {
 		if err := sh("umount", m); err != nil {
 			return err
@@ -219,19 +238,56 @@ func sh(name string, args ...string) error {
 	return nil
 }
 
+// btrfsFloor makes a subvolume with a quota with the tools alone.
+type btrfsFloor struct {
+	dir  string
+	once sync.Once
+}
+
+func (f *btrfsFloor) make(_ context.Context, name string, size int64) error {
+	var err error
+	f.once.Do(func() { err = os.MkdirAll(f.dir, 0o755) })
+	if err != nil {
+		return err
+	}
+	sub := filepath.Join(f.dir, name)
+	if err := sh("btrfs", "subvolume", "create", sub); err != nil {
+		return err
+	}
+	return sh("btrfs", "qgroup", "limit", fmt.Sprint(size), sub)
+}
+
+func (f *btrfsFloor) clean(context.Context) error {
+	entries, err := os.ReadDir(f.dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := sh("btrfs", "subvolume", "delete", filepath.Join(f.dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // strata makes a volume through the CSI services.
 type strata struct {
 	csi.ControllerClient
 	csi.NodeClient
 	env *csienv.Env
 	dir string
-	mu  sync.Mutex
+	// What the class asks for: parameters and secrets, the capability,
+	// and whether volumes are published (exported) by the controller.
+	params, secrets map[string]string
+	capability      *csi.VolumeCapability
+	publish         bool
+	mu              sync.Mutex
 	// made are the volume IDs with their staging and target paths.
 	made [][3]string
 }
 
 func newStrata(env *csienv.Env, dir string) (*strata, error) {
-	s := &strata{env: env, dir: dir}
+	s := &strata{env: env, dir: dir, capability: ext4}
 	cc, err := csienv.Dial(env.ControllerEndpoint)
 	if err != nil {
 		return nil, err
@@ -244,24 +300,43 @@ func newStrata(env *csienv.Env, dir string) (*strata, error) {
 	return s, nil
 }
 
-var ext4 = &csi.VolumeCapability{
-	AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{FsType: "ext4"}},
-	AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
-}
+var (
+	ext4 = &csi.VolumeCapability{
+		AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{FsType: "ext4"}},
+		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
+	}
+	rwx = &csi.VolumeCapability{
+		AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}},
+		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER},
+	}
+)
+
+// benchNode is the node ID of the environment's node.
+const benchNode = "bench-node|127.0.0.1"
 
 func (s *strata) make(ctx context.Context, name string, size int64) error {
 	rsp, err := s.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: name, CapacityRange: &csi.CapacityRange{RequiredBytes: size},
-		VolumeCapabilities: []*csi.VolumeCapability{ext4}})
+		VolumeCapabilities: []*csi.VolumeCapability{s.capability}, Parameters: s.params, Secrets: s.secrets})
 	if err != nil {
 		return fmt.Errorf("CreateVolume %s: %w", name, err)
 	}
-	id := rsp.GetVolume().GetVolumeId()
+	id, volumeContext := rsp.GetVolume().GetVolumeId(), rsp.GetVolume().GetVolumeContext()
+	var pc map[string]string
+	if s.publish {
+		pub, err := s.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{VolumeId: id, NodeId: benchNode,
+			VolumeCapability: s.capability, Secrets: s.secrets, VolumeContext: volumeContext})
+		if err != nil {
+			return fmt.Errorf("ControllerPublishVolume %s: %w", name, err)
+		}
+		pc = pub.GetPublishContext()
+	}
 	staging, target := filepath.Join(s.dir, name, "staging"), filepath.Join(s.dir, name, "target")
-	if _, err := s.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: id, StagingTargetPath: staging, VolumeCapability: ext4}); err != nil {
+	if _, err := s.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: id, StagingTargetPath: staging, VolumeCapability: s.capability,
+		PublishContext: pc, VolumeContext: volumeContext}); err != nil {
 		return fmt.Errorf("NodeStageVolume %s: %w", name, err)
 	}
 	if _, err := s.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: id, StagingTargetPath: staging,
-		TargetPath: target, VolumeCapability: ext4}); err != nil {
+		TargetPath: target, VolumeCapability: s.capability, PublishContext: pc, VolumeContext: volumeContext}); err != nil {
 		return fmt.Errorf("NodePublishVolume %s: %w", name, err)
 	}
 	s.mu.Lock()
@@ -278,7 +353,13 @@ func (s *strata) clean(ctx context.Context) error {
 		if _, err := s.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: m[0], StagingTargetPath: m[1]}); err != nil {
 			return err
 		}
-		if _, err := s.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: m[0]}); err != nil {
+		if s.publish {
+			if _, err := s.ControllerUnpublishVolume(ctx, &csi.ControllerUnpublishVolumeRequest{VolumeId: m[0], NodeId: benchNode,
+				Secrets: s.secrets}); err != nil {
+				return err
+			}
+		}
+		if _, err := s.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: m[0], Secrets: s.secrets}); err != nil {
 			return err
 		}
 	}

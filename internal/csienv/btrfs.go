@@ -191,3 +191,10 @@ func (e *Env) BtrfsAgent() (url, token string) { return "http://" + e.btrfs.apiA
 
 // NFSAddr is host:port of the environment's NFS-Ganesha.
 func (e *Env) NFSAddr() string { return e.btrfs.ganesha.Addr }
+
+// BtrfsClass returns the parameters and secrets a provisioner passes to
+// CreateVolume for the environment's btrfs class, and where the btrfs
+// filesystem is mounted.
+func (e *Env) BtrfsClass() (params, secrets map[string]string, mount string) {
+	return e.btrfs.params, map[string]string{stratacsi.TokenKey: e.btrfs.token}, e.btrfs.mount
+}

@@ -56,6 +56,11 @@ func TestQuotaLimitsAndAccountsASubvolume(t *testing.T) {
 	if u.Limit != 8<<20 || u.Referenced < 2<<20 || u.Referenced > 4<<20 {
 		t.Fatalf("usage = %+v, want a limit of 8 MiB and about 2 MiB referenced", u)
 	}
+	// btrfs-progs sees the limit the ioctl set.
+	out, err := fs.Runner.Run(ctx, "btrfs", "qgroup", "show", "--raw", "-re", fs.Path)
+	if err != nil || !strings.Contains(string(out), "8388608") {
+		t.Fatalf("btrfs qgroup show: %v\n%s", err, out)
+	}
 	err = writeSynced(filepath.Join(vol, "big"), make([]byte, 16<<20))
 	if !errors.Is(err, syscall.EDQUOT) {
 		t.Fatalf("writing 16 MiB under an 8 MiB limit: %v, want EDQUOT", err)

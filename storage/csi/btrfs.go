@@ -449,11 +449,12 @@ func (b *btrfsBackend) ControllerPublishVolume(ctx context.Context, id VolumeID,
 	if err != nil {
 		return nil, err
 	}
-	if _, err := agent.GetVolume(ctx, id.Name); err != nil {
-		return nil, agentError(err, "volume "+id.String())
-	}
 	_, ip, err := nodeAddress(req.GetNodeId())
 	if err != nil {
+		// A missing volume is the worse error: it is NotFound first.
+		if _, verr := agent.GetVolume(ctx, id.Name); verr != nil {
+			return nil, agentError(verr, "volume "+id.String())
+		}
 		return nil, err
 	}
 	v, err := agent.AddExport(ctx, id.Name, ip)

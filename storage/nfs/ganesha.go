@@ -48,21 +48,30 @@ func (g *Ganesha) Sync(ctx context.Context, exports []Export) error {
 	if err != nil {
 		return err
 	}
+	mounted, err := mountPoints()
+	if err != nil {
+		return err
+	}
 	for _, e := range exports {
-		if err := selfBind(e.Path); err != nil {
-			return err
+		if mounted[e.Path] {
+			continue
+		}
+		if err := unix.Mount(e.Path, e.Path, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind-mounting %s onto itself for NFS-Ganesha: %w", e.Path, err)
 		}
 	}
-	if err := atomicfile.Write(g.ExportsFile, ganeshaConfig(exports)); err != nil {
+	// Not synced to disk: the agent writes the file again from its
+	// records at start, so a file lost in a power failure costs nothing.
+	if err := atomicfile.WriteCache(g.ExportsFile, ganeshaConfig(exports)); err != nil {
 		return fmt.Errorf("writing Ganesha's exports to %s: %w", g.ExportsFile, err)
 	}
 	if err := g.reload(); err != nil {
 		return err
 	}
 	for _, e := range old {
-		if !slices.ContainsFunc(exports, func(n Export) bool { return n.Path == e.Path }) {
-			if err := unbind(e.Path); err != nil {
-				return err
+		if mounted[e.Path] && !slices.ContainsFunc(exports, func(n Export) bool { return n.Path == e.Path }) {
+			if err := unix.Unmount(e.Path, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+				return fmt.Errorf("unmounting the bind mount of %s: %w", e.Path, err)
 			}
 		}
 	}
@@ -134,51 +143,19 @@ func (g *Ganesha) reload() error {
 	return nil
 }
 
-// selfBind makes path a mount point by bind-mounting it onto itself,
-// unless it is one already.
-func selfBind(path string) error {
-	mounted, err := isMountPoint(path)
-	if err != nil || mounted {
-		return err
-	}
-	if err := unix.Mount(path, path, "", unix.MS_BIND, ""); err != nil {
-		return fmt.Errorf("bind-mounting %s onto itself for NFS-Ganesha: %w", path, err)
-	}
-	return nil
-}
-
-// unbind undoes selfBind. A path gone or no longer mounted is done.
-func unbind(path string) error {
-	mounted, err := isMountPoint(path)
-	if errors.Is(err, fs.ErrNotExist) || !mounted {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if err := unix.Unmount(path, unix.MNT_DETACH); err != nil {
-		return fmt.Errorf("unmounting the bind mount of %s: %w", path, err)
-	}
-	return nil
-}
-
-// isMountPoint says whether a mount sits exactly at path, from the mount
-// table (a bind mount of a directory onto itself keeps its device
-// number, so comparing devices would not tell).
-func isMountPoint(path string) (bool, error) {
-	if _, err := os.Stat(path); err != nil {
-		return false, err
-	}
+// mountPoints is the set of paths something is mounted at. A directory
+// bind-mounted onto itself keeps its device number, so only the mount
+// table tells it is a mount point.
+func mountPoints() (map[string]bool, error) {
 	points, err := mount.ParseMountInfo("/proc/self/mountinfo")
 	if err != nil {
-		return false, err
+		return nil, err
 	}
+	set := make(map[string]bool, len(points))
 	for _, p := range points {
-		if p.MountPoint == path {
-			return true, nil
-		}
+		set[p.MountPoint] = true
 	}
-	return false, nil
+	return set, nil
 }
 
 // MountPath implements Exporter: Ganesha shows exports at their NFSv4

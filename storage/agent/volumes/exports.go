@@ -3,6 +3,7 @@ package volumes
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -51,12 +52,10 @@ func (s *Store) changeClients(ctx context.Context, tenant, name, client string, 
 // follow. The record comes first: should serving fail, the periodic
 // sync (Run) keeps trying what the record says.
 func (s *Store) setClients(ctx context.Context, tenant string, v Volume, clients []string) (Volume, error) {
-	s.exports.Lock()
-	defer s.exports.Unlock()
 	slices.Sort(clients)
 	v.Clients = clients
 	if len(clients) > 0 && v.ExportID == 0 {
-		id, err := s.freeExportID()
+		id, err := s.allocateExportID()
 		if err != nil {
 			return Volume{}, err
 		}
@@ -65,22 +64,113 @@ func (s *Store) setClients(ctx context.Context, tenant string, v Volume, clients
 	if err := writeMetadata(s.volumeDir(tenant, v.Name), stored(v)); err != nil {
 		return Volume{}, err
 	}
-	if err := s.syncExports(ctx); err != nil {
+	v = s.fill(tenant, v)
+	ticket, err := s.indexExport(tenant, v)
+	if err != nil {
+		return Volume{}, err
+	}
+	if err := s.serveExports(ctx, ticket); err != nil {
 		return Volume{}, fmt.Errorf("volume %s: recorded its NFS clients, but serving them failed (the agent keeps trying): %w", v.Name, err)
 	}
-	return s.fill(tenant, v), nil
+	return v, nil
 }
 
-// freeExportID is the lowest export ID no volume holds. Volumes keep
-// their ID once given, so a client's file handles stay valid.
-func (s *Store) freeExportID() (uint16, error) {
-	used := map[uint16]bool{}
-	err := s.eachVolume(func(_ string, v Volume) { used[v.ExportID] = true })
-	if err != nil {
+// indexExport puts a volume's recorded export in the index and returns
+// the ticket of that change.
+func (s *Store) indexExport(tenant string, v Volume) (uint64, error) {
+	s.exports.Lock()
+	defer s.exports.Unlock()
+	if err := s.loadIndex(); err != nil {
 		return 0, err
 	}
+	s.index.set(tenant, v, s.export(tenant, v))
+	s.ticket++
+	return s.ticket, nil
+}
+
+func (s *Store) allocateExportID() (uint16, error) {
+	s.exports.Lock()
+	defer s.exports.Unlock()
+	if err := s.loadIndex(); err != nil {
+		return 0, err
+	}
+	id, err := s.index.freeID()
+	if err == nil {
+		s.index.ids[id] = true
+	}
+	return id, err
+}
+
+// serveExports returns once a sync that includes the change of the given
+// ticket has run, with that sync's error. Changes made while a sync runs
+// are served together by the next one, so concurrent exports share the
+// exporter's cost.
+func (s *Store) serveExports(ctx context.Context, ticket uint64) error {
+	s.syncing.Lock()
+	defer s.syncing.Unlock()
+	s.exports.Lock()
+	if s.synced >= ticket {
+		err := s.lastSyncErr
+		s.exports.Unlock()
+		return err
+	}
+	covers, exports := s.ticket, s.index.exports()
+	s.exports.Unlock()
+	err := s.Exporter.Sync(ctx, exports)
+	s.exports.Lock()
+	s.synced, s.lastSyncErr = covers, err
+	s.exports.Unlock()
+	return err
+}
+
+// exportIndex is what the volumes' metadata says about exports, kept in
+// memory so that an export change need not read every volume's record:
+// the exports to serve, and the export IDs given out.
+type exportIndex struct {
+	byVolume map[string]nfs.Export
+	ids      map[uint16]bool
+}
+
+// loadIndex reads the index from the metadata, once.
+func (s *Store) loadIndex() error {
+	if s.index != nil {
+		return nil
+	}
+	index := &exportIndex{byVolume: map[string]nfs.Export{}, ids: map[uint16]bool{}}
+	err := s.eachVolume(func(tenant string, v Volume) {
+		v.Path = filepath.Join(s.volumeDir(tenant, v.Name), dataDir)
+		index.set(tenant, v, s.export(tenant, v))
+	})
+	if err != nil {
+		return err
+	}
+	s.index = index
+	return nil
+}
+
+func (x *exportIndex) set(tenant string, v Volume, e nfs.Export) {
+	x.ids[v.ExportID] = true
+	key := tenant + "/" + v.Name
+	if len(e.Clients) == 0 {
+		delete(x.byVolume, key)
+		return
+	}
+	x.byVolume[key] = e
+}
+
+func (x *exportIndex) exports() []nfs.Export {
+	out := make([]nfs.Export, 0, len(x.byVolume))
+	for _, e := range x.byVolume {
+		out = append(out, e)
+	}
+	return out
+}
+
+// freeID is the lowest export ID no volume holds. Volumes keep their ID
+// once given, so a client's file handles stay valid.
+func (x *exportIndex) freeID() (uint16, error) {
 	for id := uint16(1); id != 0; id++ {
-		if !used[id] {
+		if !x.ids[id] {
 			return id, nil
 		}
 	}
@@ -93,7 +183,7 @@ func (s *Store) eachVolume(do func(tenant string, v Volume)) error {
 		return err
 	}
 	for _, t := range tenants {
-		volumes, err := s.List(t)
+		volumes, err := s.records(t)
 		if err != nil {
 			return err
 		}
@@ -110,27 +200,24 @@ func (s *Store) export(tenant string, v Volume) nfs.Export {
 }
 
 // SyncExports serves exactly the exports the volumes' metadata records,
-// which also removes exports of volumes that are gone.
+// which also removes exports of volumes that are gone. It reads the
+// metadata afresh, so what was changed behind the agent's back counts.
 func (s *Store) SyncExports(ctx context.Context) error {
 	if s.Exporter == nil {
 		return nil
 	}
 	s.exports.Lock()
-	defer s.exports.Unlock()
-	return s.syncExports(ctx)
-}
-
-func (s *Store) syncExports(ctx context.Context) error {
-	exports := []nfs.Export{}
-	err := s.eachVolume(func(tenant string, v Volume) {
-		if len(v.Clients) > 0 {
-			exports = append(exports, s.export(tenant, v))
-		}
-	})
-	if err != nil {
+	old := s.index
+	s.index = nil
+	if err := s.loadIndex(); err != nil {
+		s.index = old
+		s.exports.Unlock()
 		return err
 	}
-	return s.Exporter.Sync(ctx, exports)
+	s.ticket++
+	ticket := s.ticket
+	s.exports.Unlock()
+	return s.serveExports(ctx, ticket)
 }
 
 // Run brings the exports and the layout in order at start, then keeps

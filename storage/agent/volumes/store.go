@@ -43,8 +43,15 @@ type Store struct {
 	Node    string
 	MinSize int64
 
-	locks   keyedMutex
-	exports sync.Mutex // one export change (and ID allocation) at a time
+	locks keyedMutex
+	// exports guards the export index and the sync counters below.
+	exports sync.Mutex
+	index   *exportIndex
+	// Export changes are served in batches: each change takes a ticket,
+	// and a sync serves every change ticketed before it started.
+	syncing        sync.Mutex // one Exporter.Sync at a time
+	ticket, synced uint64
+	lastSyncErr    error
 }
 
 // Open returns the store under base, which must be on btrfs.

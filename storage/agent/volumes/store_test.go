@@ -311,7 +311,23 @@ func TestExportsAreServedAndComeBackAfterARestart(t *testing.T) {
 	if _, err := restarted.RemoveExport(ctx, "t", "shared", "127.0.0.1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := restarted.Delete(ctx, "t", "shared", false); err != nil {
+	// An agent's first export change may come before its first sync.
+	again, err := volumes.Open(ctx, s.Base, &g.Ganesha, "node-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reexported, err := again.AddExport(ctx, "t", "shared", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reexported.ExportID != v.ExportID {
+		t.Fatalf("export ID %d after exporting again, want the volume's own %d", reexported.ExportID, v.ExportID)
+	}
+	waitNFSRead(t, addr, v.ExportPath+"/hello", "through NFS")
+	if _, err := again.RemoveExport(ctx, "t", "shared", "127.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := again.Delete(ctx, "t", "shared", false); err != nil {
 		t.Fatalf("deleting the volume once its export is gone: %v", err)
 	}
 	if have, _ := g.Exported(ctx); len(have) != 0 {
@@ -339,4 +355,43 @@ func freeAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+func TestConcurrentExportsAreAllServedWithTheirOwnIDs(t *testing.T) {
+	testenv.NeedTools(t, "ganesha.nfsd")
+	ctx := context.Background()
+	g, err := nfs.StartGanesha(ctx, t.TempDir(), freeAddr(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newStore(t, &g.Ganesha)
+	t.Cleanup(g.Stop) // before the disk goes: Ganesha holds its exports
+	const n = 12
+	for i := range n {
+		if _, _, err := s.Create(ctx, "t", volumes.CreateRequest{Name: fmt.Sprintf("v%d", i), SizeBytes: 16 * mib}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := s.AddExport(ctx, "t", fmt.Sprintf("v%d", i), "127.0.0.1"); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	have, err := g.Exported(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[uint16]bool{}
+	for _, e := range have {
+		ids[e.ID] = true
+	}
+	if len(have) != n || len(ids) != n {
+		t.Fatalf("Ganesha serves %d exports with %d distinct IDs, want %d of each: %+v", len(have), len(ids), n, have)
+	}
 }

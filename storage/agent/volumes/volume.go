@@ -229,6 +229,15 @@ func (s *Store) fill(tenant string, v Volume) Volume {
 
 // List returns a tenant's volumes by name.
 func (s *Store) List(tenant string) ([]Volume, error) {
+	vs, err := s.records(tenant)
+	for i := range vs {
+		vs[i] = s.fill(tenant, vs[i])
+	}
+	return vs, err
+}
+
+// records reads a tenant's volumes' metadata alone.
+func (s *Store) records(tenant string) ([]Volume, error) {
 	names, err := listDirs(filepath.Join(s.Base, tenant))
 	if err != nil {
 		return nil, err
@@ -238,7 +247,8 @@ func (s *Store) List(tenant string) ([]Volume, error) {
 		if n == snapshotsDir || strings.HasPrefix(n, ".") {
 			continue
 		}
-		v, err := s.get(tenant, n)
+		var v Volume
+		err := readMetadata(s.volumeDir(tenant, n), "volume "+n, &v)
 		if KindOf(err) == NotFound { // half-made or half-removed
 			continue
 		}
