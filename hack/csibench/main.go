@@ -122,17 +122,29 @@ func run(c config) error {
 		}
 	}
 	report(c, floorName, strataName, floorTimes, strataTimes)
+	s.reportSteps()
 	return nil
 }
 
 func report(c config, floorName, strataName string, floor, strata []time.Duration) {
-	ms := func(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d.Microseconds())/1000) }
 	fmt.Printf("\n%d volumes of %d MiB, %d at a time, %d rounds; per volume:\n", c.volumes, c.size>>20, c.parallel, c.rounds)
 	fmt.Printf("%-56s %8s %8s\n", "", "p50", "p99")
 	fmt.Printf("%-56s %8s %8s\n", floorName, ms(benchstat.Percentile(floor, 50)), ms(benchstat.Percentile(floor, 99)))
 	fmt.Printf("%-56s %8s %8s\n", strataName, ms(benchstat.Percentile(strata, 50)), ms(benchstat.Percentile(strata, 99)))
 	fmt.Printf("%-56s %7.2fx %7.2fx\n", "ratio", ratio(strata, floor, 50), ratio(strata, floor, 99))
 }
+
+// reportSteps shows where strata's time goes, call by call.
+func (s *strata) reportSteps() {
+	fmt.Printf("\nstrata, by call:\n")
+	for _, name := range stepNames {
+		if times := s.steps[name]; len(times) > 0 && times[len(times)-1] > 0 {
+			fmt.Printf("  %-54s %8s %8s\n", name, ms(benchstat.Percentile(times, 50)), ms(benchstat.Percentile(times, 99)))
+		}
+	}
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d.Microseconds())/1000) }
 
 func ratio(a, b []time.Duration, p int) float64 {
 	return float64(benchstat.Percentile(a, p)) / float64(benchstat.Percentile(b, p))
@@ -284,10 +296,12 @@ type strata struct {
 	mu              sync.Mutex
 	// made are the volume IDs with their staging and target paths.
 	made [][3]string
+	// steps are the times of each CSI call, by call, over all rounds.
+	steps map[string][]time.Duration
 }
 
 func newStrata(env *csienv.Env, dir string) (*strata, error) {
-	s := &strata{env: env, dir: dir, capability: ext4}
+	s := &strata{env: env, dir: dir, capability: ext4, steps: map[string][]time.Duration{}}
 	cc, err := csienv.Dial(env.ControllerEndpoint)
 	if err != nil {
 		return nil, err
@@ -315,11 +329,15 @@ var (
 const benchNode = "bench-node|127.0.0.1"
 
 func (s *strata) make(ctx context.Context, name string, size int64) error {
+	var took [len(stepNames)]time.Duration
+	last := time.Now()
+	step := func(i int) { now := time.Now(); took[i], last = now.Sub(last), now }
 	rsp, err := s.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: name, CapacityRange: &csi.CapacityRange{RequiredBytes: size},
 		VolumeCapabilities: []*csi.VolumeCapability{s.capability}, Parameters: s.params, Secrets: s.secrets})
 	if err != nil {
 		return fmt.Errorf("CreateVolume %s: %w", name, err)
 	}
+	step(0)
 	id, volumeContext := rsp.GetVolume().GetVolumeId(), rsp.GetVolume().GetVolumeContext()
 	var pc map[string]string
 	if s.publish {
@@ -330,20 +348,29 @@ func (s *strata) make(ctx context.Context, name string, size int64) error {
 		}
 		pc = pub.GetPublishContext()
 	}
+	step(1)
 	staging, target := filepath.Join(s.dir, name, "staging"), filepath.Join(s.dir, name, "target")
 	if _, err := s.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: id, StagingTargetPath: staging, VolumeCapability: s.capability,
 		PublishContext: pc, VolumeContext: volumeContext}); err != nil {
 		return fmt.Errorf("NodeStageVolume %s: %w", name, err)
 	}
+	step(2)
 	if _, err := s.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: id, StagingTargetPath: staging,
 		TargetPath: target, VolumeCapability: s.capability, PublishContext: pc, VolumeContext: volumeContext}); err != nil {
 		return fmt.Errorf("NodePublishVolume %s: %w", name, err)
 	}
+	step(3)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.made = append(s.made, [3]string{id, staging, target})
+	for i, d := range took {
+		s.steps[stepNames[i]] = append(s.steps[stepNames[i]], d)
+	}
 	return nil
 }
+
+// stepNames are the CSI calls a volume takes, in order.
+var stepNames = [...]string{"CreateVolume", "ControllerPublishVolume", "NodeStageVolume", "NodePublishVolume"}
 
 func (s *strata) clean(ctx context.Context) error {
 	for _, m := range s.made {

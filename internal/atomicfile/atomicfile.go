@@ -10,9 +10,9 @@ import (
 	"path/filepath"
 )
 
-// WriteNamed writes into a temporary file in dir, syncs it, and renames it
-// to the name that write returns; write may pick the name from what it
-// wrote (a content digest).
+// WriteNamed writes into a temporary file in dir, syncs it, renames it
+// to the name that write returns and syncs dir; write may pick the name
+// from what it wrote (a content digest).
 func WriteNamed(dir string, write func(io.Writer) (string, error)) (string, error) {
 	return writeNamed(dir, write, true)
 }
@@ -47,7 +47,36 @@ func writeNamed(dir string, write func(io.Writer) (string, error), durable bool)
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return "", err
 	}
+	if durable {
+		// The rename is on disk only once its directory is.
+		if err := SyncDir(dir); err != nil {
+			return "", err
+		}
+	}
 	return path, nil
+}
+
+// SyncDir waits until the entries of the directories, made, renamed or
+// removed, are on disk.
+func SyncDir(dirs ...string) error {
+	for _, dir := range dirs {
+		if err := syncDir(dir); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("syncing directory %s: %w", dir, err)
+	}
+	return nil
 }
 
 // Write replaces path with data, durably.

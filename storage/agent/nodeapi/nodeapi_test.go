@@ -2,9 +2,11 @@ package nodeapi_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -112,6 +114,12 @@ func serve(t *testing.T, server *nodeapi.Server) *nodeapi.Client {
 		if err := <-served; err != nil {
 			t.Error(err)
 		}
+	})
+	// A call before the server listens fails fast, as it should for a
+	// node whose agent is down; here the server is on its way.
+	testenv.Eventually(t, 10*time.Second, func() error {
+		_, err := os.Stat(socket)
+		return err
 	})
 	c, err := nodeapi.Dial(socket)
 	if err != nil {

@@ -2,7 +2,6 @@ package volumes
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"time"
 )
@@ -45,7 +44,7 @@ func (s *Store) CreateSnapshot(ctx context.Context, tenant string, req SnapshotR
 		return Snapshot{}, false, err
 	}
 	snap = Snapshot{Name: req.Name, Volume: req.Volume, SizeBytes: v.SizeBytes, CreatedAt: time.Now().UTC()}
-	if err := writeMetadata(dir, snap); err != nil {
+	if err := s.recordNew(dir, snap); err != nil {
 		return Snapshot{}, false, err
 	}
 	return s.fillSnapshot(tenant, snap), true, nil
@@ -108,7 +107,7 @@ func (s *Store) DeleteSnapshot(ctx context.Context, tenant, name string) error {
 	if _, err := s.getSnapshot(tenant, name); err != nil {
 		return err
 	}
-	if err := os.Remove(filepath.Join(dir, metadataFile)); err != nil {
+	if err := removeRecord(dir); err != nil {
 		return err
 	}
 	return s.removeDir(ctx, dir)
@@ -158,7 +157,7 @@ func (s *Store) Clone(ctx context.Context, tenant string, req CloneRequest) (v V
 	if err := s.apply(ctx, dir, &v, Tuning{Compression: src.Compression, CompressionLevel: src.CompressionLevel}, false); err != nil {
 		return Volume{}, false, err
 	}
-	if err := writeMetadata(dir, v); err != nil {
+	if err := s.recordNew(dir, v); err != nil {
 		return Volume{}, false, err
 	}
 	return s.fill(tenant, v), true, nil

@@ -63,6 +63,9 @@ func Open(ctx context.Context, base string, exporter nfs.Exporter, node string) 
 	if err := os.MkdirAll(base, 0o755); err != nil {
 		return nil, err
 	}
+	if err := atomicfile.SyncDir(filepath.Dir(base)); err != nil {
+		return nil, err
+	}
 	fs, err := btrfs.Open(ctx, base)
 	if err != nil {
 		return nil, err
@@ -133,6 +136,32 @@ func readMetadata(dir, what string, v any) error {
 		return fmt.Errorf("%s: %s is damaged: %w", what, filepath.Join(dir, metadataFile), err)
 	}
 	return nil
+}
+
+// recordNew writes a new volume's or snapshot's metadata, and waits
+// until the directories leading to it, which may be new too, are on
+// disk: a volume reported made must still be there after a power cut.
+func (s *Store) recordNew(dir string, v any) error {
+	if err := writeMetadata(dir, v); err != nil {
+		return err
+	}
+	var parents []string
+	for p := filepath.Dir(dir); ; p = filepath.Dir(p) {
+		parents = append(parents, p)
+		if p == s.Base || p == filepath.Dir(p) {
+			return atomicfile.SyncDir(parents...)
+		}
+	}
+}
+
+// removeRecord removes dir's metadata, durably, before what it
+// describes goes: were the order lost in a power cut, a record could
+// outlive its subvolume.
+func removeRecord(dir string) error {
+	if err := os.Remove(filepath.Join(dir, metadataFile)); err != nil {
+		return err
+	}
+	return atomicfile.SyncDir(dir)
 }
 
 // writeMetadata replaces dir's metadata atomically and durably.

@@ -110,7 +110,7 @@ func (s *Store) Create(ctx context.Context, tenant string, req CreateRequest) (v
 	if err := s.apply(ctx, dir, &v, req.Tuning, true); err != nil {
 		return Volume{}, false, err
 	}
-	if err := writeMetadata(dir, v); err != nil {
+	if err := s.recordNew(dir, v); err != nil {
 		return Volume{}, false, err
 	}
 	return s.fill(tenant, v), true, nil
@@ -347,7 +347,7 @@ func (s *Store) Delete(ctx context.Context, tenant, name string, cascade bool) e
 		}
 	}
 	dir := s.volumeDir(tenant, name)
-	if err := os.Remove(filepath.Join(dir, metadataFile)); err != nil {
+	if err := removeRecord(dir); err != nil {
 		return err
 	}
 	return s.removeDir(ctx, dir)
