@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs the benchmarks: strata plan on a generated repository beside a loop
-# of kubectl kustomize (hack/planbench), the CSI driver beside the bare
-# loop-device steps (hack/csibench, root only), then the engine on a local
-# control plane, strata first, then Flux's kustomize-controller as the
-# reference.
+# of kubectl kustomize (hack/planbench); the CSI driver's LVM backend beside
+# the bare loop-device steps and its btrfs backend beside btrfs-progs
+# (hack/csibench, root only); then the engine on a local control plane,
+# strata first, then Flux's kustomize-controller as the reference.
 # Extra arguments go to hack/bench (see its flags); results are printed, and
 # recorded by hand in docs/benchmarks.md with the command.
 set -euo pipefail
@@ -15,6 +15,7 @@ go run ./hack/planbench -strata bin/strata -kubectl bin/k8s/kubectl
 if [ "$(id -u)" = 0 ]; then
   bash hack/packages.sh
   go run ./hack/csibench
+  go run ./hack/csibench -backend btrfs
 else
   echo "csibench skipped: it attaches loop devices and mounts, which needs root"
 fi
