@@ -30,7 +30,7 @@ generate:
 # Every test, against a real kube-apiserver and etcd and real git servers.
 # Packages run one after another: each starts its own API server.
 test: control-plane packages
-	@bash hack/tools.sh csi-sanity
+	@bash hack/tools.sh csi-sanity helm
 	@echo "► running tests"
 	$(GO) test -count=1 -p 1 -timeout 20m ./...
 

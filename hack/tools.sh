@@ -22,6 +22,7 @@ for tool in "$@"; do
     controller-gen) install_tool controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen v0.23.0 ;;
     golangci-lint) install_tool golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint v2.15.0 ;;
     csi-sanity) install_tool csi-sanity github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity v5.6.0 ;;
+    helm) install_tool helm helm.sh/helm/v3/cmd/helm v3.22.0 ;;
     *) echo "tools: unknown tool $tool" >&2; exit 2 ;;
   esac
 done

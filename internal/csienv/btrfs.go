@@ -83,7 +83,7 @@ func StartBtrfs(ctx context.Context, cfg *rest.Config, o Options) (env *Env, err
 	}
 	co := stratacsi.Defaults()
 	co.Mode, co.Endpoint, co.Wait = "controller", env.ControllerEndpoint, time.Minute
-	env.run(func() error { return stratacsi.Run(ctx, cfg, co) })
+	env.run(func() error { return stratacsi.Run(ctx, orDefault(o.ControllerConfig, cfg), co) })
 	no := co
 	no.Mode, no.Endpoint, no.NodeName, no.NodeIP, no.AgentSocket = "node", env.NodeEndpoint, o.Node, "127.0.0.1", filepath.Join(o.Dir, "agent.sock")
 	env.run(func() error { return stratacsi.Run(ctx, nil, no) })

@@ -45,6 +45,18 @@ type Options struct {
 	Backend string
 	// Ready bounds the wait for the agent to report capacity.
 	Ready time.Duration
+	// AgentConfig and ControllerConfig, when set, are what the agent and
+	// the CSI controller talk to the API server as (a service account of
+	// the Helm chart, say); the environment itself is set up with the
+	// configuration Start is given.
+	AgentConfig, ControllerConfig *rest.Config
+}
+
+func orDefault(cfg, fallback *rest.Config) *rest.Config {
+	if cfg != nil {
+		return cfg
+	}
+	return fallback
 }
 
 // Defaults is a node "sanity-node" with an 8 GiB disk (sparse) and a thin
@@ -92,14 +104,14 @@ func Start(ctx context.Context, cfg *rest.Config, o Options) (env *Env, err erro
 	ao.LoopbackDir, ao.MinDeviceSize = filepath.Join(o.Dir, "loopback"), 64<<20
 	ao.MetricsAddr, ao.HealthProbeAddr = "0", "0"
 	ao.APISocket = filepath.Join(o.Dir, "agent.sock")
-	mgr, err := agent.NewManager(ctx, cfg, ao)
+	mgr, err := agent.NewManager(ctx, orDefault(o.AgentConfig, cfg), ao)
 	if err != nil {
 		return env, err
 	}
 	env.run(func() error { return mgr.Start(ctx) })
 	co := stratacsi.Defaults()
 	co.Mode, co.Endpoint, co.Wait = "controller", env.ControllerEndpoint, time.Minute
-	env.run(func() error { return stratacsi.Run(ctx, cfg, co) })
+	env.run(func() error { return stratacsi.Run(ctx, orDefault(o.ControllerConfig, cfg), co) })
 	no := co
 	no.Mode, no.Endpoint, no.NodeName, no.NodeIP, no.AgentSocket = "node", env.NodeEndpoint, o.Node, "127.0.0.1", ao.APISocket
 	env.run(func() error { return stratacsi.Run(ctx, nil, no) })

@@ -18,13 +18,16 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 // startCSI runs the driver with the loopback backend on a loop disk, as
 // a node and a device class of their own, so that the tests of this
 // package do not see each other's.
-func startCSI(t *testing.T, name string) *csienv.Env {
+func startCSI(t *testing.T, name string, tweaks ...func(*csienv.Options)) *csienv.Env {
 	t.Helper()
 	testenv.NeedRoot(t, "loop devices and mounts")
 	testenv.NeedTools(t, "lvm", "losetup", "mkfs.ext4", "resize2fs", "blkid")
 	env := testenv.Get(t)
 	o := csienv.Defaults(t.TempDir())
 	o.Backend, o.Node, o.Class = "loopback", name+"-node", name
+	for _, tweak := range tweaks {
+		tweak(&o)
+	}
 	e, err := csienv.Start(context.Background(), env.Config, o)
 	if e != nil {
 		t.Cleanup(func() {
@@ -55,13 +58,16 @@ func TestSanityBtrfs(t *testing.T) {
 
 // startBtrfs runs the driver's btrfs path on a loop disk, with NFS-Ganesha
 // and the agent's volume API.
-func startBtrfs(t *testing.T, name string) *csienv.Env {
+func startBtrfs(t *testing.T, name string, tweaks ...func(*csienv.Options)) *csienv.Env {
 	t.Helper()
 	testenv.NeedRoot(t, "loop devices, btrfs and mounts")
 	testenv.NeedTools(t, "mkfs.btrfs", "btrfs", "ganesha.nfsd")
 	env := testenv.Get(t)
 	o := csienv.Defaults(t.TempDir())
 	o.Node, o.Class, o.DiskSize = name+"-node", name, 32<<30
+	for _, tweak := range tweaks {
+		tweak(&o)
+	}
 	e, err := csienv.StartBtrfs(context.Background(), env.Config, o)
 	if e != nil {
 		t.Cleanup(func() {

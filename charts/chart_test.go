@@ -1,0 +1,132 @@
+// Package charts holds the tests of the Helm chart charts/strata.
+package charts
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/strata-gitops/strata/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// required are the values a release must set.
+var required = []string{"image.repository=images.example/strata", "csiSidecars.registry=images.example"}
+
+// everything turns every part of the chart on.
+var everything = append(required, "btrfsHost.enabled=true", "btrfsHost.nodeSelector.strata\\.dev/btrfs-host=true",
+	"btrfsHost.tenantsSecret=tenants", "btrfsHost.tls.secretName=agent-tls", "controller.persistence.existingClaim=strata-data")
+
+// TestEveryObjectIsValid applies the whole chart to a real API server with
+// strict field validation: a misspelt or misplaced field fails.
+func TestEveryObjectIsValid(t *testing.T) {
+	env := testenv.Get(t)
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "chart-valid"}}
+	if err := env.Client.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	objects := testenv.RenderChart(t, "valid", ns.Name, everything...)
+	kinds := map[string]int{}
+	for _, o := range objects {
+		kinds[o.GetKind()]++
+	}
+	want := map[string]int{"Deployment": 2, "DaemonSet": 2, "CSIDriver": 1, "ServiceAccount": 4, "Service": 2}
+	for kind, n := range want {
+		if kinds[kind] != n {
+			t.Errorf("the chart renders %d %s, want %d (all: %v)", kinds[kind], kind, n, kinds)
+		}
+	}
+	if err := testenv.ApplyStrictly(ctx, env.Client, objects); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestKubeletFindsTheNodeService checks that the socket the registrar
+// tells kubelet about is the one the CSI node service listens on, seen
+// from the host.
+func TestKubeletFindsTheNodeService(t *testing.T) {
+	for _, kubelet := range []string{"/var/lib/kubelet", "/var/snap/microk8s/common/var/lib/kubelet"} {
+		agent := find(t, testenv.RenderChart(t, "k", "strata-system", append(required, "csi.kubeletDir="+kubelet)...), "DaemonSet", "k-agent")
+		pod := agent.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+		hostPaths := map[string]string{}
+		for _, v := range pod["volumes"].([]any) {
+			v := v.(map[string]any)
+			if hp, ok := v["hostPath"].(map[string]any); ok {
+				hostPaths[v["name"].(string)] = hp["path"].(string)
+			}
+		}
+		mounts := map[string]map[string]string{} // container → mount path → volume
+		args := map[string][]string{}
+		for _, c := range pod["containers"].([]any) {
+			c := c.(map[string]any)
+			name := c["name"].(string)
+			mounts[name] = map[string]string{}
+			for _, m := range c["volumeMounts"].([]any) {
+				m := m.(map[string]any)
+				mounts[name][m["mountPath"].(string)] = m["name"].(string)
+			}
+			for _, a := range c["args"].([]any) {
+				args[name] = append(args[name], a.(string))
+			}
+		}
+		socket := strings.TrimPrefix(flag(args["csi-node"], "--endpoint"), "unix://")
+		onHost := hostPaths[mounts["csi-node"]["/csi"]] + strings.TrimPrefix(socket, "/csi")
+		if got := flag(args["node-driver-registrar"], "--kubelet-registration-path"); got != onHost {
+			t.Errorf("kubelet dir %s: the registrar registers %s, the node service listens at %s on the host", kubelet, got, onHost)
+		}
+		if !strings.HasPrefix(onHost, kubelet+"/plugins/") {
+			t.Errorf("kubelet dir %s: the node socket %s is not under kubelet's plugins directory", kubelet, onHost)
+		}
+		if hostPaths[mounts["node-driver-registrar"]["/registration"]] != kubelet+"/plugins_registry" {
+			t.Errorf("kubelet dir %s: registration directory %v", kubelet, hostPaths)
+		}
+	}
+}
+
+func flag(args []string, name string) string {
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func find(t *testing.T, objects []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	t.Helper()
+	for _, o := range objects {
+		if o.GetKind() == kind && o.GetName() == name {
+			return o
+		}
+	}
+	t.Fatalf("the chart renders no %s %s", kind, name)
+	return nil
+}
+
+// TestMissingValuesAreNamed checks that a release without a required
+// value fails to render, and the error names the value.
+func TestMissingValuesAreNamed(t *testing.T) {
+	for _, c := range []struct {
+		set  []string
+		want string
+	}{
+		{nil, "image.repository is required"},
+		{required[:1], "csiSidecars.registry is required"},
+		{append(required, "btrfsHost.enabled=true"), "btrfsHost.nodeSelector is required"},
+	} {
+		args := []string{"template", "m", testenv.RepoRoot() + "/charts/strata"}
+		for _, s := range c.set {
+			args = append(args, "--set", s)
+		}
+		_, err := testenv.Helm(t, args...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("helm template --set %v: %v; want an error saying %q", c.set, err, c.want)
+		}
+	}
+}

@@ -1,0 +1,40 @@
+{{/* Names and labels shared by every object of the release. */}}
+{{- define "strata.name" -}}{{ .Release.Name | trunc 40 | trimSuffix "-" }}{{- end }}
+
+{{- define "strata.labels" -}}
+app.kubernetes.io/name: strata
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end }}
+
+{{/* strata.selector takes (list . "component"). */}}
+{{- define "strata.selector" -}}
+app.kubernetes.io/name: strata
+app.kubernetes.io/instance: {{ (index . 0).Release.Name }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end }}
+
+{{- define "strata.image" -}}
+{{- $repo := required "image.repository is required: the registry path of strata's image (docs/install.md)" .Values.image.repository -}}
+{{- printf "%s:%s" $repo (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end }}
+
+{{/* strata.sidecar takes (list . .Values.csiSidecars.provisioner). */}}
+{{- define "strata.sidecar" -}}
+{{- $root := index . 0 -}}
+{{- $registry := required "csiSidecars.registry is required when csi.enabled or agent.enabled: the registry or mirror serving the Kubernetes CSI sidecar images (docs/install.md)" $root.Values.csiSidecars.registry -}}
+{{- printf "%s/%s:%s" $registry (index . 1).name (index . 1).tag -}}
+{{- end }}
+
+{{- define "strata.pluginDir" -}}{{ .Values.csi.kubeletDir }}/plugins/strata.csi.strata.dev{{- end }}
+
+{{/* strata.nodeSelector renders a nodeSelector with every value a string,
+so that --set sel.key=true selects the label value "true". */}}
+{{- define "strata.nodeSelector" -}}
+nodeSelector:
+{{- range $k, $v := . }}
+  {{ $k | quote }}: {{ $v | toString | quote }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,99 @@
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// RenderChart renders charts/strata with `helm template` (bin/helm, which
+// `make test` installs) as release name in namespace, with --set values.
+func RenderChart(t testing.TB, name, namespace string, set ...string) []*unstructured.Unstructured {
+	t.Helper()
+	out, err := Helm(t, append([]string{"template", name, filepath.Join(RepoRoot(), "charts", "strata"), "--namespace", namespace}, setFlags(set)...)...)
+	if err != nil {
+		t.Fatalf("helm template: %v", err)
+	}
+	objects, err := decodeYAML(out)
+	if err != nil {
+		t.Fatalf("reading the rendered chart: %v", err)
+	}
+	return objects
+}
+
+// Helm runs bin/helm and returns its standard output; a failure's error
+// holds its standard error.
+func Helm(t testing.TB, args ...string) ([]byte, error) {
+	t.Helper()
+	helm := filepath.Join(RepoRoot(), "bin", "helm")
+	if _, err := os.Stat(helm); err != nil {
+		Unavailable(t, "bin/helm is not installed (make test installs it through hack/tools.sh)")
+	}
+	var stderr bytes.Buffer
+	cmd := exec.Command(helm, args...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s", err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	return out, nil
+}
+
+func setFlags(set []string) []string {
+	var flags []string
+	for _, s := range set {
+		flags = append(flags, "--set", s)
+	}
+	return flags
+}
+
+func decodeYAML(data []byte) ([]*unstructured.Unstructured, error) {
+	var objects []*unstructured.Unstructured
+	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		err := dec.Decode(&u.Object)
+		if errors.Is(err, io.EOF) {
+			return objects, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(u.Object) > 0 {
+			objects = append(objects, u)
+		}
+	}
+}
+
+// ApplyStrictly server-side applies the objects. Server-side apply checks
+// each object against its schema, so a misspelt or misplaced field fails.
+func ApplyStrictly(ctx context.Context, c client.Client, objects []*unstructured.Unstructured) error {
+	for _, o := range objects {
+		err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner("strata-test"), client.ForceOwnership)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", o.GetKind(), o.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// ServiceAccountConfig is cfg acting as the service account.
+func ServiceAccountConfig(cfg *rest.Config, namespace, name string) *rest.Config {
+	sa := rest.CopyConfig(cfg)
+	sa.Impersonate = rest.ImpersonationConfig{
+		UserName: fmt.Sprintf("system:serviceaccount:%s:%s", namespace, name),
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+	}
+	return sa
+}
