@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -75,6 +76,8 @@ type Env struct {
 	cancel                           context.CancelFunc
 	done                             []chan error
 	btrfs                            *btrfsParts
+	stopOnce                         sync.Once
+	stopErr                          error
 }
 
 // Start builds the environment and returns once both CSI services answer
@@ -129,8 +132,13 @@ func (e *Env) run(f func() error) {
 
 // Stop stops everything and takes the disk away: the volume group, its
 // volumes and the loop devices. It returns the first error a part of the
-// environment stopped with.
+// environment stopped with. Stopping again returns the same.
 func (e *Env) Stop() error {
+	e.stopOnce.Do(func() { e.stopErr = e.stop() })
+	return e.stopErr
+}
+
+func (e *Env) stop() error {
 	e.cancel()
 	var first error
 	for _, done := range e.done {
@@ -237,12 +245,17 @@ func (e *Env) waitReady(ctx context.Context) error {
 	defer tick.Stop()
 	var last error
 	for {
-		if last = e.ready(ctx); last == nil {
+		err := e.ready(ctx)
+		if err == nil {
 			return nil
+		}
+		if ctx.Err() == nil { // the deadline's own error says nothing
+			last = err
 		}
 		for _, done := range e.done {
 			select {
 			case err := <-done:
+				done <- err // for Stop, which waits on every part
 				return fmt.Errorf("a part of the CSI environment stopped: %v", err)
 			default:
 			}
