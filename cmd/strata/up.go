@@ -19,6 +19,10 @@ func upCommand() *cobra.Command {
 		AssetsDir:  filepath.Join("bin", "k8s"),
 		GitAddr:    "127.0.0.1:8480",
 		HookAddr:   "127.0.0.1:9292",
+		// The volume API's usual port; NFS off its usual 2049, which a
+		// kernel NFS server may hold.
+		VolumeAPIAddr: "127.0.0.1:8420",
+		NFSAddr:       "127.0.0.1:12049",
 	}
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -46,5 +50,7 @@ func upCommand() *cobra.Command {
 	f.StringVar(&o.AssetsDir, "control-plane-dir", o.AssetsDir, "directory holding kube-apiserver and etcd")
 	f.StringVar(&o.GitAddr, "git-address", o.GitAddr, "loopback address the git repository is served on")
 	f.StringVar(&o.HookAddr, "receiver-address", o.HookAddr, "loopback address of the webhook receiver")
+	f.StringVar(&o.VolumeAPIAddr, "volume-api-address", o.VolumeAPIAddr, "loopback address of the btrfs storage host's volume API")
+	f.StringVar(&o.NFSAddr, "nfs-address", o.NFSAddr, "loopback address of the btrfs storage host's NFS-Ganesha")
 	return cmd
 }

@@ -24,8 +24,9 @@ const NodeName = "strata-up"
 const diskSize = 2 << 30
 
 // startAgent gives the local control plane a node with two loop-device
-// disks (sparse files in the state directory), tells the example
-// repository their paths through the ConfigMap flux-system/node-disks,
+// disks (sparse files in the state directory) and a btrfs storage host on
+// a third, tells the example repository their paths and the btrfs
+// agent's address through the ConfigMap flux-system/node-disks,
 // and runs the node's storage agent, so that the repository's LVMCluster
 // becomes a volume group and a thin pool, and both CSI services on
 // sockets in the state directory. It needs root; without it the
@@ -39,7 +40,13 @@ func startAgent(ctx context.Context, cfg *rest.Config, c client.Client, o Option
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, nil, err
 	}
-	detach := func() { _ = loopdev.DetachUnder(o.StateDir) }
+	var host *btrfsHost
+	detach := func() {
+		if host != nil {
+			host.stop()
+		}
+		_ = loopdev.DetachUnder(o.StateDir)
+	}
 	disks := map[string]string{}
 	for i := 1; i <= 2; i++ {
 		dev, err := attachDisk(filepath.Join(dir, fmt.Sprintf("disk-%d.img", i)))
@@ -48,6 +55,19 @@ func startAgent(ctx context.Context, cfg *rest.Config, c client.Client, o Option
 			return nil, nil, err
 		}
 		disks[fmt.Sprintf("disk_%d", i)] = dev
+	}
+	btrfsDisk, err := attachDisk(filepath.Join(dir, "btrfs.img"))
+	if err != nil {
+		detach()
+		return nil, nil, err
+	}
+	vars, host, err := startBtrfsHost(ctx, c, o, btrfsDisk, say)
+	if err != nil {
+		detach()
+		return nil, nil, err
+	}
+	for k, v := range vars {
+		disks[k] = v
 	}
 	if err := publishDisks(ctx, c, disks); err != nil {
 		detach()
@@ -67,11 +87,15 @@ func startAgent(ctx context.Context, cfg *rest.Config, c client.Client, o Option
 	controller.Endpoint = "unix://" + filepath.Join(o.StateDir, "csi-controller.sock")
 	node.Mode, node.Endpoint = "node", "unix://"+filepath.Join(o.StateDir, "csi-node.sock")
 	node.NodeName, node.NodeIP, node.AgentSocket = NodeName, "127.0.0.1", ao.APISocket
-	done := runAll(
+	parts := []func() error{
 		func() error { return mgr.Start(ctx) },
 		func() error { return csi.Run(ctx, cfg, controller) },
 		func() error { return csi.Run(ctx, nil, node) },
-	)
+	}
+	if host != nil {
+		parts = append(parts, func() error { return <-host.done })
+	}
+	done := runAll(parts...)
 	_, backend, _ := agent.VolumeManager(ao)
 	say("storage agent started as node %s (%s backend) with disks %s and %s", NodeName, backend, disks["disk_1"], disks["disk_2"])
 	say("CSI driver %s: controller %s, node %s", csi.DriverName, controller.Endpoint, node.Endpoint)

@@ -35,7 +35,11 @@ type Options struct {
 	AssetsDir  string
 	GitAddr    string
 	HookAddr   string
-	Out        io.Writer
+	// VolumeAPIAddr and NFSAddr are where the btrfs storage host serves
+	// its volume API and NFS-Ganesha.
+	VolumeAPIAddr string
+	NFSAddr       string
+	Out           io.Writer
 }
 
 // Run brings everything up and blocks until ctx ends, then stops it all.
