@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/strata-gitops/strata/internal/csienv"
 	"github.com/strata-gitops/strata/internal/testenv"
 )
@@ -22,13 +24,19 @@ func startCSI(t *testing.T, name string, tweaks ...func(*csienv.Options)) *csien
 	t.Helper()
 	testenv.NeedRoot(t, "loop devices and mounts")
 	testenv.NeedTools(t, "lvm", "losetup", "mkfs.ext4", "resize2fs", "blkid")
-	env := testenv.Get(t)
 	o := csienv.Defaults(t.TempDir())
 	o.Backend, o.Node, o.Class = "loopback", name+"-node", name
+	return startEnv(t, csienv.Start, o, tweaks)
+}
+
+// startEnv starts an environment, stopped when the test ends.
+func startEnv(t *testing.T, start func(context.Context, *rest.Config, csienv.Options) (*csienv.Env, error),
+	o csienv.Options, tweaks []func(*csienv.Options)) *csienv.Env {
+	t.Helper()
 	for _, tweak := range tweaks {
 		tweak(&o)
 	}
-	e, err := csienv.Start(context.Background(), env.Config, o)
+	e, err := start(context.Background(), testenv.Get(t).Config, o)
 	if e != nil {
 		t.Cleanup(func() {
 			if err := e.Stop(); err != nil {
@@ -62,24 +70,9 @@ func startBtrfs(t *testing.T, name string, tweaks ...func(*csienv.Options)) *csi
 	t.Helper()
 	testenv.NeedRoot(t, "loop devices, btrfs and mounts")
 	testenv.NeedTools(t, "mkfs.btrfs", "btrfs", "ganesha.nfsd")
-	env := testenv.Get(t)
 	o := csienv.Defaults(t.TempDir())
 	o.Node, o.Class, o.DiskSize = name+"-node", name, 32<<30
-	for _, tweak := range tweaks {
-		tweak(&o)
-	}
-	e, err := csienv.StartBtrfs(context.Background(), env.Config, o)
-	if e != nil {
-		t.Cleanup(func() {
-			if err := e.Stop(); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e
+	return startEnv(t, csienv.StartBtrfs, o, tweaks)
 }
 
 func sanityBinary(t *testing.T) string {
