@@ -28,11 +28,26 @@ func (m kernelMounter) Mount(source, target, fstype string, options []string) er
 
 // MountSensitive implements mount.Interface.
 func (m kernelMounter) MountSensitive(source, target, fstype string, options, sensitive []string) error {
-	flags, data, ok := kernelOptions(append(append([]string(nil), options...), sensitive...))
-	if !ok || fstype == "" {
+	flags, data, ok := bySyscall(fstype, append(append([]string(nil), options...), sensitive...))
+	if !ok {
 		return m.Interface.MountSensitive(source, target, fstype, options, sensitive)
 	}
 	return unix.Mount(source, target, fstype, flags, data)
+}
+
+// helperFilesystems are mounted through their mount(8) helper, which
+// gives the kernel what a bare system call cannot: mount.nfs resolves the
+// server and passes its address (addr=), without which the kernel refuses
+// an NFS mount.
+var helperFilesystems = map[string]bool{"nfs": true, "nfs4": true, "cifs": true, "smb3": true}
+
+// bySyscall returns the system call's flags and data for a mount, and
+// whether the system call can make it at all.
+func bySyscall(fstype string, options []string) (flags uintptr, data string, ok bool) {
+	if fstype == "" || helperFilesystems[fstype] || strings.HasPrefix(fstype, "fuse") {
+		return 0, "", false
+	}
+	return kernelOptions(options)
 }
 
 // flagOptions are the mount options that are flags of the system call.

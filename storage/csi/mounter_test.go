@@ -29,6 +29,19 @@ func TestKernelOptions(t *testing.T) {
 	}
 }
 
+// A network filesystem goes to its mount(8) helper whatever its options:
+// the kernel takes an NFS mount only with the address mount.nfs resolves.
+func TestNetworkFilesystemsUseTheirHelper(t *testing.T) {
+	for _, c := range []struct {
+		fstype string
+		ok     bool
+	}{{"ext4", true}, {"xfs", true}, {"btrfs", true}, {"nfs4", false}, {"nfs", false}, {"cifs", false}, {"fuse.sshfs", false}, {"", false}} {
+		if _, _, ok := bySyscall(c.fstype, []string{"vers=4.1", "hard"}); ok != c.ok {
+			t.Errorf("bySyscall(%q) = %v, want %v", c.fstype, ok, c.ok)
+		}
+	}
+}
+
 // The mount table names an lvm2 volume by its device-mapper node, the
 // agent by the /dev/<vg>/<lv> link to it: they are one device.
 func TestSameDevice(t *testing.T) {
