@@ -55,12 +55,23 @@ func seedRepository(o Options, url string) (*repository, error) {
 }
 
 // pushThroughServer points the work tree at the served URL, so that pushes
-// go through the HTTP server, which calls the Receiver.
+// go through the HTTP server, which calls the Receiver, and makes it
+// main's upstream, so that a plain `git push` (the printed next step)
+// works; work trees seeded before that was done get it too.
 func pushThroughServer(work, url string) error {
 	if _, err := os.Stat(work); err != nil {
 		return nil
 	}
-	return git(work, "remote", "set-url", "origin", url)
+	for _, args := range [][]string{
+		{"remote", "set-url", "origin", url},
+		{"config", "branch.main.remote", "origin"},
+		{"config", "branch.main.merge", "refs/heads/main"},
+	} {
+		if err := git(work, args...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func git(dir string, args ...string) error {
