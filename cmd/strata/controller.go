@@ -39,6 +39,7 @@ func controllerCommand() *cobra.Command {
 	f.IntVar(&burst, "kube-api-burst", 300, "requests to the API server in a burst")
 	f.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address of the Prometheus metrics endpoint, 0 to disable")
 	f.StringVar(&o.HealthProbeAddr, "health-probe-bind-address", o.HealthProbeAddr, "address of the /healthz and /readyz probes, 0 to disable")
+	f.StringVar(&o.PprofAddr, "pprof-bind-address", o.PprofAddr, "address of Go's profiler (/debug/pprof/), for diagnosing CPU and memory; empty serves none")
 	f.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect a leader so that only one replica reconciles")
 	f.StringVar(&o.ArtifactDir, "artifact-dir", o.ArtifactDir, "directory for git mirrors and artifacts")
 	f.StringVar(&o.ArtifactAddr, "artifact-bind-address", o.ArtifactAddr, "address of the artifact file server, 0 to disable")

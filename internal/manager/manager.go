@@ -35,8 +35,10 @@ import (
 
 // Options are the controller's flags.
 type Options struct {
-	MetricsAddr        string
-	HealthProbeAddr    string
+	MetricsAddr     string
+	HealthProbeAddr string
+	// PprofAddr serves Go's profiler (/debug/pprof/); empty or 0 serves none.
+	PprofAddr          string
 	LeaderElect        bool
 	ArtifactDir        string
 	ArtifactAddr       string
@@ -70,6 +72,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 		Scheme:                 scheme.New(),
 		Metrics:                metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress: o.HealthProbeAddr,
+		PprofBindAddress:       o.PprofAddr,
 		LeaderElection:         o.LeaderElect,
 		LeaderElectionID:       "strata-controller-leader",
 		Cache:                  cacheOpts,
