@@ -2,6 +2,7 @@ package csi
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -62,7 +63,7 @@ func (n *Node) publishBtrfs(req *csi.NodePublishVolumeRequest) error {
 	if staged, err := n.Mounter.IsMountPoint(staging); err != nil || !staged {
 		return status.Errorf(codes.FailedPrecondition, "volume %s is not staged at %s: call NodeStageVolume first", req.GetVolumeId(), staging)
 	}
-	if err := applyMountGroup(staging, capability.GetMount().GetVolumeMountGroup()); err != nil {
+	if err := applyMountGroup(staging, capability.GetMount().GetVolumeMountGroup(), false); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(target, 0o750); err != nil {
@@ -84,11 +85,14 @@ func isReadOnlyMode(m csi.VolumeCapability_AccessMode_Mode) bool {
 	return m == csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY || m == csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY
 }
 
-// applyMountGroup gives a pod's fsGroup the volume's root, as kubelet
-// would for a driver without VOLUME_MOUNT_GROUP: owned by the group,
-// group-writable, and setgid so that new files belong to the group too.
-// Only the root changes: a volume's existing files keep their owners.
-func applyMountGroup(root, group string) error {
+// applyMountGroup gives a pod's fsGroup the volume, as kubelet does for a
+// driver without VOLUME_MOUNT_GROUP: each file and directory belongs to the
+// group and is group-readable and -writable, and directories are setgid
+// so that new files belong to the group too. Kubelet leaves this to the
+// driver once it offers VOLUME_MOUNT_GROUP. Without recursive only the
+// root changes: an NFS-served tree is not walked at every mount, and its
+// existing files keep their owners.
+func applyMountGroup(root, group string, recursive bool) error {
 	if group == "" {
 		return nil
 	}
@@ -96,15 +100,45 @@ func applyMountGroup(root, group string) error {
 	if err != nil || gid < 0 {
 		return status.Errorf(codes.InvalidArgument, "volume mount group %q is not a group ID", group)
 	}
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			return nil
+		}
+		if err := giveGroup(path, gid, d.IsDir()); err != nil {
+			return err
+		}
+		if d.IsDir() && !recursive {
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	if err != nil {
+		return status.Errorf(codes.Internal, "giving group %d the volume at %s: %v", gid, root, err)
+	}
+	return nil
+}
+
+// giveGroup makes one file or directory the group's, read-write (and
+// searchable and setgid for a directory), as kubelet's fsGroup does.
+func giveGroup(path string, gid int, dir bool) error {
 	var st unix.Stat_t
-	if err := unix.Stat(root, &st); err != nil {
-		return status.Errorf(codes.Internal, "volume root %s: %v", root, err)
+	if err := unix.Lstat(path, &st); err != nil {
+		return err
 	}
-	if err := os.Lchown(root, -1, gid); err != nil {
-		return status.Errorf(codes.Internal, "giving group %d the volume root %s: %v", gid, root, err)
+	if int(st.Gid) != gid {
+		if err := os.Lchown(path, -1, gid); err != nil {
+			return err
+		}
 	}
-	if err := unix.Chmod(root, (st.Mode&0o7777)|0o2070); err != nil {
-		return status.Errorf(codes.Internal, "making the volume root %s group-writable: %v", root, err)
+	mode := st.Mode&0o7777 | 0o660
+	if dir {
+		mode |= 0o2110
+	}
+	if mode != st.Mode&0o7777 || int(st.Gid) != gid { // chown clears setgid on files
+		return unix.Chmod(path, mode)
 	}
 	return nil
 }

@@ -143,7 +143,7 @@ func (n *Node) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolume
 		if staged, serr := n.mountedDevice(source); serr != nil || !sameDevice(staged, vol.Device) {
 			return nil, status.Errorf(codes.FailedPrecondition, "volume %s is not staged at %s: call NodeStageVolume first", req.GetVolumeId(), source)
 		}
-		if err := applyMountGroup(source, capability.GetMount().GetVolumeMountGroup()); err != nil {
+		if err := applyMountGroup(source, capability.GetMount().GetVolumeMountGroup(), true); err != nil {
 			return nil, err
 		}
 		err = os.MkdirAll(target, 0o750)
