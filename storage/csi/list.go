@@ -1,0 +1,159 @@
+package csi
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
+	"github.com/strata-gitops/strata/storage/lvmcluster"
+)
+
+// ListVolumes implements csi.ControllerServer: the volumes of both
+// backends, ordered by ID.
+func (c *Controller) ListVolumes(ctx context.Context, req *csi.ListVolumesRequest) (*csi.ListVolumesResponse, error) {
+	entries, err := c.btrfs.listVolumes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	lvm, err := c.listLogicalVolumes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	entries = append(entries, lvm...)
+	slices.SortFunc(entries, func(a, b *csi.ListVolumesResponse_Entry) int {
+		return strings.Compare(a.GetVolume().GetVolumeId(), b.GetVolume().GetVolumeId())
+	})
+	entries, next, err := page(entries, req.GetStartingToken(), req.GetMaxEntries(), "volumes")
+	return &csi.ListVolumesResponse{Entries: entries, NextToken: next}, err
+}
+
+// ListSnapshots implements csi.ControllerServer: the snapshots of both
+// backends, ordered by ID, or the one snapshot_id names, or those of
+// source_volume_id. An ID that names nothing gives an empty list.
+func (c *Controller) ListSnapshots(ctx context.Context, req *csi.ListSnapshotsRequest) (*csi.ListSnapshotsResponse, error) {
+	snaps, err := c.btrfs.listSnapshots(ctx)
+	if err != nil {
+		return nil, err
+	}
+	lvm, err := c.listLogicalSnapshots(ctx)
+	if err != nil {
+		return nil, err
+	}
+	snaps = slices.DeleteFunc(append(snaps, lvm...), func(s *csi.Snapshot) bool {
+		id, source := req.GetSnapshotId(), req.GetSourceVolumeId()
+		return (id != "" && s.GetSnapshotId() != id) || (source != "" && s.GetSourceVolumeId() != source)
+	})
+	slices.SortFunc(snaps, func(a, b *csi.Snapshot) int { return strings.Compare(a.GetSnapshotId(), b.GetSnapshotId()) })
+	snaps, next, err := page(snaps, req.GetStartingToken(), req.GetMaxEntries(), "snapshots")
+	if err != nil {
+		return nil, err
+	}
+	rsp := &csi.ListSnapshotsResponse{NextToken: next}
+	for _, s := range snaps {
+		rsp.Entries = append(rsp.Entries, &csi.ListSnapshotsResponse_Entry{Snapshot: s})
+	}
+	return rsp, nil
+}
+
+// page is the part of a sorted list a call asks for. The token is the
+// index of the next entry; max 0 means all.
+func page[T any](all []T, token string, max int32, what string) ([]T, string, error) {
+	start := 0
+	if token != "" {
+		n, err := strconv.Atoi(token)
+		if err != nil || n < 0 || n > len(all) {
+			return nil, "", status.Errorf(codes.Aborted, "starting token %q is not one this driver gave for the %d %s there are", token, len(all), what)
+		}
+		start = n
+	}
+	if max < 0 {
+		return nil, "", status.Errorf(codes.InvalidArgument, "max entries %d is negative", max)
+	}
+	end := len(all)
+	if n := int(max); n > 0 && start+n < end {
+		end = start + n
+	}
+	next := ""
+	if end < len(all) {
+		next = strconv.Itoa(end)
+	}
+	return all[start:end], next, nil
+}
+
+// listLogicalVolumes lists the LVM volumes made through CSI.
+func (c *Controller) listLogicalVolumes(ctx context.Context) ([]*csi.ListVolumesResponse_Entry, error) {
+	lvs, err := c.logicalVolumes(ctx, kindVolume)
+	if err != nil {
+		return nil, err
+	}
+	var entries []*csi.ListVolumesResponse_Entry
+	for _, lv := range lvs {
+		entries = append(entries, &csi.ListVolumesResponse_Entry{Volume: &csi.Volume{
+			VolumeId:           logicalVolumeID(&lv),
+			CapacityBytes:      lv.Spec.Size.Value(),
+			AccessibleTopology: []*csi.Topology{{Segments: map[string]string{TopologyKey: lv.Spec.NodeName}}},
+		}})
+	}
+	return entries, nil
+}
+
+// listLogicalSnapshots lists the LVM snapshots made through CSI, each
+// under its source volume's StorageClass, as CreateSnapshot names them.
+func (c *Controller) listLogicalSnapshots(ctx context.Context) ([]*csi.Snapshot, error) {
+	volumes, err := c.logicalVolumes(ctx, kindVolume)
+	if err != nil {
+		return nil, err
+	}
+	sourceIDs := map[string]VolumeID{}
+	for _, lv := range volumes {
+		sourceIDs[lv.Name], _ = ParseVolumeID(logicalVolumeID(&lv))
+	}
+	snaps, err := c.logicalVolumes(ctx, kindSnapshot)
+	if err != nil {
+		return nil, err
+	}
+	var out []*csi.Snapshot
+	for _, lv := range snaps {
+		source, ok := sourceIDs[lv.Spec.Source]
+		if !ok { // its volume is gone: the snapshot keeps the class name it was given
+			source = VolumeID{StorageClass: lvmcluster.StorageClassName(lv.Spec.DeviceClass), Name: lv.Spec.Source}
+		}
+		ready, _ := readiness(&lv)
+		snap := &csi.Snapshot{
+			SnapshotId:     VolumeID{StorageClass: source.StorageClass, Name: lv.Name}.String(),
+			SourceVolumeId: source.String(),
+			CreationTime:   timestamppb.New(lv.CreationTimestamp.Time),
+			ReadyToUse:     ready,
+		}
+		if lv.Status.CurrentSize != nil {
+			snap.SizeBytes = lv.Status.CurrentSize.Value()
+		}
+		out = append(out, snap)
+	}
+	return out, nil
+}
+
+func (c *Controller) logicalVolumes(ctx context.Context, kind string) ([]storagev1alpha1.LogicalVolume, error) {
+	lvs := &storagev1alpha1.LogicalVolumeList{}
+	if err := c.Cache.List(ctx, lvs, client.MatchingLabels{KindLabel: kind}); err != nil {
+		return nil, apiError(err, "list")
+	}
+	return lvs.Items, nil
+}
+
+// logicalVolumeID is the CSI ID of an LVM volume.
+func logicalVolumeID(lv *storagev1alpha1.LogicalVolume) string {
+	sc := lv.Annotations[StorageClassAnnotation]
+	if sc == "" {
+		sc = lvmcluster.StorageClassName(lv.Spec.DeviceClass)
+	}
+	return VolumeID{StorageClass: sc, Name: lv.Name}.String()
+}
