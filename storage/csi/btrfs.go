@@ -409,13 +409,7 @@ func (b *btrfsBackend) CreateSnapshot(ctx context.Context, id VolumeID, req *csi
 	if err != nil {
 		return nil, agentError(err, "snapshot "+req.GetName())
 	}
-	return &csi.CreateSnapshotResponse{Snapshot: &csi.Snapshot{
-		SnapshotId:     VolumeID{StorageClass: id.StorageClass, Name: snap.Name}.String(),
-		SourceVolumeId: req.GetSourceVolumeId(),
-		SizeBytes:      snap.SizeBytes,
-		CreationTime:   timestamppb.New(snap.CreatedAt),
-		ReadyToUse:     true,
-	}}, nil
+	return &csi.CreateSnapshotResponse{Snapshot: btrfsSnapshot(id.StorageClass, snap)}, nil
 }
 
 // DeleteSnapshot removes a snapshot; one already gone is done.
@@ -562,15 +556,33 @@ func (b *btrfsBackend) listSnapshots(ctx context.Context) ([]*csi.Snapshot, erro
 			return agentError(err, fmt.Sprintf("listing the snapshots of StorageClass %s", sc.Name))
 		}
 		for _, snap := range list {
-			snaps = append(snaps, &csi.Snapshot{
-				SnapshotId:     VolumeID{StorageClass: sc.Name, Name: snap.Name}.String(),
-				SourceVolumeId: VolumeID{StorageClass: sc.Name, Name: snap.Volume}.String(),
-				SizeBytes:      snap.SizeBytes, CreationTime: timestamppb.New(snap.CreatedAt), ReadyToUse: true,
-			})
+			snaps = append(snaps, btrfsSnapshot(sc.Name, snap))
 		}
 		return nil
 	})
 	return snaps, err
+}
+
+// btrfsSnapshot is a snapshot of a class's agent as CSI names it.
+func btrfsSnapshot(class string, snap volumes.Snapshot) *csi.Snapshot {
+	return &csi.Snapshot{
+		SnapshotId:     VolumeID{StorageClass: class, Name: snap.Name}.String(),
+		SourceVolumeId: VolumeID{StorageClass: class, Name: snap.Volume}.String(),
+		SizeBytes:      snap.SizeBytes, CreationTime: timestamppb.New(snap.CreatedAt), ReadyToUse: true,
+	}
+}
+
+// GetSnapshot reads one snapshot from its class's agent.
+func (b *btrfsBackend) GetSnapshot(ctx context.Context, id VolumeID, secrets map[string]string) (*csi.GetSnapshotResponse, error) {
+	agent, _, err := b.agentFor(ctx, id, secrets)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := agent.GetSnapshot(ctx, id.Name)
+	if err != nil {
+		return nil, agentError(err, "snapshot "+id.String())
+	}
+	return &csi.GetSnapshotResponse{Snapshot: btrfsSnapshot(id.StorageClass, snap)}, nil
 }
 
 // route says whether a volume or snapshot ID is a btrfs class's. An ID

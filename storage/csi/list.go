@@ -123,22 +123,54 @@ func (c *Controller) listLogicalSnapshots(ctx context.Context) ([]*csi.Snapshot,
 	var out []*csi.Snapshot
 	for _, lv := range snaps {
 		source, ok := sourceIDs[lv.Spec.Source]
-		if !ok { // its volume is gone: the snapshot keeps the class name it was given
-			source = VolumeID{StorageClass: lvmcluster.StorageClassName(lv.Spec.DeviceClass), Name: lv.Spec.Source}
-		}
-		ready, _ := readiness(&lv)
-		snap := &csi.Snapshot{
-			SnapshotId:     VolumeID{StorageClass: source.StorageClass, Name: lv.Name}.String(),
-			SourceVolumeId: source.String(),
-			CreationTime:   timestamppb.New(lv.CreationTimestamp.Time),
-			ReadyToUse:     ready,
-		}
-		if lv.Status.CurrentSize != nil {
-			snap.SizeBytes = lv.Status.CurrentSize.Value()
-		}
-		out = append(out, snap)
+		out = append(out, logicalSnapshot(&lv, source, ok))
 	}
 	return out, nil
+}
+
+// GetSnapshot implements csi.ControllerServer.
+func (c *Controller) GetSnapshot(ctx context.Context, req *csi.GetSnapshotRequest) (*csi.GetSnapshotResponse, error) {
+	if err := required("snapshot ID", req.GetSnapshotId()); err != nil {
+		return nil, err
+	}
+	if id, btrfs, err := c.btrfs.route(ctx, req.GetSnapshotId(), req.GetSecrets()); err != nil {
+		return nil, err
+	} else if btrfs {
+		return c.btrfs.GetSnapshot(ctx, id, req.GetSecrets())
+	}
+	lv, err := c.lookup(ctx, req.GetSnapshotId(), kindSnapshot)
+	if err != nil {
+		return nil, err
+	}
+	var source VolumeID
+	volume := &storagev1alpha1.LogicalVolume{}
+	err = c.Cache.Get(ctx, client.ObjectKey{Name: lv.Spec.Source}, volume)
+	if err == nil {
+		source, _ = ParseVolumeID(logicalVolumeID(volume))
+	}
+	snap := logicalSnapshot(lv, source, err == nil)
+	snap.SnapshotId = req.GetSnapshotId() // the ID the CO holds names it, whatever its volume became
+	return &csi.GetSnapshotResponse{Snapshot: snap}, nil
+}
+
+// logicalSnapshot is an LVM snapshot as CSI names it: under its source
+// volume's StorageClass, as CreateSnapshot named it. A snapshot whose
+// volume is gone is named after its device class's StorageClass.
+func logicalSnapshot(lv *storagev1alpha1.LogicalVolume, source VolumeID, sourceKnown bool) *csi.Snapshot {
+	if !sourceKnown {
+		source = VolumeID{StorageClass: lvmcluster.StorageClassName(lv.Spec.DeviceClass), Name: lv.Spec.Source}
+	}
+	ready, _ := readiness(lv)
+	snap := &csi.Snapshot{
+		SnapshotId:     VolumeID{StorageClass: source.StorageClass, Name: lv.Name}.String(),
+		SourceVolumeId: source.String(),
+		CreationTime:   timestamppb.New(lv.CreationTimestamp.Time),
+		ReadyToUse:     ready,
+	}
+	if lv.Status.CurrentSize != nil {
+		snap.SizeBytes = lv.Status.CurrentSize.Value()
+	}
+	return snap
 }
 
 func (c *Controller) logicalVolumes(ctx context.Context, kind string) ([]storagev1alpha1.LogicalVolume, error) {
