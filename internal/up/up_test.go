@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,7 +38,7 @@ func TestUpAppliesTheRepositoryAndAPush(t *testing.T) {
 	out := &syncBuffer{}
 	o := up.Options{StateDir: state, ClusterDir: filepath.Join(root, "clusters", "homelab"),
 		CRDDir: filepath.Join(root, "charts", "strata", "crds"), AssetsDir: testenv.AssetsDir(),
-		GitAddr: freeAddr(t), HookAddr: freeAddr(t), VolumeAPIAddr: freeAddr(t), NFSAddr: freeAddr(t), Out: out}
+		GitAddr: testenv.FreeAddr(t), HookAddr: testenv.FreeAddr(t), VolumeAPIAddr: testenv.FreeAddr(t), NFSAddr: testenv.FreeAddr(t), Out: out}
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- up.Run(ctx, o) }()
@@ -147,16 +146,6 @@ func kubeClient(t *testing.T, kubeconfig string) client.Client {
 		t.Fatal(err)
 	}
 	return c
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // syncBuffer is what strata up prints, read while it runs.

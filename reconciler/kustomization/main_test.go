@@ -3,7 +3,6 @@ package kustomization_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -59,7 +58,7 @@ func newStack(t *testing.T) *stack {
 func (s *stack) startController() {
 	s.t.Helper()
 	if s.receiver == "" {
-		s.receiver = freeAddr(s.t)
+		s.receiver = testenv.FreeAddr(s.t)
 	}
 	o := manager.Defaults()
 	o.MetricsAddr, o.HealthProbeAddr, o.ArtifactAddr = "0", "0", "0"
@@ -78,16 +77,6 @@ func (s *stack) stopController() {
 		stop()
 	}
 	s.stopFuncs = nil
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // labels marks objects as this test's shard, so concurrent tests' controllers

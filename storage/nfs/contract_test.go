@@ -139,7 +139,7 @@ func waitUnreadable(t *testing.T, s server, e nfs.Export) {
 func TestGanesha(t *testing.T) {
 	testenv.NeedRoot(t, "NFS-Ganesha and btrfs")
 	testenv.NeedTools(t, "ganesha.nfsd", "nfs-cat")
-	addr := freeAddr(t)
+	addr := testenv.FreeAddr(t)
 	g, err := nfs.StartGanesha(context.Background(), t.TempDir(), addr)
 	if err != nil {
 		t.Fatal(err)
@@ -177,13 +177,4 @@ func TestKernel(t *testing.T) {
 func kernelHasNFS() bool {
 	data, err := os.ReadFile("/proc/filesystems")
 	return err == nil && strings.Contains(string(data), "\tnfsd\n") && strings.Contains(string(data), "\tnfs4\n")
-}
-
-func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }

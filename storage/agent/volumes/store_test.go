@@ -266,7 +266,7 @@ func TestRestartAfterACrashInCreate(t *testing.T) {
 func TestExportsAreServedAndComeBackAfterARestart(t *testing.T) {
 	testenv.NeedTools(t, "ganesha.nfsd", "nfs-cat")
 	ctx := context.Background()
-	addr := freeAddr(t)
+	addr := testenv.FreeAddr(t)
 	g, err := nfs.StartGanesha(ctx, t.TempDir(), addr)
 	if err != nil {
 		t.Fatal(err)
@@ -348,19 +348,10 @@ func waitNFSRead(t *testing.T, addr, path, want string) {
 	})
 }
 
-func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 func TestConcurrentExportsAreAllServedWithTheirOwnIDs(t *testing.T) {
 	testenv.NeedTools(t, "ganesha.nfsd")
 	ctx := context.Background()
-	g, err := nfs.StartGanesha(ctx, t.TempDir(), freeAddr(t))
+	g, err := nfs.StartGanesha(ctx, t.TempDir(), testenv.FreeAddr(t))
 	if err != nil {
 		t.Fatal(err)
 	}
