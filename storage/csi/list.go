@@ -97,7 +97,7 @@ func (c *Controller) listLogicalVolumes(ctx context.Context) ([]*csi.ListVolumes
 	var entries []*csi.ListVolumesResponse_Entry
 	for _, lv := range lvs {
 		entries = append(entries, &csi.ListVolumesResponse_Entry{Volume: &csi.Volume{
-			VolumeId:           logicalVolumeID(&lv),
+			VolumeId:           logicalVolumeID(&lv).String(),
 			CapacityBytes:      lv.Spec.Size.Value(),
 			AccessibleTopology: []*csi.Topology{{Segments: map[string]string{TopologyKey: lv.Spec.NodeName}}},
 		}})
@@ -114,7 +114,7 @@ func (c *Controller) listLogicalSnapshots(ctx context.Context) ([]*csi.Snapshot,
 	}
 	sourceIDs := map[string]VolumeID{}
 	for _, lv := range volumes {
-		sourceIDs[lv.Name], _ = ParseVolumeID(logicalVolumeID(&lv))
+		sourceIDs[lv.Name] = logicalVolumeID(&lv)
 	}
 	snaps, err := c.logicalVolumes(ctx, kindSnapshot)
 	if err != nil {
@@ -146,7 +146,7 @@ func (c *Controller) GetSnapshot(ctx context.Context, req *csi.GetSnapshotReques
 	volume := &storagev1alpha1.LogicalVolume{}
 	err = c.Cache.Get(ctx, client.ObjectKey{Name: lv.Spec.Source}, volume)
 	if err == nil {
-		source, _ = ParseVolumeID(logicalVolumeID(volume))
+		source = logicalVolumeID(volume)
 	}
 	snap := logicalSnapshot(lv, source, err == nil)
 	snap.SnapshotId = req.GetSnapshotId() // the ID the CO holds names it, whatever its volume became
@@ -182,10 +182,10 @@ func (c *Controller) logicalVolumes(ctx context.Context, kind string) ([]storage
 }
 
 // logicalVolumeID is the CSI ID of an LVM volume.
-func logicalVolumeID(lv *storagev1alpha1.LogicalVolume) string {
+func logicalVolumeID(lv *storagev1alpha1.LogicalVolume) VolumeID {
 	sc := lv.Annotations[StorageClassAnnotation]
 	if sc == "" {
 		sc = lvmcluster.StorageClassName(lv.Spec.DeviceClass)
 	}
-	return VolumeID{StorageClass: sc, Name: lv.Name}.String()
+	return VolumeID{StorageClass: sc, Name: lv.Name}
 }
