@@ -131,11 +131,19 @@ type exportIndex struct {
 	ids      map[uint16]bool
 }
 
-// loadIndex reads the index from the metadata, once.
+// loadIndex reads the index from the metadata, once. The caller holds
+// s.exports.
 func (s *Store) loadIndex() error {
 	if s.index != nil {
 		return nil
 	}
+	return s.reloadIndex()
+}
+
+// reloadIndex reads the index from the metadata afresh. IDs handed out
+// before stay taken: one may be allocated to a volume whose record is
+// still being written. The caller holds s.exports.
+func (s *Store) reloadIndex() error {
 	index := &exportIndex{byVolume: map[string]nfs.Export{}, ids: map[uint16]bool{}}
 	err := s.eachVolume(func(tenant string, v Volume) {
 		v.Path = filepath.Join(s.volumeDir(tenant, v.Name), dataDir)
@@ -143,6 +151,11 @@ func (s *Store) loadIndex() error {
 	})
 	if err != nil {
 		return err
+	}
+	if s.index != nil {
+		for id := range s.index.ids {
+			index.ids[id] = true
+		}
 	}
 	s.index = index
 	return nil
@@ -207,16 +220,13 @@ func (s *Store) SyncExports(ctx context.Context) error {
 		return nil
 	}
 	s.exports.Lock()
-	old := s.index
-	s.index = nil
-	if err := s.loadIndex(); err != nil {
-		s.index = old
-		s.exports.Unlock()
-		return err
-	}
+	err := s.reloadIndex()
 	s.ticket++
 	ticket := s.ticket
 	s.exports.Unlock()
+	if err != nil {
+		return err
+	}
 	return s.serveExports(ctx, ticket)
 }
 
