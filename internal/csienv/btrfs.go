@@ -19,6 +19,7 @@ import (
 
 	"github.com/strata-gitops/strata/internal/scheme"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
+	"github.com/strata-gitops/strata/storage/btrfs"
 	stratacsi "github.com/strata-gitops/strata/storage/csi"
 	"github.com/strata-gitops/strata/storage/nfs"
 )
@@ -62,7 +63,8 @@ func StartBtrfs(ctx context.Context, cfg *rest.Config, o Options) (env *Env, err
 	if env.Disk, err = attachDisk(o); err != nil {
 		return env, err
 	}
-	if b.mount, err = mountBtrfs(env.Disk, filepath.Join(o.Dir, "btrfs")); err != nil {
+	b.mount = filepath.Join(o.Dir, "btrfs")
+	if err = btrfs.MountDisk(env.Disk, b.mount); err != nil {
 		return env, err
 	}
 	if b.ganesha, err = nfs.StartGanesha(ctx, filepath.Join(o.Dir, "ganesha"), freeAddr()); err != nil {
@@ -88,19 +90,6 @@ func StartBtrfs(ctx context.Context, cfg *rest.Config, o Options) (env *Env, err
 	no.Mode, no.Endpoint, no.NodeName, no.NodeIP, no.AgentSocket = "node", env.NodeEndpoint, o.Node, "127.0.0.1", filepath.Join(o.Dir, "agent.sock")
 	env.run(func() error { return stratacsi.Run(ctx, nil, no) })
 	return env, env.waitReady(ctx)
-}
-
-func mountBtrfs(disk, dir string) (string, error) {
-	if out, err := exec.Command("mkfs.btrfs", "--quiet", disk).CombinedOutput(); err != nil {
-		return "", fmt.Errorf("mkfs.btrfs %s: %v: %s", disk, err, out)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	if out, err := exec.Command("mount", disk, dir).CombinedOutput(); err != nil {
-		return "", fmt.Errorf("mount %s: %v: %s", disk, err, out)
-	}
-	return dir, nil
 }
 
 // createClass makes the btrfs StorageClass and the Secret with its token.

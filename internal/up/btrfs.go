@@ -15,10 +15,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/mount-utils"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
+	"github.com/strata-gitops/strata/storage/btrfs"
 	"github.com/strata-gitops/strata/storage/csi"
 	"github.com/strata-gitops/strata/storage/nfs"
 )
@@ -54,8 +54,8 @@ func startBtrfsHost(ctx context.Context, c client.Client, o Options, disk string
 		}
 	}
 	h := &btrfsHost{mount: filepath.Join(o.StateDir, "btrfs"), done: make(chan error, 1)}
-	if err := mountBtrfs(disk, h.mount); err != nil {
-		return nil, nil, err
+	if err := btrfs.MountDisk(disk, h.mount); err != nil {
+		return nil, nil, fmt.Errorf("btrfs storage host: %w (remove %s to start afresh)", err, filepath.Join(o.StateDir, "disks", "btrfs.img"))
 	}
 	token, err := btrfsToken(filepath.Join(o.StateDir, "btrfs-token"))
 	if err != nil {
@@ -86,31 +86,6 @@ func (h *btrfsHost) stop() {
 		h.ganesha.Stop()
 	}
 	_ = exec.Command("umount", "--recursive", "--lazy", h.mount).Run()
-}
-
-// mountBtrfs formats disk on first use and mounts it at dir, unless it is
-// mounted there already (a second `strata up` after a crash).
-func mountBtrfs(disk, dir string) error {
-	out, _ := exec.Command("blkid", "-o", "value", "-s", "TYPE", disk).Output()
-	switch fs := strings.TrimSpace(string(out)); fs {
-	case "":
-		if out, err := exec.Command("mkfs.btrfs", "--quiet", disk).CombinedOutput(); err != nil {
-			return fmt.Errorf("mkfs.btrfs %s: %v: %s", disk, err, out)
-		}
-	case "btrfs":
-	default:
-		return fmt.Errorf("the btrfs disk %s holds %s, not btrfs: remove its image from the state directory to start afresh", disk, fs)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	if mounted, err := mount.New("").IsMountPoint(dir); err == nil && mounted {
-		return nil
-	}
-	if out, err := exec.Command("mount", disk, dir).CombinedOutput(); err != nil {
-		return fmt.Errorf("mounting %s at %s: %v: %s", disk, dir, err, out)
-	}
-	return nil
 }
 
 // btrfsToken reads the tenant's token, making one on first run.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -163,5 +164,34 @@ func TestStatsListsTheDeviceAndItsCounters(t *testing.T) {
 	d := s.Devices[0]
 	if d.Size != 1<<30 || d.Used <= 0 || len(d.Errors) == 0 || d.Errors["corruption"] != 0 {
 		t.Fatalf("device = %+v, want the 1 GiB loop device with zeroed error counters", d)
+	}
+}
+
+// MountDisk formats only a blank disk: a disk with another filesystem is
+// refused and keeps it, and mounting a mounted disk again is done.
+func TestMountDiskFormatsOnlyABlankDisk(t *testing.T) {
+	testenv.NeedRoot(t, "loop devices and mounts")
+	testenv.NeedTools(t, "mkfs.btrfs", "mkfs.ext4", "blkid")
+	ext4 := testenv.LoopDisk(t, 256<<20)
+	if out, err := exec.Command("mkfs.ext4", "-q", ext4).CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.ext4: %v: %s", err, out)
+	}
+	err := btrfs.MountDisk(ext4, filepath.Join(t.TempDir(), "mnt"))
+	if err == nil || !strings.Contains(err.Error(), "holds ext4") {
+		t.Fatalf("MountDisk of an ext4 disk: %v, want a refusal naming ext4", err)
+	}
+	if out, _ := exec.Command("blkid", "-o", "value", "-s", "TYPE", ext4).Output(); strings.TrimSpace(string(out)) != "ext4" {
+		t.Fatalf("the refused disk now holds %q", out)
+	}
+	mnt := testenv.BtrfsDisk(t, 256<<20) // formatted and mounted by MountDisk
+	dev, err := exec.Command("findmnt", "-n", "-o", "SOURCE", mnt).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := btrfs.MountDisk(strings.TrimSpace(string(dev)), mnt); err != nil {
+		t.Fatalf("mounting a mounted disk again: %v", err)
+	}
+	if out, _ := exec.Command("findmnt", "-n", "-o", "SOURCE", mnt).Output(); strings.Count(string(out), "\n") != 1 {
+		t.Errorf("%s is mounted more than once: %s", mnt, out)
 	}
 }
