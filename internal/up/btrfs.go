@@ -49,7 +49,7 @@ func startBtrfsHost(ctx context.Context, c client.Client, o Options, disk string
 		}
 	}
 	for _, addr := range []string{o.VolumeAPIAddr, o.NFSAddr} {
-		if err := free(addr); err != nil {
+		if err := checkFree(addr); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -121,9 +121,9 @@ func saveTenantSecret(ctx context.Context, c client.Client, token string) error 
 	return err
 }
 
-// free says whether addr can be listened on, before a server that would
+// checkFree says whether addr can be listened on, before a server that would
 // only report it later is started there.
-func free(addr string) error {
+func checkFree(addr string) error {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("btrfs storage host: %w (is another strata up running? see --volume-api-address and --nfs-address)", err)

@@ -145,10 +145,7 @@ func (s *Store) loadIndex() error {
 // still being written. The caller holds s.exports.
 func (s *Store) reloadIndex() error {
 	index := &exportIndex{byVolume: map[string]nfs.Export{}, ids: map[uint16]bool{}}
-	err := s.eachVolume(func(tenant string, v Volume) {
-		v.Path = filepath.Join(s.volumeDir(tenant, v.Name), dataDir)
-		index.set(tenant, v, s.export(tenant, v))
-	})
+	err := s.eachVolume(func(tenant string, v Volume) { index.set(tenant, v, s.export(tenant, v)) })
 	if err != nil {
 		return err
 	}
@@ -209,7 +206,8 @@ func (s *Store) eachVolume(do func(tenant string, v Volume)) error {
 
 // export is the NFS export of a volume: NFSv4 path /{tenant}/{volume}.
 func (s *Store) export(tenant string, v Volume) nfs.Export {
-	return nfs.Export{ID: v.ExportID, Path: v.Path, Pseudo: "/" + tenant + "/" + v.Name, Clients: v.Clients}
+	path := filepath.Join(s.volumeDir(tenant, v.Name), dataDir)
+	return nfs.Export{ID: v.ExportID, Path: path, Pseudo: "/" + tenant + "/" + v.Name, Clients: v.Clients}
 }
 
 // SyncExports serves exactly the exports the volumes' metadata records,
