@@ -336,24 +336,34 @@ func (b *btrfsBackend) clone(ctx context.Context, agent *volumeapi.Client, name 
 
 // DeleteVolume removes the volume with its exports. A volume with
 // snapshots stays (FailedPrecondition) until they are deleted: a
-// snapshot is data the user asked to keep.
+// snapshot is data the user asked to keep. The agent checks that under
+// the lock snapshots are made with, so none made meanwhile is lost.
 func (b *btrfsBackend) DeleteVolume(ctx context.Context, id VolumeID, secrets map[string]string) error {
 	agent, _, err := b.agentFor(ctx, id, secrets)
 	if err != nil {
 		return err
 	}
-	snaps, err := agent.ListSnapshots(ctx, id.Name)
+	v, err := agent.GetVolume(ctx, id.Name)
 	if volumeapi.StatusOf(err) == http.StatusNotFound {
 		return nil
 	}
 	if err != nil {
 		return agentError(err, "volume "+id.String())
 	}
-	if len(snaps) > 0 {
-		return status.Errorf(codes.FailedPrecondition, "volume %s has %d snapshot(s), %s first; delete them before the volume",
-			id, len(snaps), snaps[0].Name)
+	// Exports of nodes that never unpublished go with the volume.
+	for _, node := range v.Clients {
+		if _, err := agent.RemoveExport(ctx, id.Name, node); err != nil && volumeapi.StatusOf(err) != http.StatusNotFound {
+			return agentError(err, "volume "+id.String())
+		}
 	}
-	if err := agent.DeleteVolume(ctx, id.Name, true); err != nil && volumeapi.StatusOf(err) != http.StatusNotFound {
+	err = agent.DeleteVolume(ctx, id.Name, false)
+	switch volumeapi.StatusOf(err) {
+	case http.StatusNotFound:
+		return nil
+	case http.StatusConflict:
+		return status.Errorf(codes.FailedPrecondition, "volume %s is kept while it has snapshots; delete them (their VolumeSnapshots) first: %v", id, err)
+	}
+	if err != nil {
 		return agentError(err, "volume "+id.String())
 	}
 	return nil

@@ -12,6 +12,8 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -160,4 +162,55 @@ func mountOnNode(t *testing.T, e *csienv.Env, id string, capability *csi.VolumeC
 		_, _ = node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: target})
 	})
 	return target
+}
+
+// TestBtrfsVolumeWithSnapshotsIsKept checks DeleteVolume of a btrfs
+// volume: refused while a snapshot exists, with volume and snapshot left
+// as they were; once the snapshot is gone, the volume goes with the
+// export a node never took back.
+func TestBtrfsVolumeWithSnapshotsIsKept(t *testing.T) {
+	ctx := context.Background()
+	e := startBtrfs(t, "keep-btrfs")
+	conn, err := csienv.Dial(e.ControllerEndpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := csi.NewControllerClient(conn)
+	params, secrets, _ := e.BtrfsClass()
+	created, err := c.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: "pvc-kept", Parameters: params, Secrets: secrets,
+		CapacityRange: &csi.CapacityRange{RequiredBytes: 64 << 20}, VolumeCapabilities: []*csi.VolumeCapability{rwxCapability}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := created.GetVolume().GetVolumeId()
+	if _, err := c.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{VolumeId: id, NodeId: "keep-btrfs-node|127.0.0.1",
+		VolumeCapability: rwxCapability, Secrets: secrets, VolumeContext: created.GetVolume().GetVolumeContext()}); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := c.CreateSnapshot(ctx, &csi.CreateSnapshotRequest{Name: "snap-kept", SourceVolumeId: id, Secrets: secrets})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: id, Secrets: secrets})
+	if status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("DeleteVolume of a volume with a snapshot: %v, want FailedPrecondition", err)
+	}
+	url, token := e.BtrfsAgent()
+	agent := &volumeapi.Client{URL: url, Token: token}
+	if _, err := agent.GetVolume(ctx, "pvc-kept"); err != nil {
+		t.Fatalf("the refused delete took the volume: %v", err)
+	}
+	if _, err := agent.GetSnapshot(ctx, "snap-kept"); err != nil {
+		t.Fatalf("the refused delete took the snapshot: %v", err)
+	}
+	if _, err := c.DeleteSnapshot(ctx, &csi.DeleteSnapshotRequest{SnapshotId: snap.GetSnapshot().GetSnapshotId(), Secrets: secrets}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: id, Secrets: secrets}); err != nil {
+		t.Fatalf("DeleteVolume once its snapshot is gone: %v", err)
+	}
+	if _, err := agent.GetVolume(ctx, "pvc-kept"); volumeapi.StatusOf(err) != 404 {
+		t.Fatalf("the volume is still there after DeleteVolume: %v", err)
+	}
 }
