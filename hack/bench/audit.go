@@ -64,6 +64,10 @@ type auditEvent struct {
 	} `json:"responseStatus"`
 }
 
+// writeVerbs are the verbs that change what the server stores; with
+// -requests the audit log holds reads too.
+var writeVerbs = map[string]bool{"create": true, "update": true, "patch": true, "delete": true, "deletecollection": true}
+
 // writesSince counts the writes received since start, those whose user
 // agent starts with controllerAgent apart.
 func (b *bench) writesSince(start time.Time, controllerAgent string) (writes, error) {
@@ -77,7 +81,7 @@ func (b *bench) writesSince(start time.Time, controllerAgent string) (writes, er
 	scanner.Buffer(make([]byte, 1<<20), 1<<24)
 	for scanner.Scan() {
 		var e auditEvent
-		if json.Unmarshal(scanner.Bytes(), &e) != nil || e.ReceivedAt.Before(start) ||
+		if json.Unmarshal(scanner.Bytes(), &e) != nil || e.ReceivedAt.Before(start) || !writeVerbs[e.Verb] ||
 			strings.Contains(e.RequestURI, "dryRun=") || e.ResponseStatus.Code >= 400 {
 			continue
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -11,16 +12,42 @@ const clockTicks = 100
 
 // processCPU is the CPU time, in seconds, that pid has used so far.
 func processCPU(pid int) float64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	_, _, cpu := readStat(fmt.Sprintf("/proc/%d/stat", pid))
+	return cpu
+}
+
+// childrenCPU is the CPU time, in seconds, used so far by this process's
+// children named command (the control plane's kube-apiserver and etcd).
+func childrenCPU(command string) float64 {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var total float64
+	for _, stat := range stats {
+		if name, parent, cpu := readStat(stat); name == command && parent == os.Getpid() {
+			total += cpu
+		}
+	}
+	return total
+}
+
+// readStat reads a /proc/<pid>/stat file: the command name, the parent's
+// pid and the CPU seconds used.
+func readStat(path string) (command string, parent int, cpu float64) {
+	data, err := os.ReadFile(path)
 	if err != nil {
-		return 0
+		return "", 0, 0
+	}
+	s := string(data)
+	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || end < open {
+		return "", 0, 0
 	}
 	// The command name may hold spaces; the fields after it are fixed.
-	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+	fields := strings.Fields(s[end+1:])
 	var utime, stime float64
+	_, _ = fmt.Sscan(fields[1], &parent)
 	_, _ = fmt.Sscan(fields[11], &utime)
 	_, _ = fmt.Sscan(fields[12], &stime)
-	return (utime + stime) / clockTicks
+	return s[open+1 : end], parent, (utime + stime) / clockTicks
 }
 
 // machineCPU is the busy CPU time, in seconds, of all CPUs since boot.

@@ -54,6 +54,7 @@ type result struct {
 	// CPU seconds over the first pass: the controller's, and the whole
 	// machine's (API server, etcd and the bench besides).
 	controllerCPU, machineCPU float64
+	apiServerCPU, etcdCPU     float64
 	secondPass                time.Duration
 	// secondPassUnfinished says why the no-change pass has no time.
 	secondPassUnfinished string
@@ -91,8 +92,8 @@ func run(cfg config) error {
 }
 
 func (r result) printFirstPass() {
-	fmt.Printf("%s: first pass, controller start to all Ready: %.1f s; controller peak RSS %d MiB; CPU: controller %.1f s of %.1f s on the machine\n",
-		r.name, r.firstPass.Seconds(), r.peakRSS>>20, r.controllerCPU, r.machineCPU)
+	fmt.Printf("%s: first pass, controller start to all Ready: %.1f s; controller peak RSS %d MiB; CPU: controller %.1f s, kube-apiserver %.1f s, etcd %.1f s of %.1f s on the machine\n",
+		r.name, r.firstPass.Seconds(), r.peakRSS>>20, r.controllerCPU, r.apiServerCPU, r.etcdCPU, r.machineCPU)
 }
 
 func (r result) print() {
@@ -125,7 +126,7 @@ func measure(cfg config, ctl controller) (result, error) {
 	}
 	defer stopSource()
 
-	machineStart := machineCPU()
+	machineStart, apiServerStart, etcdStart := machineCPU(), childrenCPU("kube-apiserver"), childrenCPU("etcd")
 	proc, start, err := b.start(ctl)
 	if err != nil {
 		return res, err
@@ -137,6 +138,7 @@ func measure(cfg config, ctl controller) (result, error) {
 	res.firstPass = time.Since(start)
 	res.peakRSS = peakRSS(proc.Process.Pid)
 	res.controllerCPU, res.machineCPU = processCPU(proc.Process.Pid), machineCPU()-machineStart
+	res.apiServerCPU, res.etcdCPU = childrenCPU("kube-apiserver")-apiServerStart, childrenCPU("etcd")-etcdStart
 	stop(proc)
 	// Printed now: a later pass may not finish.
 	res.printFirstPass()

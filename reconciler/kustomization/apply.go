@@ -51,6 +51,8 @@ func (r *Reconciler) apply(ctx context.Context, e *engine, obj *kustomizev1.Kust
 			Exclusions: map[string]string{ssaKey: kustomizev1.MergeValue},
 		},
 	}
+	e.probe.expect(objects, obj.Status.Inventory)
+	defer e.probe.forget()
 	return e.manager.ApplyAllStaged(ctx, objects, opts)
 }
 

@@ -19,6 +19,7 @@ type engine struct {
 	manager  *ssa.ResourceManager
 	client   *guard.Client
 	versions *versionRecorder
+	probe    *newObjectProbe
 }
 
 func (r *Reconciler) engine(obj *kustomizev1.Kustomization) (*engine, error) {
@@ -27,11 +28,12 @@ func (r *Reconciler) engine(obj *kustomizev1.Kustomization) (*engine, error) {
 		return nil, err
 	}
 	versions := newVersionRecorder(c)
-	guarded := guard.NewClient(versions, obj)
+	probe := newNewObjectProbe(versions)
+	guarded := guard.NewClient(probe, obj)
 	poller := polling.NewStatusPoller(guarded, guarded.RESTMapper(), polling.Options{})
 	manager := NewResourceManager(guarded, poller)
 	manager.SetConcurrency(4)
-	return &engine{manager: manager, client: guarded, versions: versions}, nil
+	return &engine{manager: manager, client: guarded, versions: versions, probe: probe}, nil
 }
 
 // clientFor impersonates spec.serviceAccountName, as Flux does for
