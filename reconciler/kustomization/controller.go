@@ -127,12 +127,17 @@ func (r *Reconciler) reconcileRequest(ctx context.Context, req ctrl.Request) (ct
 }
 
 // waitingQuietly says the reconcile ended without a result to write: a
-// Kustomization that never had one, waiting for a dependency in progress.
+// Kustomization that never had one, waiting for a dependency in progress
+// or for its source's first artifact.
 // Its status stays empty, which kstatus reads as in progress (no
 // observedGeneration); a reconcile request is always answered.
 func waitingQuietly(before, obj *kustomizev1.Kustomization) bool {
-	return apimeta.FindStatusCondition(obj.Status.Conditions, meta.ReadyCondition) == nil &&
-		obj.Status.LastHandledReconcileAt == before.Status.LastHandledReconcileAt
+	return neverHadResult(obj) && obj.Status.LastHandledReconcileAt == before.Status.LastHandledReconcileAt
+}
+
+// neverHadResult says a Kustomization has not been Ready or failed yet.
+func neverHadResult(obj *kustomizev1.Kustomization) bool {
+	return apimeta.FindStatusCondition(obj.Status.Conditions, meta.ReadyCondition) == nil
 }
 
 // reconcile is the sequence of phases. Each failure becomes a Ready=False
@@ -140,6 +145,14 @@ func waitingQuietly(before, obj *kustomizev1.Kustomization) bool {
 func (r *Reconciler) reconcile(ctx context.Context, obj, before *kustomizev1.Kustomization) ctrl.Result {
 	src, err := r.getSource(ctx, obj)
 	if err != nil {
+		// A Kustomization created with its source waits quietly for the
+		// first fetch, as for a dependency's first apply: when a cluster
+		// starts, saying "artifact not found" would be one more status write
+		// and event per Kustomization, for a wait of seconds. It is
+		// re-queued when the source gets its artifact or fails.
+		if errors.As(err, new(*firstFetchError)) && neverHadResult(obj) {
+			return ctrl.Result{RequeueAfter: min(dependencyRequeue, obj.GetRetryInterval())}
+		}
 		return r.failure(obj, meta.ArtifactFailedReason, err)
 	}
 	if err := r.checkDependencies(ctx, obj, src.revision); err != nil {

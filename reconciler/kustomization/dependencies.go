@@ -162,7 +162,7 @@ func (r *Reconciler) dependencyFailure(obj *kustomizev1.Kustomization, err error
 	// waits without a result (see waitingQuietly): saying "not ready" now
 	// would be one more write per Kustomization when a cluster starts, for
 	// a wait that usually ends in seconds. A dependency that fails is said.
-	if de.pending && apimeta.FindStatusCondition(obj.Status.Conditions, meta.ReadyCondition) == nil {
+	if de.pending && neverHadResult(obj) {
 		return ctrl.Result{RequeueAfter: min(dependencyRequeue, obj.GetRetryInterval())}
 	}
 	status.MarkFailed(obj, de.reason, de.msg, de.stalled)

@@ -3,11 +3,15 @@ package kustomization_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -151,6 +155,21 @@ func TestUnchangedObjectsAreNotDryRun(t *testing.T) {
 // patchRequests counts the PATCH requests this process's clients sent,
 // from client-go's request metric.
 func patchRequests(t *testing.T) float64 {
+	n := metricSum(t, "rest_client_requests_total", "method", "PATCH")
+	if n == 0 {
+		t.Fatal("no PATCH requests counted: is client-go's request metric registered?")
+	}
+	return n
+}
+
+// reconciles counts the Kustomization reconciles this process has finished
+// (none before the first).
+func reconciles(t *testing.T) float64 {
+	return metricSum(t, "controller_runtime_reconcile_total", "controller", "kustomization")
+}
+
+// metricSum adds up the counters of family whose label has value.
+func metricSum(t *testing.T, family, label, value string) float64 {
 	t.Helper()
 	families, err := metrics.Registry.Gather()
 	if err != nil {
@@ -158,19 +177,16 @@ func patchRequests(t *testing.T) float64 {
 	}
 	var n float64
 	for _, f := range families {
-		if f.GetName() != "rest_client_requests_total" {
+		if f.GetName() != family {
 			continue
 		}
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "method" && l.GetValue() == "PATCH" {
+				if l.GetName() == label && l.GetValue() == value {
 					n += m.GetCounter().GetValue()
 				}
 			}
 		}
-	}
-	if n == 0 {
-		t.Fatal("no PATCH requests counted: is client-go's request metric registered?")
 	}
 	return n
 }
@@ -242,6 +258,58 @@ func TestDependentWaitsQuietlyForAFirstApply(t *testing.T) {
 	if app := s.get("app"); len(app.Status.Conditions) != 0 || app.Status.ObservedGeneration == app.Generation {
 		t.Errorf("the dependent wrote a status while its dependency is in its first apply: %+v", app.Status)
 	}
+}
+
+// TestKustomizationWaitsQuietlyForItsSourcesFirstFetch: a Kustomization
+// created with its GitRepository keeps an empty status while the first
+// fetch runs, rather than writing ArtifactFailed, and hears at once (not at
+// its 30-second retry) when the fetch fails.
+func TestKustomizationWaitsQuietlyForItsSourcesFirstFetch(t *testing.T) {
+	s := newStack(t)
+	release, fetched := make(chan struct{}), make(chan struct{}, 1)
+	git := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		select {
+		case fetched <- struct{}{}:
+		default:
+		}
+		<-release
+		http.Error(w, "git server unavailable", http.StatusServiceUnavailable)
+	}))
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { close(release) }); git.Close() })
+	repo := &sourcev1.GitRepository{
+		ObjectMeta: metav1.ObjectMeta{Name: "flux-system", Namespace: s.ns, Labels: s.labels()},
+		Spec:       sourcev1.GitRepositorySpec{URL: git.URL + "/cluster.git", Interval: metav1.Duration{Duration: time.Hour}},
+	}
+	if err := s.c.Create(context.Background(), repo); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-fetched:
+	case <-time.After(timeout):
+		t.Fatal("the GitRepository's first fetch did not start")
+	}
+
+	before := reconciles(t)
+	s.kustomization("app", "./app", nil)
+	testenv.Eventually(t, timeout, func() error {
+		if reconciles(t) == before {
+			return fmt.Errorf("app not reconciled yet")
+		}
+		return nil
+	})
+	if app := s.get("app"); len(app.Status.Conditions) != 0 || app.Status.ObservedGeneration == app.Generation {
+		t.Errorf("app wrote a status while its source's first fetch runs: %+v", app.Status)
+	}
+
+	once.Do(func() { close(release) })
+	testenv.Eventually(t, 10*time.Second, func() error {
+		c := apimeta.FindStatusCondition(s.get("app").Status.Conditions, meta.ReadyCondition)
+		if c == nil || c.Reason != meta.ArtifactFailedReason {
+			return fmt.Errorf("app: want Ready=False/ArtifactFailed once the fetch failed, have %+v", c)
+		}
+		return nil
+	})
 }
 
 // A dependent waiting quietly hears at once when its dependency's first

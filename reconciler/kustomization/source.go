@@ -5,8 +5,10 @@ import (
 	"fmt"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/fluxcd/pkg/apis/meta"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 )
 
 // source is a fetched artifact ready to build.
@@ -34,7 +36,11 @@ func (r *Reconciler) getSource(ctx context.Context, obj *kustomizev1.Kustomizati
 	}
 	a := repo.Status.Artifact
 	if a == nil {
-		return nil, fmt.Errorf("source '%s/%s' is not ready, artifact not found", ref.Kind, key)
+		err := fmt.Errorf("source '%s/%s' is not ready, artifact not found", ref.Kind, key)
+		if fetching(repo) {
+			return nil, &firstFetchError{err}
+		}
+		return nil, err
 	}
 	dir, err := r.Storage.Dir(a)
 	if err != nil {
@@ -45,4 +51,17 @@ func (r *Reconciler) getSource(ctx context.Context, obj *kustomizev1.Kustomizati
 		origin = a.Metadata["org.opencontainers.image.revision"]
 	}
 	return &source{revision: a.Revision, originRevision: origin, digest: a.Digest, dir: dir}, nil
+}
+
+// firstFetchError says the source has no artifact because its first fetch
+// is still under way.
+type firstFetchError struct{ error }
+
+func (e *firstFetchError) Unwrap() error { return e.error }
+
+// fetching says a source has no artifact yet and reports no failure: its
+// first fetch is under way. A suspended source is not fetching.
+func fetching(repo *sourcev1.GitRepository) bool {
+	return repo.Status.Artifact == nil && !repo.Spec.Suspend &&
+		!apimeta.IsStatusConditionFalse(repo.Status.Conditions, meta.ReadyCondition)
 }

@@ -180,7 +180,8 @@ func (readyOrSpecChanged) Update(e event.UpdateEvent) bool {
 		older.Status.LastAppliedRevision != newer.Status.LastAppliedRevision
 }
 
-// artifactChanged passes a source update that carries a new artifact.
+// artifactChanged passes a source update that carries a new artifact, or
+// that ends a first fetch without one (Kustomizations wait quietly for it).
 type artifactChanged struct{ predicate.Funcs }
 
 func (artifactChanged) Create(event.CreateEvent) bool   { return true }
@@ -189,8 +190,11 @@ func (artifactChanged) Generic(event.GenericEvent) bool { return false }
 func (artifactChanged) Update(e event.UpdateEvent) bool {
 	older, ok1 := e.ObjectOld.(*sourcev1.GitRepository)
 	newer, ok2 := e.ObjectNew.(*sourcev1.GitRepository)
-	if !ok1 || !ok2 || newer.Status.Artifact == nil {
+	if !ok1 || !ok2 {
 		return false
+	}
+	if newer.Status.Artifact == nil {
+		return fetching(older) != fetching(newer)
 	}
 	return older.Status.Artifact == nil || older.Status.Artifact.Digest != newer.Status.Artifact.Digest ||
 		older.Status.Artifact.Revision != newer.Status.Artifact.Revision
