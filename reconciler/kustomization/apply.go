@@ -31,8 +31,18 @@ func (r *Reconciler) apply(ctx context.Context, e *engine, obj *kustomizev1.Kust
 	if err := PrepareObjects(ctx, e.manager, e.client, obj, objects); err != nil {
 		return nil, err
 	}
+	opts := applyOptions(obj)
+	e.probe.expect(objects, obj.Status.Inventory, opts.ExclusionSelector)
+	defer e.probe.forget()
+	return e.manager.ApplyAllStaged(ctx, objects, opts)
+}
+
+// applyOptions are Flux's apply options for obj: its force setting, the
+// per-object annotations, and the metadata a takeover from kubectl or
+// Flux's kustomize-controller leaves behind.
+func applyOptions(obj *kustomizev1.Kustomization) ssa.ApplyOptions {
 	diff := DiffOptions(obj)
-	opts := ssa.ApplyOptions{
+	return ssa.ApplyOptions{
 		Force:                diff.Force,
 		ForceSelector:        diff.ForceSelector,
 		ExclusionSelector:    diff.Exclusions,
@@ -51,9 +61,6 @@ func (r *Reconciler) apply(ctx context.Context, e *engine, obj *kustomizev1.Kust
 			Exclusions: map[string]string{ssaKey: kustomizev1.MergeValue},
 		},
 	}
-	e.probe.expect(objects, obj.Status.Inventory)
-	defer e.probe.forget()
-	return e.manager.ApplyAllStaged(ctx, objects, opts)
 }
 
 // PrepareObjects turns rendered objects into what the engine applies:

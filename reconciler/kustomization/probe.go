@@ -7,6 +7,7 @@ import (
 
 	"github.com/fluxcd/cli-utils/pkg/object"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	ssautils "github.com/fluxcd/pkg/ssa/utils"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -42,8 +43,10 @@ func newNewObjectProbe(c client.Client) *newObjectProbe {
 }
 
 // expect names the objects about to be applied that are not in inv, the
-// inventory of the last apply: those are probably new.
-func (p *newObjectProbe) expect(objects []*unstructured.Unstructured, inv *kustomizev1.ResourceInventory) {
+// inventory of the last apply: those are probably new. Objects excluded
+// from the apply (Flux's reconcile: disabled and ssa: Ignore) are left to
+// ssa, which skips them after its read.
+func (p *newObjectProbe) expect(objects []*unstructured.Unstructured, inv *kustomizev1.ResourceInventory, excluded map[string]string) {
 	applied := map[string]bool{}
 	if inv != nil {
 		for _, e := range inv.Entries {
@@ -55,7 +58,7 @@ func (p *newObjectProbe) expect(objects []*unstructured.Unstructured, inv *kusto
 	p.expected = map[object.ObjMetadata]*unstructured.Unstructured{}
 	p.dryRuns = map[object.ObjMetadata]dryRun{}
 	for _, o := range objects {
-		if id := objMetadata(o); !applied[id.String()] {
+		if id := objMetadata(o); !applied[id.String()] && !ssautils.AnyInMetadata(o, excluded) {
 			p.expected[id] = o
 		}
 	}

@@ -78,10 +78,9 @@ func (f *probeFixture) apply(inv *ssa.ChangeSet, objects ...*unstructured.Unstru
 	}
 	f.counter.gets.Store(0)
 	f.counter.dryRuns.Store(0)
-	f.probe.expect(objects, last)
+	opts := applyOptions(&kustomizev1.Kustomization{})
+	f.probe.expect(objects, last, opts.ExclusionSelector)
 	defer f.probe.forget()
-	opts := ssa.DefaultApplyOptions()
-	opts.IfNotPresentSelector = DiffOptions(&kustomizev1.Kustomization{}).IfNotPresentSelector
 	cs, err := f.manager.ApplyAllStaged(context.Background(), objects, opts)
 	if err != nil {
 		f.t.Fatal(err)
@@ -139,7 +138,8 @@ func TestFirstApplyReadsNoNewObject(t *testing.T) {
 
 // TestProbeLeavesExistingObjectsToSSA: an object that exists without being
 // in the inventory (made by hand, or by another Kustomization) is read as
-// ssa reads it, so its annotations still count.
+// ssa reads it, so its annotations still count; an object excluded from
+// the apply is not dry-run.
 func TestProbeLeavesExistingObjectsToSSA(t *testing.T) {
 	f := newProbeFixture(t)
 	for _, name := range []string{"kept", "adopted"} {
@@ -151,9 +151,14 @@ func TestProbeLeavesExistingObjectsToSSA(t *testing.T) {
 		}
 	}
 	ifNotPresent := map[string]string{ssaKey: kustomizev1.IfNotPresentValue}
-	cs := f.apply(nil, f.configMap("kept", "git", ifNotPresent), f.configMap("adopted", "git", nil))
-	if got := actions(cs); got["kept"] != ssa.SkippedAction || got["adopted"] != ssa.ConfiguredAction {
-		t.Errorf("apply over existing objects: %v, want kept skipped, adopted configured", got)
+	disabled := map[string]string{reconcileKey: kustomizev1.DisabledValue}
+	cs := f.apply(nil, f.configMap("kept", "git", ifNotPresent), f.configMap("adopted", "git", nil), f.configMap("disabled", "git", disabled))
+	if got := actions(cs); got["kept"] != ssa.SkippedAction || got["adopted"] != ssa.ConfiguredAction || got["disabled"] != ssa.SkippedAction {
+		t.Errorf("apply over existing objects: %v, want kept and disabled skipped, adopted configured", got)
+	}
+	// The probe's dry-runs of kept and adopted, and ssa's of adopted.
+	if n := f.counter.dryRuns.Load(); n != 3 {
+		t.Errorf("%d dry-runs, want 3: none for an object excluded from the apply", n)
 	}
 	if v := f.live("kept"); v != "by hand" {
 		t.Errorf("object marked IfNotPresent was overwritten: %q", v)
@@ -168,7 +173,7 @@ func TestProbeLeavesExistingObjectsToSSA(t *testing.T) {
 func TestProbeAnswersOnlyTheSameDryRun(t *testing.T) {
 	f := newProbeFixture(t)
 	desired := f.configMap("c", "one", nil)
-	f.probe.expect([]*unstructured.Unstructured{desired}, nil)
+	f.probe.expect([]*unstructured.Unstructured{desired}, nil, nil)
 	defer f.probe.forget()
 	existing := &unstructured.Unstructured{}
 	existing.SetGroupVersionKind(desired.GroupVersionKind())
