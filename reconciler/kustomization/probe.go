@@ -23,7 +23,8 @@ import (
 // the read is answered NotFound and ssa's dry-run, which follows at once,
 // gets the same answer. When the object exists, or the dry-run fails, the
 // read goes to the server and ssa dry-runs on its own, as without the
-// probe. Either way ssa sees what the server said, in the order it asks.
+// probe. Either way ssa gets the server's answers; only the two requests
+// swap places, inside the window ssa already leaves between them.
 type newObjectProbe struct {
 	client.Client
 
