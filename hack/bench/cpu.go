@@ -43,6 +43,9 @@ func readStat(path string) (command string, parent int, cpu float64) {
 	}
 	// The command name may hold spaces; the fields after it are fixed.
 	fields := strings.Fields(s[end+1:])
+	if len(fields) < 13 {
+		return "", 0, 0
+	}
 	var utime, stime float64
 	_, _ = fmt.Sscan(fields[1], &parent)
 	_, _ = fmt.Sscan(fields[11], &utime)
