@@ -120,16 +120,15 @@ func (b *btrfsBackend) matchClass(ctx context.Context, params map[string]string)
 		}
 		return sc, nil
 	}
-	classes := &storagev1.StorageClassList{}
-	if err := b.c.Cache.List(ctx, classes); err != nil {
-		return nil, status.Errorf(codes.Unavailable, "listing StorageClasses: %v", err)
-	}
 	want := userParameters(params)
-	var found []storagev1.StorageClass
-	for _, sc := range classes.Items {
-		if sc.Provisioner == DriverName && maps.Equal(userParameters(sc.Parameters), want) {
-			found = append(found, sc)
-		}
+	found, err := classesWith(ctx, b.c.Cache, want)
+	if err == nil && len(found) == 0 {
+		// A class created moments ago (with its claim, in one apply) may
+		// not have reached the cache yet.
+		found, err = classesWith(ctx, b.c.Client, want)
+	}
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "listing StorageClasses: %v", err)
 	}
 	switch len(found) {
 	case 1:
@@ -140,6 +139,22 @@ func (b *btrfsBackend) matchClass(ctx context.Context, params map[string]string)
 	}
 	return nil, status.Errorf(codes.InvalidArgument, "StorageClasses %s and %s have the same parameters: add %s with each one's name to tell them apart",
 		found[0].Name, found[1].Name, lvmcluster.StorageClassParameter)
+}
+
+// classesWith lists this driver's StorageClasses whose user parameters
+// are want.
+func classesWith(ctx context.Context, r client.Reader, want map[string]string) ([]storagev1.StorageClass, error) {
+	classes := &storagev1.StorageClassList{}
+	if err := r.List(ctx, classes); err != nil {
+		return nil, err
+	}
+	var found []storagev1.StorageClass
+	for _, sc := range classes.Items {
+		if sc.Provisioner == DriverName && maps.Equal(userParameters(sc.Parameters), want) {
+			found = append(found, sc)
+		}
+	}
+	return found, nil
 }
 
 func userParameters(params map[string]string) map[string]string {

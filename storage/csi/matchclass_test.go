@@ -1,0 +1,45 @@
+package csi
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/strata-gitops/strata/internal/testenv"
+)
+
+// laggingCache is an informer cache that has not yet seen anything.
+type laggingCache struct{ client.Reader }
+
+func (laggingCache) List(context.Context, client.ObjectList, ...client.ListOption) error { return nil }
+
+// TestNewStorageClassIsFoundBeforeTheCacheHasIt: a StorageClass created
+// with its claim, in one apply, can reach CreateVolume before the
+// controller's informer; the controller then asks the API server.
+func TestNewStorageClassIsFoundBeforeTheCacheHasIt(t *testing.T) {
+	env := testenv.Get(t)
+	ctx := context.Background()
+	params := map[string]string{"agentURL": fmt.Sprintf("http://agent-%d.invalid", os.Getpid()), "tenant": "homelab"}
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("fresh-%d", os.Getpid())}, Provisioner: DriverName, Parameters: params}
+	if err := env.Client.Create(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, sc) })
+	b := &btrfsBackend{c: &Controller{Client: env.Client, Cache: laggingCache{env.Client}}}
+	withSidecarKeys := map[string]string{"csi.storage.k8s.io/pv/name": "pvc-1"}
+	for k, v := range params {
+		withSidecarKeys[k] = v
+	}
+	found, err := b.matchClass(ctx, withSidecarKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if found.Name != sc.Name {
+		t.Errorf("matched StorageClass %s, want %s", found.Name, sc.Name)
+	}
+}
