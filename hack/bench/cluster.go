@@ -22,6 +22,7 @@ import (
 
 	"github.com/strata-gitops/strata/internal/controlplane"
 	"github.com/strata-gitops/strata/internal/gitserver"
+	"github.com/strata-gitops/strata/internal/netaddr"
 	"github.com/strata-gitops/strata/internal/scheme"
 	"github.com/strata-gitops/strata/internal/status"
 )
@@ -325,13 +326,13 @@ func peakRSS(pid int) int64 {
 	return 0
 }
 
+// freeAddr is a free loopback address; the bench cannot go on without one.
 func freeAddr() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := netaddr.Free()
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 func git(dir string, args ...string) error {

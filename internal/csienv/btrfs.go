@@ -3,7 +3,6 @@ package csienv
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/strata-gitops/strata/internal/netaddr"
 	"github.com/strata-gitops/strata/internal/scheme"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 	"github.com/strata-gitops/strata/storage/btrfs"
@@ -67,10 +67,16 @@ func StartBtrfs(ctx context.Context, cfg *rest.Config, o Options) (env *Env, err
 	if err = btrfs.MountDisk(env.Disk, b.mount); err != nil {
 		return env, err
 	}
-	if b.ganesha, err = nfs.StartGanesha(ctx, filepath.Join(o.Dir, "ganesha"), freeAddr()); err != nil {
+	nfsAddr, err := netaddr.Free()
+	if err != nil {
 		return env, err
 	}
-	b.apiAddr = freeAddr()
+	if b.ganesha, err = nfs.StartGanesha(ctx, filepath.Join(o.Dir, "ganesha"), nfsAddr); err != nil {
+		return env, err
+	}
+	if b.apiAddr, err = netaddr.Free(); err != nil {
+		return env, err
+	}
 	vo := volumeapi.DefaultOptions()
 	vo.Base, vo.Listen, vo.Node, vo.SyncInterval = filepath.Join(b.mount, "strata"), b.apiAddr, o.Node, time.Minute
 	vo.GaneshaExports, vo.GaneshaPID = b.ganesha.ExportsFile, b.ganesha.PIDFile
@@ -163,15 +169,6 @@ func (b *btrfsParts) stop(c client.Client) {
 	}
 	ctx := context.Background()
 	_ = c.Delete(ctx, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: b.class}})
-}
-
-func freeAddr() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "127.0.0.1:0"
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // BtrfsAgent returns the URL of the agent's volume API and the tenant

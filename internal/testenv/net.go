@@ -1,17 +1,17 @@
 package testenv
 
 import (
-	"net"
 	"testing"
+
+	"github.com/strata-gitops/strata/internal/netaddr"
 )
 
 // FreeAddr is a loopback host:port nothing listens on right now.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := netaddr.Free()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }

@@ -19,15 +19,10 @@ import (
 // ListVolumes implements csi.ControllerServer: the volumes of both
 // backends, ordered by ID.
 func (c *Controller) ListVolumes(ctx context.Context, req *csi.ListVolumesRequest) (*csi.ListVolumesResponse, error) {
-	entries, err := c.btrfs.listVolumes(ctx)
+	entries, err := fromBoth(ctx, c.btrfs.listVolumes, c.listLogicalVolumes)
 	if err != nil {
 		return nil, err
 	}
-	lvm, err := c.listLogicalVolumes(ctx)
-	if err != nil {
-		return nil, err
-	}
-	entries = append(entries, lvm...)
 	slices.SortFunc(entries, func(a, b *csi.ListVolumesResponse_Entry) int {
 		return strings.Compare(a.GetVolume().GetVolumeId(), b.GetVolume().GetVolumeId())
 	})
@@ -39,15 +34,11 @@ func (c *Controller) ListVolumes(ctx context.Context, req *csi.ListVolumesReques
 // backends, ordered by ID, or the one snapshot_id names, or those of
 // source_volume_id. An ID that names nothing gives an empty list.
 func (c *Controller) ListSnapshots(ctx context.Context, req *csi.ListSnapshotsRequest) (*csi.ListSnapshotsResponse, error) {
-	snaps, err := c.btrfs.listSnapshots(ctx)
+	snaps, err := fromBoth(ctx, c.btrfs.listSnapshots, c.listLogicalSnapshots)
 	if err != nil {
 		return nil, err
 	}
-	lvm, err := c.listLogicalSnapshots(ctx)
-	if err != nil {
-		return nil, err
-	}
-	snaps = slices.DeleteFunc(append(snaps, lvm...), func(s *csi.Snapshot) bool {
+	snaps = slices.DeleteFunc(snaps, func(s *csi.Snapshot) bool {
 		id, source := req.GetSnapshotId(), req.GetSourceVolumeId()
 		return (id != "" && s.GetSnapshotId() != id) || (source != "" && s.GetSourceVolumeId() != source)
 	})
@@ -61,6 +52,16 @@ func (c *Controller) ListSnapshots(ctx context.Context, req *csi.ListSnapshotsRe
 		rsp.Entries = append(rsp.Entries, &csi.ListSnapshotsResponse_Entry{Snapshot: s})
 	}
 	return rsp, nil
+}
+
+// fromBoth lists what the btrfs and the LVM backend hold.
+func fromBoth[T any](ctx context.Context, btrfs, lvm func(context.Context) ([]T, error)) ([]T, error) {
+	all, err := btrfs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	more, err := lvm(ctx)
+	return append(all, more...), err
 }
 
 // page is the part of a sorted list a call asks for. The token is the

@@ -218,13 +218,13 @@ func (s *Store) SyncExports(ctx context.Context) error {
 		return nil
 	}
 	s.exports.Lock()
-	err := s.reloadIndex()
+	if err := s.reloadIndex(); err != nil {
+		s.exports.Unlock()
+		return err
+	}
 	s.ticket++
 	ticket := s.ticket
 	s.exports.Unlock()
-	if err != nil {
-		return err
-	}
 	return s.serveExports(ctx, ticket)
 }
 
