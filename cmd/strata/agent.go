@@ -41,6 +41,7 @@ func agentCommand() *cobra.Command {
 				return err
 			}
 			if vo.Base != "" {
+				vo.Events = mgr.GetEventRecorder("strata-agent")
 				err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return volumeapi.Run(ctx, mgr.GetAPIReader(), vo) }))
 				if err != nil {
 					return err

@@ -3,8 +3,14 @@ package volumeapi
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/events"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -34,6 +40,9 @@ type Options struct {
 	// metadata, and tenants read again.
 	SyncInterval time.Duration
 	Node         string
+	// Events, when set, receives a Warning on the Node for each leftover
+	// the store moves to quarantine.
+	Events events.EventRecorder
 }
 
 // DefaultOptions are the flag defaults.
@@ -86,10 +95,23 @@ func Run(ctx context.Context, c client.Reader, o Options) error {
 		return err
 	}
 	logger := log.FromContext(ctx).WithName("volumes")
-	go store.Run(ctx, o.SyncInterval, logger)
+	store.Notice = o.notice(logger)
+	go store.Run(ctx, o.SyncInterval, slices.Sorted(maps.Keys(byTenant)), logger)
 	go reloadTenants(ctx, tenants, load, o.SyncInterval, logger)
 	logger.Info("serving the volume API", "listen", o.Listen, "base", store.Base, "exporter", o.Exporter, "tenants", len(byTenant))
 	return Serve(ctx, o.Listen, o.TLSCert, o.TLSKey, New(store, tenants).Handler())
+}
+
+// notice logs what the store did to stored data, and records it as a
+// Warning event on the node when there is a recorder.
+func (o Options) notice(logger logr.Logger) func(reason, message string) {
+	return func(reason, message string) {
+		logger.Info(message, "reason", reason)
+		if o.Events != nil && o.Node != "" {
+			node := &corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: o.Node}
+			o.Events.Eventf(node, nil, corev1.EventTypeWarning, reason, reason, "%s", message)
+		}
+	}
 }
 
 // reloadTenants reads the tenants again every interval, so that a token

@@ -96,7 +96,7 @@ func TestBadInputGetsAClearStatus(t *testing.T) {
 		status int
 		says   string
 	}{
-		{volumes.CreateRequest{Name: "../../etc", SizeBytes: 16 * mib}, http.StatusBadRequest, "contains '/'"},
+		{volumes.CreateRequest{Name: "a/../../etc", SizeBytes: 16 * mib}, http.StatusBadRequest, `"/" at byte 1`},
 		{volumes.CreateRequest{Name: "small", SizeBytes: 1}, http.StatusBadRequest, "below the minimum"},
 		{volumes.CreateRequest{Name: "big", SizeBytes: 1 << 42}, http.StatusInsufficientStorage, "free"},
 	} {

@@ -228,12 +228,12 @@ func (s *Store) SyncExports(ctx context.Context) error {
 	return s.serveExports(ctx, ticket)
 }
 
-// Run brings the exports and the layout in order at start, then keeps
+// Run brings the exports and the configured tenants' layout in order at start, then keeps
 // the exports in sync every interval until ctx ends: a restarted NFS
 // server, or one changed by hand, is put back. A failed sync is retried
 // sooner, backing off from a second up to the interval.
-func (s *Store) Run(ctx context.Context, interval time.Duration, log logr.Logger) {
-	if err := s.Sweep(ctx); err != nil {
+func (s *Store) Run(ctx context.Context, interval time.Duration, tenants []string, log logr.Logger) {
+	if err := s.Sweep(ctx, tenants); err != nil {
 		log.Error(err, "clearing what a crash left in the volume layout")
 	}
 	backoff := time.Second

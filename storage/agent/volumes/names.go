@@ -3,8 +3,6 @@ package volumes
 import (
 	"fmt"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 )
 
 // MaxNameLength bounds volume, snapshot and tenant names, in bytes.
@@ -13,6 +11,12 @@ const MaxNameLength = 128
 // snapshotsDir holds a tenant's snapshots beside its volumes, so no
 // volume may take its name.
 const snapshotsDir = "snapshots"
+
+// nameChars is the characters a name may hold. Names travel into NFS
+// export blocks, mountinfo and command lines; a quote, a space or a bidi
+// mark in one tenant's name could break every tenant's exports, so only
+// characters that need no quoting anywhere are taken.
+const nameChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._+-"
 
 // CheckName refuses a name that could not be one directory of the
 // layout, saying which rule it breaks. kind says what is named, for the
@@ -24,18 +28,15 @@ func CheckName(kind, name string) error {
 		return invalid("%s name is empty", kind)
 	case len(name) > MaxNameLength:
 		return bad(fmt.Sprintf("is %d bytes long; the limit is %d", len(name), MaxNameLength))
-	case !utf8.ValidString(name):
-		return bad("is not valid UTF-8")
-	case name == "." || name == "..":
-		return bad("is a relative path element")
-	case strings.ContainsRune(name, '/'):
-		return bad("contains '/'; a name is one path element")
 	case strings.HasPrefix(name, "."):
 		return bad("starts with a dot; such names are the agent's own")
-	case strings.ContainsFunc(name, unicode.IsControl):
-		return bad("contains a control character")
+	case strings.HasPrefix(name, "-"):
+		return bad("starts with '-', which tools would read as an option")
 	case kind == "volume" && name == snapshotsDir:
 		return bad("is reserved: it holds the tenant's snapshots")
+	}
+	if i := strings.IndexFunc(name, func(r rune) bool { return !strings.ContainsRune(nameChars, r) }); i >= 0 {
+		return bad(fmt.Sprintf("contains %q at byte %d; use only letters, digits and . _ + -", name[i:i+1], i))
 	}
 	return nil
 }

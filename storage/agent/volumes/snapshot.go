@@ -37,7 +37,7 @@ func (s *Store) CreateSnapshot(ctx context.Context, tenant string, req SnapshotR
 		return Snapshot{}, false, err
 	}
 	dir := s.snapshotDir(tenant, req.Name)
-	if err := s.prepareDir(ctx, dir); err != nil {
+	if err := s.prepareDir(dir); err != nil {
 		return Snapshot{}, false, err
 	}
 	if err := s.FS.Snapshot(ctx, v.Path, filepath.Join(dir, dataDir), true); err != nil {
@@ -145,7 +145,7 @@ func (s *Store) Clone(ctx context.Context, tenant string, req CloneRequest) (v V
 		return Volume{}, false, err
 	}
 	dir := s.volumeDir(tenant, req.Name)
-	if err := s.prepareDir(ctx, dir); err != nil {
+	if err := s.prepareDir(dir); err != nil {
 		return Volume{}, false, err
 	}
 	if err := s.FS.Snapshot(ctx, src.Path, filepath.Join(dir, dataDir), false); err != nil {

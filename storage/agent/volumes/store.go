@@ -43,6 +43,10 @@ type Store struct {
 	Node    string
 	MinSize int64
 
+	// Notice reports an action on stored data that an admin should
+	// see, such as a leftover moved to quarantine; nil reports nothing.
+	Notice func(reason, message string)
+
 	locks keyedMutex
 	// exports guards the export index and the sync counters below.
 	exports sync.Mutex
@@ -54,7 +58,13 @@ type Store struct {
 	lastSyncErr    error
 }
 
-// Open returns the store under base, which must be on btrfs.
+// MarkerFile marks a base directory as the store's own. The store
+// sweeps and quarantines what it finds under its base, so it must never
+// take a directory that already holds someone else's files.
+const MarkerFile = ".strata-volumes"
+
+// Open returns the store under base, which must be on btrfs and either
+// empty, new, or already the store's (it holds MarkerFile).
 func Open(ctx context.Context, base string, exporter nfs.Exporter, node string) (*Store, error) {
 	base, err := filepath.Abs(base)
 	if err != nil {
@@ -68,6 +78,9 @@ func Open(ctx context.Context, base string, exporter nfs.Exporter, node string) 
 	}
 	fs, err := btrfs.Open(ctx, base)
 	if err != nil {
+		return nil, err
+	}
+	if err := claimBase(base); err != nil {
 		return nil, err
 	}
 	return &Store{Base: base, FS: fs, Exporter: exporter, Node: node, MinSize: DefaultMinSize}, nil
@@ -173,8 +186,39 @@ func writeMetadata(dir string, v any) error {
 	return atomicfile.Write(filepath.Join(dir, metadataFile), append(data, '\n'))
 }
 
-// Tenants lists the tenants that have a directory.
-func (s *Store) Tenants() ([]string, error) { return listDirs(s.Base) }
+// claimBase writes the marker into an empty base, accepts a base that
+// has it, and refuses any other: a base such as /srv or /home holds
+// files the store must never sweep.
+func claimBase(base string) error {
+	marker := filepath.Join(base, MarkerFile)
+	if _, err := os.Stat(marker); err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	entries, err := os.ReadDir(base)
+	if err != nil {
+		return err
+	}
+	if len(entries) > 0 {
+		return fmt.Errorf("btrfs base %s is not empty and has no %s marker, so it is not strata's: "+
+			"point --btrfs-base at a new or empty directory (such as %s), "+
+			"or, if this directory holds only strata's volumes from before the marker, create the marker with `touch %s`",
+			base, MarkerFile, filepath.Join(base, "strata"), marker)
+	}
+	return atomicfile.Write(marker, []byte("This directory holds strata's btrfs volumes; the agent sweeps what it finds here.\n"))
+}
+
+// Tenants lists the tenants that have a directory. Names a tenant cannot
+// have, such as the agent's own dot-directories, are left out.
+func (s *Store) Tenants() ([]string, error) {
+	names, err := listDirs(s.Base)
+	kept := names[:0]
+	for _, n := range names {
+		if CheckName("tenant", n) == nil {
+			kept = append(kept, n)
+		}
+	}
+	return kept, err
+}
 
 func listDirs(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)

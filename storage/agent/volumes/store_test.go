@@ -103,9 +103,10 @@ func TestBadRequestsAreRefusedAndChangeNothing(t *testing.T) {
 		kind volumes.Kind
 		says string
 	}{
-		{volumes.CreateRequest{Name: "../escape", SizeBytes: 16 * mib}, volumes.Invalid, "'/'"},
-		{volumes.CreateRequest{Name: "..", SizeBytes: 16 * mib}, volumes.Invalid, "relative path"},
-		{volumes.CreateRequest{Name: "a\x00b", SizeBytes: 16 * mib}, volumes.Invalid, "control character"},
+		{volumes.CreateRequest{Name: "a/../../escape", SizeBytes: 16 * mib}, volumes.Invalid, `"/" at byte 1`},
+		{volumes.CreateRequest{Name: "..", SizeBytes: 16 * mib}, volumes.Invalid, "starts with a dot"},
+		{volumes.CreateRequest{Name: "a\x00b", SizeBytes: 16 * mib}, volumes.Invalid, "use only letters"},
+		{volumes.CreateRequest{Name: `a"b`, SizeBytes: 16 * mib}, volumes.Invalid, "use only letters"},
 		{volumes.CreateRequest{Name: "snapshots", SizeBytes: 16 * mib}, volumes.Invalid, "reserved"},
 		{volumes.CreateRequest{Name: strings.Repeat("x", 129), SizeBytes: 16 * mib}, volumes.Invalid, "limit is 128"},
 		{volumes.CreateRequest{Name: "tiny", SizeBytes: 1024}, volumes.Invalid, "below the minimum"},
@@ -221,8 +222,8 @@ func TestSnapshotsClonesAndCascadingDelete(t *testing.T) {
 }
 
 // A crash between creating the subvolume and writing its metadata leaves
-// a directory nobody sees; the next start sweeps it away and the name is
-// free again.
+// a directory nobody sees; the next start moves it to quarantine, whole
+// with its subvolume, and the name is free again.
 func TestRestartAfterACrashInCreate(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t, nil)
@@ -247,7 +248,9 @@ func TestRestartAfterACrashInCreate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := restarted.Sweep(ctx); err != nil {
+	var notices []string
+	restarted.Notice = func(reason, message string) { notices = append(notices, reason+": "+message) }
+	if err := restarted.Sweep(ctx, []string{"t"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []string{half, halfSnap} {
@@ -255,11 +258,78 @@ func TestRestartAfterACrashInCreate(t *testing.T) {
 			t.Fatalf("%s after the sweep: %v", p, err)
 		}
 	}
-	if out, _ := exec.Command("btrfs", "subvolume", "list", "-o", s.Base).Output(); len(out) != 0 {
-		t.Fatalf("subvolumes left after the sweep:\n%s", out)
+	moved, _ := filepath.Glob(filepath.Join(s.Base, ".quarantine", "*", "t", "v", "data"))
+	if len(moved) != 1 {
+		t.Fatalf("the half-made volume is not in quarantine: %v", moved)
+	}
+	if len(notices) != 2 || !strings.Contains(notices[0], "Quarantined: "+half) {
+		t.Fatalf("notices = %q, want one for each of %s and %s", notices, half, halfSnap)
 	}
 	if _, created, err := restarted.Create(ctx, "t", volumes.CreateRequest{Name: "v", SizeBytes: 16 * mib}); err != nil || !created {
 		t.Fatalf("Create after the sweep: %v, %v", created, err)
+	}
+}
+
+// The sweep touches only what the store could have made: configured
+// tenants, names that pass the name rules, never a dot-directory.
+func TestSweepLeavesWhatIsNotTheStoresAlone(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, nil)
+	keep := []string{
+		filepath.Join(s.Base, "t", ".snapshots", "1", "snapshot"), // snapper's
+		filepath.Join(s.Base, "t", "not a volume", "file"),
+		filepath.Join(s.Base, "t", "snapshots", ".hidden", "file"),
+		filepath.Join(s.Base, "other-tenant", "v", "file"), // a tenant not configured (any more)
+		filepath.Join(s.Base, ".keep", "x", "file"),
+	}
+	for _, p := range keep {
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("user data"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Sweep(ctx, []string{"t"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range keep {
+		if data, err := os.ReadFile(p); err != nil || string(data) != "user data" {
+			t.Errorf("%s after the sweep: %q, %v", p, data, err)
+		}
+	}
+}
+
+// A base that already holds files and no marker is not the store's: it
+// is refused, and nothing in it changes.
+func TestOpenRefusesABaseThatIsNotTheStores(t *testing.T) {
+	ctx := context.Background()
+	testenv.NeedRoot(t, "btrfs on a loop device")
+	mnt := testenv.BtrfsDisk(t, 1<<30)
+	home := filepath.Join(mnt, "home")
+	user := filepath.Join(home, "alice", "thesis")
+	if err := os.MkdirAll(user, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_, err := volumes.Open(ctx, home, nil, "node-a")
+	if err == nil || !strings.Contains(err.Error(), home) || !strings.Contains(err.Error(), volumes.MarkerFile) {
+		t.Fatalf("Open of a base with someone's files = %v, want an error naming %s and the marker", err, home)
+	}
+	if _, err := os.Stat(filepath.Join(home, volumes.MarkerFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the refused base got a marker: %v", err)
+	}
+	if _, err := os.Stat(user); err != nil {
+		t.Fatal(err)
+	}
+	fresh := filepath.Join(mnt, "strata")
+	if _, err := volumes.Open(ctx, fresh, nil, "node-a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(fresh, volumes.MarkerFile)); err != nil {
+		t.Fatalf("a new base has no marker: %v", err)
+	}
+	if _, err := volumes.Open(ctx, fresh, nil, "node-a"); err != nil {
+		t.Fatalf("opening the store's own base again: %v", err)
 	}
 }
 
@@ -305,7 +375,7 @@ func TestExportsAreServedAndComeBackAfterARestart(t *testing.T) {
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	go restarted.Run(runCtx, time.Hour, testr.New(t))
+	go restarted.Run(runCtx, time.Hour, []string{"t"}, testr.New(t))
 	waitNFSRead(t, addr, v.ExportPath+"/hello", "through NFS")
 
 	if _, err := restarted.RemoveExport(ctx, "t", "shared", "127.0.0.1"); err != nil {

@@ -3,56 +3,101 @@ package volumes
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/strata-gitops/strata/internal/atomicfile"
 )
 
-// Sweep removes what a crash left between a subvolume and its metadata:
-// a directory with no metadata.json is a volume or snapshot that was
-// never finished, or whose deletion was, and nobody can see it. Exports
-// are synced first, so none holds such a subvolume mounted.
-func (s *Store) Sweep(ctx context.Context) error {
+// quarantineDir holds what a sweep or a create found without a record,
+// under {base}/.quarantine/{time}/{tenant}/..., for an admin to inspect
+// and delete. Nothing under the base is deleted without a record saying
+// it was the store's.
+const quarantineDir = ".quarantine"
+
+// Sweep moves aside what a crash left between a subvolume and its
+// metadata: a directory with no metadata.json is a volume or snapshot
+// that was never finished, or whose deletion was, and nobody can see it.
+// Only the configured tenants' directories are looked at, and only
+// entries whose names the store could have made; anything else under the
+// base (dot-directories, a tenant no longer configured) is left alone.
+// Exports are synced first, so none holds such a subvolume mounted.
+func (s *Store) Sweep(ctx context.Context, tenants []string) error {
 	if err := s.SyncExports(ctx); err != nil {
 		return err
 	}
-	tenants, err := s.Tenants()
+	present, err := s.Tenants()
 	if err != nil {
 		return err
 	}
-	for _, t := range tenants {
-		if err := s.sweepDir(ctx, filepath.Join(s.Base, t), t+"/", snapshotsDir); err != nil {
+	for _, t := range present {
+		if !slices.Contains(tenants, t) {
+			continue
+		}
+		if err := s.sweepDir(filepath.Join(s.Base, t), t+"/", "volume"); err != nil {
 			return err
 		}
-		if err := s.sweepDir(ctx, filepath.Join(s.Base, t, snapshotsDir), t+"/"+snapshotsDir+"/", ""); err != nil {
+		if err := s.sweepDir(filepath.Join(s.Base, t, snapshotsDir), t+"/"+snapshotsDir+"/", "snapshot"); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// sweepDir sweeps every directory in dir but skip.
-func (s *Store) sweepDir(ctx context.Context, dir, lockPrefix, skip string) error {
+// sweepDir quarantines every directory in dir that has a name the store
+// could have given it and no record.
+func (s *Store) sweepDir(dir, lockPrefix, kind string) error {
 	names, err := listDirs(dir)
 	if err != nil {
 		return err
 	}
 	for _, n := range names {
-		if n == skip {
+		if CheckName(kind, n) != nil {
 			continue
 		}
-		if err := s.sweepOne(ctx, filepath.Join(dir, n), lockPrefix+n); err != nil {
+		if err := s.sweepOne(filepath.Join(dir, n), lockPrefix+n); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (s *Store) sweepOne(ctx context.Context, dir, key string) error {
+func (s *Store) sweepOne(dir, key string) error {
 	defer s.locks.lock(key)()
 	_, err := os.Stat(filepath.Join(dir, metadataFile))
 	if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	return s.removeDir(ctx, dir)
+	return s.quarantine(dir)
+}
+
+// quarantine moves dir, which has no record, out of the layout into the
+// quarantine directory, keeping its path under the base; a subvolume
+// moves with it. It is reported through Notice.
+func (s *Store) quarantine(dir string) error {
+	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	rel, err := filepath.Rel(s.Base, dir)
+	if err != nil {
+		return err
+	}
+	to := filepath.Join(s.Base, quarantineDir, time.Now().UTC().Format("20060102T150405.000000000"), rel)
+	if err := os.MkdirAll(filepath.Dir(to), 0o700); err != nil {
+		return err
+	}
+	if err := os.Rename(dir, to); err != nil {
+		return fmt.Errorf("moving %s, which has no %s, to quarantine: %w", dir, metadataFile, err)
+	}
+	if err := atomicfile.SyncDir(filepath.Dir(dir), filepath.Dir(to)); err != nil {
+		return err
+	}
+	if s.Notice != nil {
+		s.Notice("Quarantined", fmt.Sprintf("%s had no %s (a crashed create or delete); moved to %s: inspect it and delete it by hand", dir, metadataFile, to))
+	}
+	return nil
 }

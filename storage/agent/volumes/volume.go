@@ -100,7 +100,7 @@ func (s *Store) Create(ctx context.Context, tenant string, req CreateRequest) (v
 		return Volume{}, false, err
 	}
 	dir := s.volumeDir(tenant, req.Name)
-	if err := s.prepareDir(ctx, dir); err != nil {
+	if err := s.prepareDir(dir); err != nil {
 		return Volume{}, false, err
 	}
 	if err := s.FS.CreateSubvolume(ctx, filepath.Join(dir, dataDir)); err != nil {
@@ -139,10 +139,10 @@ func (s *Store) checkRoom(name string, size int64) error {
 	return nil
 }
 
-// prepareDir makes a volume's or snapshot's directory, first clearing
-// what a crashed create or delete left there.
-func (s *Store) prepareDir(ctx context.Context, dir string) error {
-	if err := s.removeDir(ctx, dir); err != nil {
+// prepareDir makes a volume's or snapshot's directory, first moving
+// what a crashed create or delete left there to quarantine.
+func (s *Store) prepareDir(dir string) error {
+	if err := s.quarantine(dir); err != nil {
 		return err
 	}
 	return os.MkdirAll(dir, 0o700)
