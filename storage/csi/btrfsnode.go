@@ -12,7 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"k8s.io/mount-utils"
+
+	"github.com/strata-gitops/strata/internal/mountinfo"
 )
 
 // stageBtrfs mounts a btrfs volume at the staging path: the subvolume
@@ -166,7 +167,7 @@ func isBtrfsMount(volumeID, path string) (bool, error) {
 	if err != nil {
 		return true, status.Error(codes.NotFound, err.Error())
 	}
-	points, err := mount.ParseMountInfo("/proc/self/mountinfo")
+	points, err := mountinfo.Read()
 	if err != nil {
 		return true, status.Errorf(codes.Internal, "reading the mount table: %v", err)
 	}

@@ -91,17 +91,50 @@ func testExporter(t *testing.T, s server) {
 		}
 	})
 
-	t.Run("bad sets are refused and change nothing", func(t *testing.T) {
-		for _, bad := range [][]nfs.Export{
-			{{ID: 0, Path: exports[1].Path, Pseudo: "/x", Clients: []string{"127.0.0.1"}}},
-			{{ID: 5, Path: exports[1].Path, Pseudo: "/x", Clients: []string{"not a host"}}},
-			{exports[1], {ID: exports[1].ID, Path: "/elsewhere", Pseudo: "/y", Clients: []string{"127.0.0.1"}}},
+	testRefusals(t, s, mnt, fs, exports)
+}
+
+// testRefusals is the contract's half on what is not served: bad exports
+// one by one, and clients not named.
+func testRefusals(t *testing.T, s server, mnt string, fs *btrfs.Filesystem, exports []nfs.Export) {
+	ctx := context.Background()
+	t.Run("a bad export is refused alone and the rest are served", func(t *testing.T) {
+		for _, bad := range []nfs.Export{
+			{ID: 0, Path: filepath.Join(mnt, "zero"), Pseudo: "/x", Clients: []string{"127.0.0.1"}},
+			{ID: 5, Path: filepath.Join(mnt, "host"), Pseudo: "/x", Clients: []string{"not a host"}},
+			{ID: exports[1].ID, Path: filepath.Join(mnt, "zz"), Pseudo: "/y", Clients: []string{"127.0.0.1"}},
+			{ID: 6, Path: filepath.Join(mnt, `a"b`), Pseudo: `/t/a"b`, Clients: []string{"127.0.0.1"}},
+			{ID: 7, Path: filepath.Join(mnt, "a b"), Pseudo: "/t/a b", Clients: []string{"127.0.0.1"}},
+			{ID: 8, Path: filepath.Join(mnt, "missing"), Pseudo: "/t/missing", Clients: []string{"127.0.0.1"}},
 		} {
-			if err := s.Sync(ctx, bad); err == nil {
-				t.Fatalf("Sync(%+v) was accepted", bad)
+			err := s.Sync(ctx, []nfs.Export{exports[1], bad})
+			if nfs.RefusedFor(err, bad.Path) == nil || nfs.RefusedFor(err, exports[1].Path) != nil {
+				t.Fatalf("Sync with the bad export %+v = %v, want that one refused and the good one served", bad, err)
 			}
+			waitRead(t, s, exports[1], "hello from two")
+		}
+		have, _ := s.Exported(ctx)
+		if got := paths(have); !slices.Equal(got, []string{exports[1].Path}) {
+			t.Fatalf("Exported = %v, want only the good export", got)
+		}
+	})
+
+	t.Run("a client not published to cannot read", func(t *testing.T) {
+		other := exports[0]
+		other.Clients = []string{"10.9.8.7"}
+		if err := fs.CreateSubvolume(ctx, other.Path); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(other.Path, "hello"), []byte("secret"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Sync(ctx, []nfs.Export{exports[1], other}); err != nil {
+			t.Fatal(err)
 		}
 		waitRead(t, s, exports[1], "hello from two")
+		if got, err := s.read(ctx, s.MountPath(other), "hello"); err == nil {
+			t.Fatalf("127.0.0.1 read %q from an export for 10.9.8.7 only", got)
+		}
 	})
 }
 

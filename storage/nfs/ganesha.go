@@ -8,15 +8,16 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
-	"k8s.io/mount-utils"
 
 	"github.com/strata-gitops/strata/internal/atomicfile"
+	"github.com/strata-gitops/strata/internal/mountinfo"
 )
 
 // Ganesha exports through NFS-Ganesha. It owns one file of EXPORT blocks,
@@ -40,9 +41,7 @@ const stateLine = "# strata exports: "
 
 // Sync implements Exporter.
 func (g *Ganesha) Sync(ctx context.Context, exports []Export) error {
-	if err := check(exports); err != nil {
-		return err
-	}
+	exports, refused := servable(exports)
 	exports = sorted(exports)
 	old, err := g.Exported(ctx)
 	if err != nil {
@@ -52,20 +51,17 @@ func (g *Ganesha) Sync(ctx context.Context, exports []Export) error {
 	if err != nil {
 		return err
 	}
-	for _, e := range exports {
+	exports = slices.DeleteFunc(exports, func(e Export) bool {
 		if mounted[e.Path] {
-			continue
+			return false
 		}
-		if err := unix.Mount(e.Path, e.Path, "", unix.MS_BIND, ""); err != nil {
-			return fmt.Errorf("bind-mounting %s onto itself for NFS-Ganesha: %w", e.Path, err)
+		err := unix.Mount(e.Path, e.Path, "", unix.MS_BIND, "")
+		if err != nil {
+			refused[e.Path] = fmt.Errorf("bind-mounting %s onto itself for NFS-Ganesha: %w", e.Path, err)
 		}
-	}
-	// Not synced to disk: the agent writes the file again from its
-	// records at start, so a file lost in a power failure costs nothing.
-	if err := atomicfile.WriteCache(g.ExportsFile, ganeshaConfig(exports)); err != nil {
-		return fmt.Errorf("writing Ganesha's exports to %s: %w", g.ExportsFile, err)
-	}
-	if err := g.reload(); err != nil {
+		return err != nil
+	})
+	if err := g.writeAndReload(ganeshaConfig(exports)); err != nil {
 		return err
 	}
 	for _, e := range old {
@@ -75,7 +71,23 @@ func (g *Ganesha) Sync(ctx context.Context, exports []Export) error {
 			}
 		}
 	}
-	return nil
+	return refusedError(refused)
+}
+
+// writeAndReload replaces the exports file and signals the server, only
+// when the exports changed: a server that restarted reads the file at
+// start, and a signal sent for nothing every interval is a signal that
+// could reach the wrong process.
+func (g *Ganesha) writeAndReload(config []byte) error {
+	if current, err := os.ReadFile(g.ExportsFile); err == nil && bytes.Equal(current, config) {
+		return nil
+	}
+	// Not synced to disk: the agent writes the file again from its
+	// records at start, so a file lost in a power failure costs nothing.
+	if err := atomicfile.WriteCache(g.ExportsFile, config); err != nil {
+		return fmt.Errorf("writing Ganesha's exports to %s: %w", g.ExportsFile, err)
+	}
+	return g.reload()
 }
 
 // Exported implements Exporter from the exports file: what Ganesha was
@@ -101,9 +113,10 @@ func (g *Ganesha) Exported(context.Context) ([]Export, error) {
 	return exports, nil
 }
 
-// ganeshaConfig writes one EXPORT block per export, NFSv4 only, root not
-// squashed: a volume's owner is set by the agent, and pods run as any
-// user.
+// ganeshaConfig writes one EXPORT block per export: NFSv4 only, clients
+// on privileged ports only, and every client user squashed to the
+// volume's owner, so a client's root is not root on the host and a pod
+// running as any user can write its volume.
 func ganeshaConfig(exports []Export) []byte {
 	state, _ := json.Marshal(exports)
 	var b strings.Builder
@@ -117,12 +130,15 @@ func ganeshaConfig(exports []Export) []byte {
   Pseudo = "%s";
   Protocols = 4;
   Access_Type = None;
-  Squash = No_Root_Squash;
+  Squash = All_Squash;
+  Anonymous_Uid = %d;
+  Anonymous_Gid = %d;
+  PrivilegedPort = true;
   SecType = sys;
   FSAL { Name = VFS; }
   CLIENT { Clients = %s; Access_Type = RW; }
 }
-`, e.ID, e.Path, e.Pseudo, strings.Join(e.Clients, ", "))
+`, e.ID, e.Path, e.Pseudo, e.UID, e.GID, strings.Join(e.Clients, ", "))
 	}
 	return []byte(b.String())
 }
@@ -137,8 +153,33 @@ func (g *Ganesha) reload() error {
 	if err != nil || pid <= 0 {
 		return fmt.Errorf("NFS-Ganesha's pid file %s holds %q, not a pid", g.PIDFile, data)
 	}
+	if err := checkIsGanesha(pid, g.PIDFile); err != nil {
+		return err
+	}
 	if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
 		return fmt.Errorf("telling NFS-Ganesha (pid %d from %s) to reload its exports: %w", pid, g.PIDFile, err)
+	}
+	return nil
+}
+
+// ganeshaBinary is the name of NFS-Ganesha's executable.
+const ganeshaBinary = "ganesha.nfsd"
+
+// checkIsGanesha refuses to signal a pid that is not NFS-Ganesha: after
+// the server died its pid may have gone to any process on the host (the
+// agent runs with the host's PID namespace). The executable is read from
+// /proc/<pid>/exe, or the command name where exe is not readable.
+func checkIsGanesha(pid int, pidFile string) error {
+	name := ""
+	if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil {
+		name = filepath.Base(strings.TrimSuffix(exe, " (deleted)"))
+	} else if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("NFS-Ganesha is not running: its pid file %s names pid %d, which does not exist", pidFile, pid)
+	} else if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil {
+		name = strings.TrimSpace(string(comm))
+	}
+	if name != ganeshaBinary {
+		return fmt.Errorf("NFS-Ganesha is not running: its pid file %s names pid %d, which is %q, not %s; not signalling it", pidFile, pid, name, ganeshaBinary)
 	}
 	return nil
 }
@@ -147,7 +188,7 @@ func (g *Ganesha) reload() error {
 // bind-mounted onto itself keeps its device number, so only the mount
 // table tells it is a mount point.
 func mountPoints() (map[string]bool, error) {
-	points, err := mount.ParseMountInfo("/proc/self/mountinfo")
+	points, err := mountinfo.Read()
 	if err != nil {
 		return nil, err
 	}

@@ -26,17 +26,17 @@ func NewKernel(root string) *Kernel {
 	return &Kernel{Root: filepath.Clean(root), Runner: command.Exec{}}
 }
 
-// kernelOptions are every export's options; fsid is added per export
-// because subvolumes share their filesystem's UUID.
-const kernelOptions = "rw,sync,no_subtree_check,no_root_squash"
+// kernelOptions are every export's options: clients on privileged ports
+// (secure) and every client user squashed to the volume's owner, added
+// per export with fsid, which subvolumes need because they share their
+// filesystem's UUID. no_subtree_check: each export is a whole subvolume.
+const kernelOptions = "rw,sync,secure,no_subtree_check,all_squash"
 
 // Sync implements Exporter: it adds what is missing and removes what is
 // no longer wanted, client by client, so that a client that stays keeps
 // its export throughout.
 func (k *Kernel) Sync(ctx context.Context, exports []Export) error {
-	if err := check(exports); err != nil {
-		return err
-	}
+	exports, refused := servable(exports)
 	have, err := k.Exported(ctx)
 	if err != nil {
 		return err
@@ -47,9 +47,9 @@ func (k *Kernel) Sync(ctx context.Context, exports []Export) error {
 			if slices.Contains(clientsByPath(have)[e.Path], c) {
 				continue
 			}
-			opts := fmt.Sprintf("%s,fsid=%d", kernelOptions, e.ID)
+			opts := fmt.Sprintf("%s,anonuid=%d,anongid=%d,fsid=%d", kernelOptions, e.UID, e.GID, e.ID)
 			if _, err := k.Runner.Run(ctx, "exportfs", "-i", "-o", opts, c+":"+e.Path); err != nil {
-				return err
+				refused[e.Path] = err // the others are still served
 			}
 		}
 	}
@@ -62,7 +62,7 @@ func (k *Kernel) Sync(ctx context.Context, exports []Export) error {
 			}
 		}
 	}
-	return nil
+	return refusedError(refused)
 }
 
 func clientsByPath(exports []Export) map[string][]string {

@@ -39,13 +39,13 @@ func TestKernelSyncCommandLines(t *testing.T) {
 		t.Fatalf("Exported = %+v, want the two exports under /srv/strata", have)
 	}
 	err = k.Sync(context.Background(), []Export{
-		{ID: 3, Path: "/srv/strata/a/one", Pseudo: "/a/one", Clients: []string{"127.0.0.1", "10.0.0.7"}},
+		{ID: 3, Path: "/srv/strata/a/one", Pseudo: "/a/one", Clients: []string{"127.0.0.1", "10.0.0.7"}, UID: 1000, GID: 2000},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
-		"exportfs -i -o rw,sync,no_subtree_check,no_root_squash,fsid=3 10.0.0.7:/srv/strata/a/one",
+		"exportfs -i -o rw,sync,secure,no_subtree_check,all_squash,anonuid=1000,anongid=2000,fsid=3 10.0.0.7:/srv/strata/a/one",
 		"exportfs -u 10.0.0.9:/srv/strata/a/one",
 		"exportfs -u 10.0.0.9:/srv/strata/a/gone",
 	}

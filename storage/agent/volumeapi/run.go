@@ -32,6 +32,9 @@ type Options struct {
 	TenantsFile string
 	// TenantsSecret is namespace/name of a Secret of tenant: token.
 	TenantsSecret string
+	// TenantNetworks is tenant:CIDR pairs: where each tenant's NFS
+	// clients may be.
+	TenantNetworks string
 	// Exporter is ganesha, kernel or none.
 	Exporter       string
 	GaneshaExports string
@@ -76,6 +79,10 @@ func Run(ctx context.Context, c client.Reader, o Options) error {
 	if err != nil {
 		return err
 	}
+	networks, err := ParseNetworks(o.TenantNetworks)
+	if err != nil {
+		return fmt.Errorf("--tenant-networks: %w", err)
+	}
 	secret, err := secretKey(o.TenantsSecret)
 	if err != nil {
 		return err
@@ -99,7 +106,9 @@ func Run(ctx context.Context, c client.Reader, o Options) error {
 	go store.Run(ctx, o.SyncInterval, slices.Sorted(maps.Keys(byTenant)), logger)
 	go reloadTenants(ctx, tenants, load, o.SyncInterval, logger)
 	logger.Info("serving the volume API", "listen", o.Listen, "base", store.Base, "exporter", o.Exporter, "tenants", len(byTenant))
-	return Serve(ctx, o.Listen, o.TLSCert, o.TLSKey, New(store, tenants).Handler())
+	server := New(store, tenants)
+	server.Networks = networks
+	return Serve(ctx, o.Listen, o.TLSCert, o.TLSKey, server.Handler())
 }
 
 // notice logs what the store did to stored data, and records it as a

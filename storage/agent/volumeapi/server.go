@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/strata-gitops/strata/storage/agent/volumes"
 	"github.com/strata-gitops/strata/storage/btrfs"
@@ -28,7 +29,9 @@ const maxBody = 64 << 10
 type Server struct {
 	Store   *volumes.Store
 	Tenants *Tenants
-	metrics *metrics
+	// Networks bound the NFS clients each tenant may export to.
+	Networks Networks
+	metrics  *metrics
 }
 
 // New returns a server of the store for the given tenants.
@@ -79,6 +82,10 @@ func (s *Server) authenticated(h func(http.ResponseWriter, *http.Request, string
 		code, body, err := h(w, r, tenant)
 		if err != nil {
 			code, body = errorResponse(err)
+			if code == http.StatusInternalServerError {
+				// Command lines, stderr and host paths stay in the log.
+				log.Log.WithName("volume-api").Error(err, "request failed", "tenant", tenant, "method", r.Method, "path", r.URL.Path)
+			}
 		}
 		if body == nil {
 			w.WriteHeader(code)
@@ -99,16 +106,18 @@ func errorResponse(err error) (int, errorBody) {
 		status int
 		reason string
 	}{
-		volumes.Invalid:  {http.StatusBadRequest, "Invalid"},
-		volumes.NotFound: {http.StatusNotFound, "NotFound"},
-		volumes.Conflict: {http.StatusConflict, "Conflict"},
-		volumes.InUse:    {http.StatusConflict, "InUse"},
-		volumes.NoSpace:  {http.StatusInsufficientStorage, "NoSpace"},
+		volumes.Invalid:   {http.StatusBadRequest, "Invalid"},
+		volumes.NotFound:  {http.StatusNotFound, "NotFound"},
+		volumes.Conflict:  {http.StatusConflict, "Conflict"},
+		volumes.InUse:     {http.StatusConflict, "InUse"},
+		volumes.NoSpace:   {http.StatusInsufficientStorage, "NoSpace"},
+		volumes.Forbidden: {http.StatusForbidden, "Forbidden"},
 	}
 	if c, ok := codes[volumes.KindOf(err)]; ok {
 		return c.status, errorBody{Error: err.Error(), Reason: c.reason}
 	}
-	return http.StatusInternalServerError, errorBody{Error: err.Error(), Reason: "Internal"}
+	return http.StatusInternalServerError, errorBody{Reason: "Internal",
+		Error: "the agent failed to carry out the request; its log has the details"}
 }
 
 func writeJSON(w http.ResponseWriter, code int, body any) {
@@ -210,6 +219,9 @@ func (s *Server) addExport(_ http.ResponseWriter, r *http.Request, tenant string
 	if err := decode(r, &req); err != nil {
 		return 0, nil, err
 	}
+	if err := s.Networks.Allow(tenant, req.Client); err != nil {
+		return 0, nil, err
+	}
 	v, err := s.Store.AddExport(r.Context(), tenant, r.PathValue("name"), req.Client)
 	return http.StatusOK, v, err
 }
@@ -251,8 +263,11 @@ func (s *Server) clone(_ http.ResponseWriter, r *http.Request, tenant string) (i
 	return created(made), v, err
 }
 
-func (s *Server) stats(_ http.ResponseWriter, r *http.Request, tenant string) (int, any, error) {
-	st, err := s.Store.FS.Stats(r.Context())
+// stats shows the tenant its own volumes, and of the filesystem only the
+// size and free space it can use: devices, their paths and error
+// counters are the host's, in the agent's metrics for its admin.
+func (s *Server) stats(_ http.ResponseWriter, _ *http.Request, tenant string) (int, any, error) {
+	size, free, err := btrfs.Free(s.Store.Base)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -265,7 +280,7 @@ func (s *Server) stats(_ http.ResponseWriter, r *http.Request, tenant string) (i
 		provisioned += v.SizeBytes
 		used += v.UsedBytes
 	}
-	return http.StatusOK, map[string]any{"filesystem": st, "tenant": map[string]any{
+	return http.StatusOK, map[string]any{"filesystem": map[string]int64{"sizeBytes": size, "freeBytes": free}, "tenant": map[string]any{
 		"volumes": len(vs), "provisionedBytes": provisioned, "usedBytes": used}}, nil
 }
 
@@ -319,10 +334,14 @@ func (r *statusRecorder) WriteHeader(code int) {
 	r.ResponseWriter.WriteHeader(code)
 }
 
+// MaxInFlight bounds the requests served at once; more are answered 503
+// with Retry-After, which the CSI driver's calls are retried on.
+const MaxInFlight = 64
+
 // Serve serves the handler on addr, with TLS when a certificate and key
 // are given, until ctx ends.
 func Serve(ctx context.Context, addr, certFile, keyFile string, h http.Handler) error {
-	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := NewHTTPServer(addr, h)
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -339,4 +358,30 @@ func Serve(ctx context.Context, addr, certFile, keyFile string, h http.Handler) 
 		return nil
 	}
 	return err
+}
+
+// NewHTTPServer is the HTTP server of the API on addr: deadlines on every
+// phase of a connection, so a slow or stuck client holds nothing for
+// long, and at most MaxInFlight requests at once.
+func NewHTTPServer(addr string, h http.Handler) *http.Server {
+	return &http.Server{Addr: addr, Handler: LimitInFlight(h, MaxInFlight),
+		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 5 * time.Minute, IdleTimeout: 2 * time.Minute}
+}
+
+// LimitInFlight answers 503 to a request that arrives while n others are
+// being served.
+func LimitInFlight(h http.Handler, n int) http.Handler {
+	slots := make(chan struct{}, n)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case slots <- struct{}{}:
+			defer func() { <-slots }()
+			h.ServeHTTP(w, r)
+		default:
+			w.Header().Set("Retry-After", "1")
+			writeJSON(w, http.StatusServiceUnavailable, errorBody{Reason: "Busy",
+				Error: fmt.Sprintf("the agent is serving %d requests already; retry", n)})
+		}
+	})
 }

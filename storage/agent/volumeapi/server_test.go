@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -26,6 +27,12 @@ const (
 // agent serves a store on a fresh btrfs for two tenants.
 func agent(t testing.TB) *httptest.Server {
 	t.Helper()
+	srv, _ := agentAndStore(t)
+	return srv
+}
+
+func agentAndStore(t testing.TB) (*httptest.Server, *volumes.Store) {
+	t.Helper()
 	testenv.NeedRoot(t, "btrfs on a loop device")
 	mnt := testenv.BtrfsDisk(t, 1<<30)
 	store, err := volumes.Open(context.Background(), filepath.Join(mnt, "strata"), nil, "node-a")
@@ -38,7 +45,7 @@ func agent(t testing.TB) *httptest.Server {
 	}
 	srv := httptest.NewServer(volumeapi.New(store, tenants).Handler())
 	t.Cleanup(srv.Close)
-	return srv
+	return srv, store
 }
 
 func client(srv *httptest.Server, token string) *volumeapi.Client {
@@ -278,4 +285,105 @@ func nameOf(t *testing.T, a *volumeapi.Client, before []volumes.Volume) string {
 		}
 	}
 	return ""
+}
+
+// An internal failure is logged; the answer names no host path, command
+// or stderr, and a tenant's stats show no device of the host.
+func TestAnswersLeakNothingOfTheHost(t *testing.T) {
+	ctx := context.Background()
+	srv, store := agentAndStore(t)
+	a := client(srv, tokenA)
+	if _, err := a.CreateVolume(ctx, volumes.CreateRequest{Name: "db", SizeBytes: 16 * mib}); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/v1/stats", nil)
+	req.Header.Set("Authorization", "Bearer "+tokenA)
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || strings.Contains(string(body), "/dev/") || strings.Contains(string(body), "devices") ||
+		!strings.Contains(string(body), "freeBytes") {
+		t.Fatalf("stats = %d %s; want the tenant's figures and the free space, no host device", resp.StatusCode, body)
+	}
+	if err := os.WriteFile(filepath.Join(store.Base, tenantA, "db", "metadata.json"), []byte("{damaged"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.GetVolume(ctx, "db")
+	wantStatus(t, err, http.StatusInternalServerError, "Internal", "a volume with damaged metadata")
+	if strings.Contains(err.Error(), store.Base) || strings.Contains(err.Error(), "metadata.json") {
+		t.Fatalf("the 500 answer shows the host's paths: %v", err)
+	}
+}
+
+// A tenant may open its volumes only to what the admin allows: single
+// addresses by default, its listed networks when there are any.
+func TestTenantsExportOnlyToTheirNetworks(t *testing.T) {
+	networks, err := volumeapi.ParseNetworks("team-a:10.1.0.0/16, team-a:fd00::/64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		tenant, client string
+		ok             bool
+	}{
+		{"team-a", "10.1.2.3", true},
+		{"team-a", "10.1.2.0/24", true},
+		{"team-a", "fd00::5", true},
+		{"team-a", "10.2.0.1", false},
+		{"team-a", "10.0.0.0/8", false},
+		{"team-a", "0.0.0.0/0", false},
+		{"team-b", "192.168.1.7", true},
+		{"team-b", "192.168.1.0/24", false},
+		{"team-b", "0.0.0.0/0", false},
+	} {
+		err := networks.Allow(tc.tenant, tc.client)
+		if (err == nil) != tc.ok || (err != nil && volumes.KindOf(err) != volumes.Forbidden) {
+			t.Errorf("Allow(%s, %s) = %v, want allowed %v", tc.tenant, tc.client, err, tc.ok)
+		}
+	}
+	for _, bad := range []string{"team-a", "team-a:10.1.0.0", "team a:10.0.0.0/8"} {
+		if _, err := volumeapi.ParseNetworks(bad); err == nil {
+			t.Errorf("ParseNetworks(%q) accepted it", bad)
+		}
+	}
+}
+
+func TestTheServerBoundsTimeAndConcurrency(t *testing.T) {
+	srv := volumeapi.NewHTTPServer(":0", http.NotFoundHandler())
+	if srv.ReadHeaderTimeout == 0 || srv.ReadTimeout == 0 || srv.WriteTimeout == 0 || srv.IdleTimeout == 0 {
+		t.Fatalf("server timeouts: header %v, read %v, write %v, idle %v; want all set",
+			srv.ReadHeaderTimeout, srv.ReadTimeout, srv.WriteTimeout, srv.IdleTimeout)
+	}
+	release, entered := make(chan struct{}), make(chan struct{}, 1)
+	h := httptest.NewServer(volumeapi.LimitInFlight(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		<-release
+	}), 1))
+	defer h.Close()
+	first := make(chan int)
+	go func() {
+		resp, err := http.Get(h.URL)
+		if err != nil {
+			first <- 0
+			return
+		}
+		_ = resp.Body.Close()
+		first <- resp.StatusCode
+	}()
+	<-entered
+	resp, err := http.Get(h.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("a request over the bound got %d, want 503 with Retry-After", resp.StatusCode)
+	}
+	close(release)
+	if code := <-first; code != http.StatusOK {
+		t.Fatalf("the request within the bound got %d", code)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"fmt"
+	"net/netip"
 	"os"
 	"sort"
 	"strings"
@@ -72,6 +73,74 @@ func (t *Tenants) Lookup(token string) (string, bool) {
 		}
 	}
 	return found, found != ""
+}
+
+// Networks are the networks each tenant's NFS clients must be in, set by
+// the admin. A tenant with none listed may export to single addresses
+// only (a node's IP, as the CSI driver asks), never to a range, so that
+// no tenant can open its volumes to 0.0.0.0/0 on its own.
+type Networks map[string][]netip.Prefix
+
+// ParseNetworks reads "tenant:CIDR" pairs separated by commas or new
+// lines, a tenant once per network, the format of --tenant-networks.
+func ParseNetworks(s string) (Networks, error) {
+	out := Networks{}
+	for _, line := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == '\n' }) {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, cidr, ok := strings.Cut(line, ":")
+		name, cidr = strings.TrimSpace(name), strings.TrimSpace(cidr)
+		if !ok {
+			return nil, fmt.Errorf("tenant network %q is not tenant:CIDR", line)
+		}
+		if err := volumes.CheckName("tenant", name); err != nil {
+			return nil, fmt.Errorf("tenant network %q: %w", line, err)
+		}
+		p, err := netip.ParsePrefix(cidr)
+		if err != nil {
+			return nil, fmt.Errorf("tenant network %q: %q is not a CIDR such as 10.0.0.0/24", line, cidr)
+		}
+		out[name] = append(out[name], p.Masked())
+	}
+	return out, nil
+}
+
+// Allow refuses an NFS client the tenant may not export to, saying what
+// the admin has allowed.
+func (n Networks) Allow(tenant, client string) error {
+	prefix, err := clientPrefix(client)
+	if err != nil {
+		return &volumes.Error{Kind: volumes.Invalid, Message: err.Error()}
+	}
+	allowed := n[tenant]
+	if len(allowed) == 0 {
+		if prefix.IsSingleIP() {
+			return nil
+		}
+		return &volumes.Error{Kind: volumes.Forbidden, Message: fmt.Sprintf(
+			"tenant %s may export to single addresses only, not the range %s: the agent's admin lists the networks a tenant may export to with --tenant-networks", tenant, client)}
+	}
+	for _, net := range allowed {
+		if net.Bits() <= prefix.Bits() && net.Contains(prefix.Addr()) {
+			return nil
+		}
+	}
+	return &volumes.Error{Kind: volumes.Forbidden, Message: fmt.Sprintf(
+		"tenant %s may not export to %s: it is outside the tenant's networks %v (--tenant-networks)", tenant, client, allowed)}
+}
+
+// clientPrefix reads an NFS client, an address or a CIDR, as a prefix.
+func clientPrefix(client string) (netip.Prefix, error) {
+	if a, err := netip.ParseAddr(client); err == nil {
+		return netip.PrefixFrom(a, a.BitLen()), nil
+	}
+	p, err := netip.ParsePrefix(client)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("NFS client %q is neither an IP address nor a CIDR", client)
+	}
+	return p.Masked(), nil
 }
 
 // ParseTenants reads "tenant:token" pairs separated by commas or new

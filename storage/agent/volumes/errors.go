@@ -11,11 +11,12 @@ type Kind int
 
 // The kinds of failure.
 const (
-	Invalid  Kind = iota + 1 // the request is malformed
-	NotFound                 // the volume or snapshot does not exist
-	Conflict                 // it exists with other properties
-	InUse                    // it has snapshots or exports
-	NoSpace                  // the filesystem has no room
+	Invalid   Kind = iota + 1 // the request is malformed
+	NotFound                  // the volume or snapshot does not exist
+	Conflict                  // it exists with other properties
+	InUse                     // it has snapshots or exports
+	NoSpace                   // the filesystem has no room
+	Forbidden                 // the tenant may not do this
 )
 
 // Error is a failure the caller can act on.

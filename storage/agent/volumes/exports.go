@@ -2,6 +2,7 @@ package volumes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -69,7 +70,7 @@ func (s *Store) setClients(ctx context.Context, tenant string, v Volume, clients
 	if err != nil {
 		return Volume{}, err
 	}
-	if err := s.serveExports(ctx, ticket); err != nil {
+	if err := nfs.RefusedFor(s.serveExports(ctx, ticket), s.export(tenant, v).Path); err != nil {
 		return Volume{}, fmt.Errorf("volume %s: recorded its NFS clients, but serving them failed (the agent keeps trying): %w", v.Name, err)
 	}
 	return v, nil
@@ -207,7 +208,7 @@ func (s *Store) eachVolume(do func(tenant string, v Volume)) error {
 // export is the NFS export of a volume: NFSv4 path /{tenant}/{volume}.
 func (s *Store) export(tenant string, v Volume) nfs.Export {
 	path := filepath.Join(s.volumeDir(tenant, v.Name), dataDir)
-	return nfs.Export{ID: v.ExportID, Path: path, Pseudo: "/" + tenant + "/" + v.Name, Clients: v.Clients}
+	return nfs.Export{ID: v.ExportID, Path: path, Pseudo: "/" + tenant + "/" + v.Name, Clients: v.Clients, UID: v.UID, GID: v.GID}
 }
 
 // SyncExports serves exactly the exports the volumes' metadata records,
@@ -239,7 +240,11 @@ func (s *Store) Run(ctx context.Context, interval time.Duration, tenants []strin
 	backoff := time.Second
 	for {
 		wait := interval
-		if err := s.SyncExports(ctx); err != nil {
+		var refused *nfs.RefusedError
+		if err := s.SyncExports(ctx); errors.As(err, &refused) {
+			log.Error(err, "some NFS exports cannot be served; the others are") // retrying soon would not help
+			backoff = time.Second
+		} else if err != nil {
 			log.Error(err, "serving NFS exports; retrying", "in", backoff)
 			wait, backoff = backoff, min(2*backoff, interval)
 		} else {

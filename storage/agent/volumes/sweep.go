@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/strata-gitops/strata/internal/atomicfile"
+	"github.com/strata-gitops/strata/storage/nfs"
 )
 
 // quarantineDir holds what a sweep or a create found without a record,
@@ -27,7 +28,8 @@ const quarantineDir = ".quarantine"
 // base (dot-directories, a tenant no longer configured) is left alone.
 // Exports are synced first, so none holds such a subvolume mounted.
 func (s *Store) Sweep(ctx context.Context, tenants []string) error {
-	if err := s.SyncExports(ctx); err != nil {
+	var refused *nfs.RefusedError // an export that cannot be served holds nothing mounted
+	if err := s.SyncExports(ctx); err != nil && !errors.As(err, &refused) {
 		return err
 	}
 	present, err := s.Tenants()
