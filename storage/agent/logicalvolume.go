@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/fluxcd/pkg/apis/meta"
 	corev1 "k8s.io/api/core/v1"
@@ -28,6 +29,7 @@ import (
 // Reasons of a LogicalVolume's Ready condition.
 const (
 	CreatedReason      = "Created"
+	NotOwnedReason     = "NotOwned"
 	NoSpaceReason      = "NoSpace"
 	ClassUnknownReason = "DeviceClassUnknown"
 	VolumeFailedReason = "VolumeFailed"
@@ -111,6 +113,9 @@ func (r *LogicalVolumeReconciler) ensure(ctx context.Context, obj *storagev1alph
 			current, err = lvm.FindVolume(ctx, r.LVM, where.VolumeGroup, obj.Spec.Name)
 		}
 	}
+	if err == nil {
+		err = checkOwned(current, obj, where)
+	}
 	// A snapshot starts at its source's size, which may be less than asked.
 	if err == nil && current.Size < size {
 		if err = r.LVM.ResizeVolume(ctx, where.VolumeGroup, obj.Spec.Name, size); err == nil {
@@ -121,6 +126,9 @@ func (r *LogicalVolumeReconciler) ensure(ctx context.Context, obj *storagev1alph
 		reason := VolumeFailedReason
 		if errors.Is(err, lvm.ErrNoSpace) {
 			reason = NoSpaceReason
+		}
+		if errors.Is(err, errNotOwned) {
+			reason = NotOwnedReason
 		}
 		status.MarkFailed(obj, reason, err.Error(), false)
 		r.event(obj, corev1.EventTypeWarning, reason, "%v", err)
@@ -150,6 +158,22 @@ func (r *LogicalVolumeReconciler) create(ctx context.Context, obj *storagev1alph
 	return err
 }
 
+// errNotOwned marks a volume of the right name that is not this object's.
+var errNotOwned = errors.New("not this LogicalVolume's")
+
+// checkOwned refuses a volume that does not carry the object's tag: one
+// made by hand, by another tool, or for another LogicalVolume whose name
+// collides. strata never adopts, grows or removes such a volume.
+func checkOwned(lv lvm.LogicalVolume, obj *storagev1alpha1.LogicalVolume, where Placement) error {
+	want := storagev1alpha1.LogicalVolumeTag(obj.Name)
+	if slices.Contains(lv.Tags, want) {
+		return nil
+	}
+	return fmt.Errorf("logical volume %s/%s exists but is %w (it lacks the tag %s; its tags: %v): strata never adopts, resizes or removes it; "+
+		"give this LogicalVolume another spec.name, or remove or retag that volume by hand if it is garbage",
+		where.VolumeGroup, obj.Spec.Name, errNotOwned, want, lv.Tags)
+}
+
 // record writes the device and size the volume has now.
 func (r *LogicalVolumeReconciler) record(ctx context.Context, obj *storagev1alpha1.LogicalVolume, where Placement) error {
 	lv, err := lvm.FindVolume(ctx, r.LVM, where.VolumeGroup, obj.Spec.Name)
@@ -174,6 +198,18 @@ func (r *LogicalVolumeReconciler) remove(ctx context.Context, obj *storagev1alph
 	where, err := r.Classes.Resolve(ctx, obj.Spec.DeviceClass)
 	if err != nil {
 		return err
+	}
+	current, err := lvm.FindVolume(ctx, r.LVM, where.VolumeGroup, obj.Spec.Name)
+	if errors.Is(err, lvm.ErrNotFound) {
+		return finalizer.Release(ctx, r, obj, storagev1alpha1.LogicalVolumeFinalizer)
+	}
+	if err != nil {
+		return err
+	}
+	if err := checkOwned(current, obj, where); err != nil {
+		// The object goes; the volume, which was never its, stays.
+		r.event(obj, corev1.EventTypeWarning, NotOwnedReason, "not removing %s/%s: %v", where.VolumeGroup, obj.Spec.Name, err)
+		return finalizer.Release(ctx, r, obj, storagev1alpha1.LogicalVolumeFinalizer)
 	}
 	if err := r.LVM.RemoveVolume(ctx, where.VolumeGroup, obj.Spec.Name); err != nil && !errors.Is(err, lvm.ErrNotFound) {
 		r.event(obj, corev1.EventTypeWarning, VolumeFailedReason, "removing %s/%s: %v", where.VolumeGroup, obj.Spec.Name, err)

@@ -238,3 +238,41 @@ func TestOtherNodesVolumesAreLeftAlone(t *testing.T) {
 		t.Fatalf("another node's LogicalVolume was reconciled: %+v", got)
 	}
 }
+
+// A volume of the same name that is not the object's, untagged or tagged
+// for another LogicalVolume, is never adopted, grown or removed, even
+// when its colliding object is deleted.
+func TestVolumesNotTaggedForTheObjectAreNeverTouched(t *testing.T) {
+	m := loopback(t)
+	n := newNode(t, m)
+	n.start()
+	ctx := context.Background()
+	for i, tags := range [][]string{nil, {storagev1alpha1.LogicalVolumeTag("someone-else")}} {
+		name := fmt.Sprintf("%s-theirs-%d", n.name, i)
+		if err := m.CreateVolume(ctx, n.thin, lvm.VolumeSpec{Name: name, Size: 8 * mib, Pool: "pool", Tags: tags}); err != nil {
+			t.Fatal(err)
+		}
+		lv := &storagev1alpha1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: name + "-claim"},
+			Spec: storagev1alpha1.LogicalVolumeSpec{Name: name, NodeName: n.name, DeviceClass: n.thin, Size: resource.MustParse("16Mi")}}
+		if err := n.c.Create(ctx, lv); err != nil {
+			t.Fatal(err)
+		}
+		got := n.wait(lv, "False", agent.NotOwnedReason)
+		if c := apimeta.FindStatusCondition(got.Status.Conditions, meta.ReadyCondition); !strings.Contains(c.Message, "never adopts") {
+			t.Fatalf("condition %q does not say the volume is not adopted", c.Message)
+		}
+		if err := n.c.Delete(ctx, got); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, timeout, func() error {
+			if err := n.c.Get(ctx, client.ObjectKeyFromObject(lv), &storagev1alpha1.LogicalVolume{}); err == nil {
+				return fmt.Errorf("%s still exists", lv.Name)
+			}
+			return nil
+		})
+		vol, err := lvm.FindVolume(ctx, m, n.thin, name)
+		if err != nil || vol.Size != 8*mib {
+			t.Fatalf("the volume that was not the object's, after the object went: %+v, %v; want it there at 8 MiB", vol, err)
+		}
+	}
+}

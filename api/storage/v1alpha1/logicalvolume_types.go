@@ -25,6 +25,7 @@ type LogicalVolume struct {
 
 // LogicalVolumeSpec is the volume wanted.
 // +kubebuilder:validation:XValidation:rule="self.nodeName == oldSelf.nodeName && self.deviceClass == oldSelf.deviceClass",message="nodeName and deviceClass cannot change"
+// +kubebuilder:validation:XValidation:rule="self.name == oldSelf.name",message="name cannot change: it is the volume's name in the volume group"
 // +kubebuilder:validation:XValidation:rule="has(self.source) == has(oldSelf.source) && (!has(self.source) || self.source == oldSelf.source)",message="source cannot change"
 // +kubebuilder:validation:XValidation:rule="quantity(string(self.size)).compareTo(quantity(string(oldSelf.size))) >= 0",message="size cannot shrink"
 type LogicalVolumeSpec struct {

@@ -88,7 +88,7 @@ func TestLVMClusterDefaults(t *testing.T) {
 	}
 }
 
-// A LogicalVolume cannot move, change its source or shrink.
+// A LogicalVolume cannot move, be renamed, change its source or shrink.
 func TestLogicalVolumeImmutability(t *testing.T) {
 	c := testenv.Get(t).Client
 	ctx := context.Background()
@@ -109,6 +109,7 @@ func TestLogicalVolumeImmutability(t *testing.T) {
 		{"shrink", func(l *storagev1alpha1.LogicalVolume) { l.Spec.Size = resource.MustParse("512Mi") }, "size cannot shrink"},
 		{"move", func(l *storagev1alpha1.LogicalVolume) { l.Spec.NodeName = "node-b" }, "nodeName and deviceClass cannot change"},
 		{"source", func(l *storagev1alpha1.LogicalVolume) { l.Spec.Source = "other" }, "source cannot change"},
+		{"rename", func(l *storagev1alpha1.LogicalVolume) { l.Spec.Name = "pvc-2" }, "name cannot change"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			current := &storagev1alpha1.LogicalVolume{}
