@@ -216,8 +216,10 @@ func TestBlankDisksAreDiscovered(t *testing.T) {
 }
 
 // A device class removed from Git leaves its group and data on the node,
-// listed as retained; the opt-in removes it, but not while a LogicalVolume
-// still uses it.
+// listed as retained. Only the opt-in on the LVMCluster that made it
+// counts, and it removes the group only once no LogicalVolume names it
+// and it holds no logical volume (an etcd restore loses objects, not
+// data).
 func TestRemovedClassKeepsItsGroupUntilOptIn(t *testing.T) {
 	env, m, nodeName := vgNode(t, "retain")
 	c, ctx := env.Client, context.Background()
@@ -248,6 +250,15 @@ func TestRemovedClassKeepsItsGroupUntilOptIn(t *testing.T) {
 
 	testenv.Update(t, c, cluster, func(l *storagev1alpha1.LVMCluster) { l.Spec.Storage.DeviceClasses = l.Spec.Storage.DeviceClasses[1:] })
 	waitRetained(t, c, nodeName, gone, "allow-data-loss")
+	bystander := &storagev1alpha1.LVMCluster{ObjectMeta: metav1.ObjectMeta{Name: nodeName + "-other", Namespace: nodeName,
+		Annotations: map[string]string{storagev1alpha1.AllowDataLossAnnotation: "true"}},
+		Spec: storagev1alpha1.LVMClusterSpec{Storage: storagev1alpha1.Storage{DeviceClasses: []storagev1alpha1.DeviceClass{{Name: gone + "x",
+			NodeSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+				{Key: "strata.dev/no-such-label", Operator: corev1.NodeSelectorOpExists}}}}}}}}}}
+	if err := c.Create(ctx, bystander); err != nil {
+		t.Fatal(err)
+	}
+	waitRetained(t, c, nodeName, gone, "on LVMCluster "+nodeName+"/"+nodeName+", which made it")
 	testenv.Update(t, c, cluster, func(l *storagev1alpha1.LVMCluster) {
 		l.Annotations = map[string]string{storagev1alpha1.AllowDataLossAnnotation: "true"}
 	})
@@ -256,9 +267,20 @@ func TestRemovedClassKeepsItsGroupUntilOptIn(t *testing.T) {
 		t.Fatalf("the group was removed while a LogicalVolume used it: %v", err)
 	}
 
+	// The volume exists in lvm2 with no object naming it, as after an
+	// etcd restore.
+	if err := m.CreateVolume(ctx, gone, lvm.VolumeSpec{Name: "restored", Size: 8 * mib}); err != nil {
+		t.Fatal(err)
+	}
 	if err := c.Delete(ctx, user); err != nil {
 		t.Fatal(err)
 	}
+	waitRetained(t, c, nodeName, gone, "holds logical volumes restored")
+	if err := m.RemoveVolume(ctx, gone, "restored"); err != nil {
+		t.Fatal(err)
+	}
+	// lvm2 is read again on a change in the API (or once a minute).
+	testenv.Update(t, c, cluster, func(l *storagev1alpha1.LVMCluster) { l.Labels = map[string]string{"nudge": "1"} })
 	testenv.Eventually(t, timeout, func() error {
 		if _, err := lvm.FindVolumeGroupOf(ctx, m, gone); !errors.Is(err, lvm.ErrNotFound) {
 			return fmt.Errorf("group %s after the opt-in: %v", gone, err)
