@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -228,6 +229,10 @@ func (r *VolumeGroupReconciler) usableDevices(ctx context.Context, cluster *stor
 	}
 	policy := disks.Policy{MinSize: r.minSize(), ManagedTag: ManagedTag}
 	if len(sel.Paths)+len(sel.OptionalPaths) == 0 {
+		if sel.DiscoverBlankDisks == nil || !*sel.DiscoverBlankDisks {
+			return nil, fmt.Errorf("device class %s names no disks: list them in deviceSelector.paths (by id, /dev/disk/by-id/...), "+
+				"or set deviceSelector.discoverBlankDisks: true to take every blank disk of the node", dc.Name)
+		}
 		return r.discovered(ctx, dc, policy, groups, st)
 	}
 	return r.selected(ctx, cluster, dc, sel, policy, groups, node, st)
@@ -255,7 +260,7 @@ func (r *VolumeGroupReconciler) selected(ctx context.Context, cluster *storagev1
 		}
 		why := disks.Refusals(d, policy, groups)
 		if len(why) > 0 && force && len(disks.Refusals(d, withForce(policy), groups)) == 0 {
-			if wipedBefore(node, d.Path) {
+			if wipedBefore(node, d) {
 				why = append(why, "wiped once before and holds data again; strata wipes a device only once")
 			} else if why, err = r.wipe(ctx, cluster, d, node); err != nil {
 				return err
@@ -310,9 +315,10 @@ func unselected(dc storagev1alpha1.DeviceClass, devices []string) []string {
 	return out
 }
 
-// discovered picks, for a class without paths, every blank disk of the
-// node: no partitions, signatures, mounts or holders, and neither / nor
-// /boot on it. It is never wiped, whatever forceWipeDevicesAndDestroyAllData
+// discovered picks, for a class that opts in to discovery, every blank
+// disk of the node: no partitions, signatures, mounts, holders or loop
+// mappings, and neither / nor /boot on it. A disk joins the group by its
+// /dev/disk/by-id path where udev made one. It is never wiped, whatever forceWipeDevicesAndDestroyAllData
 // says: only a disk named in Git is. Each disk looked at and not taken is
 // listed with why.
 func (r *VolumeGroupReconciler) discovered(ctx context.Context, dc storagev1alpha1.DeviceClass, policy disks.Policy,
@@ -331,7 +337,7 @@ func (r *VolumeGroupReconciler) discovered(ctx context.Context, dc storagev1alph
 			st.Excluded = append(st.Excluded, storagev1alpha1.ExcludedDevice{Name: d.Path, Reasons: why})
 			continue
 		}
-		usable = append(usable, d.Path)
+		usable = append(usable, cmp.Or(d.StablePath, d.Path))
 	}
 	return usable, nil
 }
@@ -341,8 +347,17 @@ func withForce(p disks.Policy) disks.Policy {
 	return p
 }
 
-func wipedBefore(node *storagev1alpha1.NodeStatus, device string) bool {
-	return slices.ContainsFunc(node.Wiped, func(w storagev1alpha1.WipedDevice) bool { return w.Device == device })
+// wipedBefore says whether d was wiped on this node before. Wipes are
+// remembered by the disk's stable ID: after a reboot /dev/sdb may be
+// another disk, and the wiped one /dev/sdc. A record without an ID (from
+// before IDs were kept) matches by path.
+func wipedBefore(node *storagev1alpha1.NodeStatus, d disks.Device) bool {
+	return slices.ContainsFunc(node.Wiped, func(w storagev1alpha1.WipedDevice) bool {
+		if w.ID != "" {
+			return w.ID == d.StableID
+		}
+		return w.Device == d.Path
+	})
 }
 
 // wipe erases a device's signatures and records the wipe first-hand.
@@ -352,7 +367,7 @@ func (r *VolumeGroupReconciler) wipe(ctx context.Context, cluster *storagev1alph
 	if err != nil {
 		return nil, err
 	}
-	node.Wiped = append(node.Wiped, storagev1alpha1.WipedDevice{Device: d.Path, At: metav1.Now(), Signatures: removed})
+	node.Wiped = append(node.Wiped, storagev1alpha1.WipedDevice{Device: d.Path, ID: d.StableID, At: metav1.Now(), Signatures: removed})
 	r.event(cluster, corev1.EventTypeWarning, "DeviceWiped", "wiped %s on %s (forceWipeDevicesAndDestroyAllData): removed %s",
 		d.Path, r.Node, strings.Join(removed, ", "))
 	return nil, nil

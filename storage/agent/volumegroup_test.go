@@ -170,10 +170,11 @@ func waitClasses(t *testing.T, c client.Client, node string, check func(map[stri
 	return byName
 }
 
-// A class without paths takes the node's blank disks, here the loop
-// devices whose files are under the discovery directory: the blank one,
-// not the one holding ext4 (listed with why), and no loop device
-// elsewhere.
+// A class that opts in to discovery takes the node's blank disks, here
+// the loop devices whose files are under the discovery directory: the
+// blank one, not the one holding ext4 (listed with why), and no loop
+// device elsewhere. A class without paths that does not opt in takes
+// nothing and says how to name disks.
 func TestBlankDisksAreDiscovered(t *testing.T) {
 	env, m, nodeName := vgNode(t, "discover")
 	c, ctx := env.Client, context.Background()
@@ -185,12 +186,18 @@ func TestBlankDisksAreDiscovered(t *testing.T) {
 		t.Fatalf("mkfs.ext4: %v: %s", err, out)
 	}
 	cluster := &storagev1alpha1.LVMCluster{ObjectMeta: metav1.ObjectMeta{Name: nodeName, Namespace: nodeName},
-		Spec: storagev1alpha1.LVMClusterSpec{Storage: storagev1alpha1.Storage{DeviceClasses: []storagev1alpha1.DeviceClass{{Name: class}}}}}
+		Spec: storagev1alpha1.LVMClusterSpec{Storage: storagev1alpha1.Storage{DeviceClasses: []storagev1alpha1.DeviceClass{
+			{Name: class, DeviceSelector: &storagev1alpha1.DeviceSelector{DiscoverBlankDisks: ptr.To(true)}},
+			{Name: class + "-none"},
+		}}}}
 	if err := c.Create(ctx, cluster); err != nil {
 		t.Fatal(err)
 	}
 	runVolumeGroups(t, env, m, nodeName, func(r *agent.VolumeGroupReconciler) { r.DiscoverLoopDir = dir })
 	waitClasses(t, c, nodeName, func(byName map[string]storagev1alpha1.DeviceClassNodeStatus) error {
+		if none := byName[class+"-none"]; none.State != agent.StateFailed || !strings.Contains(none.Reason, "discoverBlankDisks") {
+			return fmt.Errorf("class without paths or the discovery opt-in: %+v, want Failed saying how to name disks", none)
+		}
 		st := byName[class]
 		if st.State != agent.StateReady || fmt.Sprint(st.Devices) != "["+blank+"]" {
 			return fmt.Errorf("class without paths: %+v, want ready on %s", st, blank)

@@ -58,8 +58,9 @@ type DeviceClass struct {
 	// +kubebuilder:default=xfs
 	// +optional
 	FSType string `json:"fstype,omitempty"`
-	// DeviceSelector names the disks; without it every blank disk of the
-	// node is used (never one holding / or /boot).
+	// DeviceSelector names the disks, or opts in to taking every blank
+	// disk of the node (discoverBlankDisks). Without either the class has
+	// no disk and fails, saying so.
 	// +optional
 	DeviceSelector *DeviceSelector `json:"deviceSelector,omitempty"`
 	// NodeSelector chooses the nodes; all nodes when empty.
@@ -72,7 +73,8 @@ type DeviceClass struct {
 	StorageClassOptions *StorageClassOptions `json:"storageClassOptions,omitempty"`
 }
 
-// DeviceSelector names disks by path.
+// DeviceSelector names disks by path, or opts in to discovery.
+// +kubebuilder:validation:XValidation:rule="!has(self.discoverBlankDisks) || !self.discoverBlankDisks || ((!has(self.paths) || size(self.paths) == 0) && (!has(self.optionalPaths) || size(self.optionalPaths) == 0))",message="discoverBlankDisks takes every blank disk: use it without paths and optionalPaths"
 type DeviceSelector struct {
 	// Paths must all be present and usable on every selected node.
 	// +kubebuilder:validation:MaxItems=64
@@ -88,6 +90,13 @@ type DeviceSelector struct {
 	// per node. Everything on them is lost.
 	// +optional
 	ForceWipeDevicesAndDestroyAllData *bool `json:"forceWipeDevicesAndDestroyAllData,omitempty"`
+	// DiscoverBlankDisks takes every blank whole disk of the node: no
+	// partitions, signatures, mounts, holders or loop mappings. It cannot
+	// tell a cloud volume just attached and not yet formatted from a new
+	// disk, so it is an explicit opt-in; name disks by id in production.
+	// Discovered disks are never wiped.
+	// +optional
+	DiscoverBlankDisks *bool `json:"discoverBlankDisks,omitempty"`
 }
 
 // DevicePath is a disk's path, e.g. /dev/vdb or /dev/disk/by-id/...

@@ -50,8 +50,13 @@ type RetainedGroup struct {
 
 // WipedDevice is one wipe.
 type WipedDevice struct {
-	Device string      `json:"device"`
-	At     metav1.Time `json:"at"`
+	Device string `json:"device"`
+	// ID is the device's stable ID (its /dev/disk/by-id name, WWID or
+	// loop backing file): the wipe is remembered by it, since /dev/sdX
+	// names change across reboots.
+	// +optional
+	ID string      `json:"id,omitempty"`
+	At metav1.Time `json:"at"`
 	// Signatures that were on it, as wipefs named them.
 	// +optional
 	Signatures []string `json:"signatures,omitempty"`

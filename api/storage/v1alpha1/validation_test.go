@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
@@ -57,6 +58,8 @@ func TestLVMClusterValidation(t *testing.T) {
 		{"sizePercent too small", cluster(storagev1alpha1.DeviceClass{Name: "a", ThinPoolConfig: thin(5, 10)}), "sizePercent"},
 		{"sizePercent too large", cluster(storagev1alpha1.DeviceClass{Name: "a", ThinPoolConfig: thin(95, 10)}), "sizePercent"},
 		{"overprovision below 1", cluster(storagev1alpha1.DeviceClass{Name: "a", ThinPoolConfig: thin(50, -1)}), "overprovisionRatio"},
+		{"discovery with paths", cluster(storagev1alpha1.DeviceClass{Name: "a", DeviceSelector: &storagev1alpha1.DeviceSelector{
+			Paths: []storagev1alpha1.DevicePath{"/dev/vdb"}, DiscoverBlankDisks: ptr.To(true)}}), "discoverBlankDisks takes every blank disk"},
 		{"bad fstype", cluster(storagev1alpha1.DeviceClass{Name: "a", FSType: "btrfs"}), "fstype"},
 		{"no classes", cluster(), "deviceClasses"},
 	}

@@ -7,6 +7,7 @@ package disks
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -35,6 +36,15 @@ type Device struct {
 	PhysicalVolume bool
 	// Unprobed says why its signatures could not be read, if so.
 	Unprobed string
+	// MappedBy are the loop devices whose backing file is this device:
+	// kubelet maps a raw block volume of any CSI driver so.
+	MappedBy []string
+	// StableID names the disk whatever /dev/sdX it gets after a reboot:
+	// its /dev/disk/by-id name, its WWID from sysfs, or a loop device's
+	// backing file. Empty when none is known.
+	StableID string
+	// StablePath is its /dev/disk/by-id path, when udev made one.
+	StablePath string
 }
 
 // Inspector reads the node's devices.
@@ -43,11 +53,15 @@ type Inspector struct {
 	LVM    lvm.Manager
 	// SysBlock is sysfs's /sys/class/block.
 	SysBlock string
+	// ByID is udev's /dev/disk/by-id.
+	ByID string
+	// LoopBacking maps loop devices to their backing files.
+	LoopBacking func() (map[string]string, error)
 }
 
 // NewInspector reads devices with the real tools.
 func NewInspector(m lvm.Manager) *Inspector {
-	return &Inspector{Runner: command.Exec{}, LVM: m, SysBlock: "/sys/class/block"}
+	return &Inspector{Runner: command.Exec{}, LVM: m, SysBlock: "/sys/class/block", ByID: "/dev/disk/by-id", LoopBacking: loopdev.BackingFiles}
 }
 
 type lsblkDevice struct {
@@ -112,12 +126,23 @@ func (i *Inspector) list(ctx context.Context, paths []string, keep func(lsblkDev
 	if err != nil {
 		return nil, err
 	}
+	loops, err := i.LoopBacking()
+	if err != nil {
+		return nil, err
+	}
+	byID, err := i.stableLinks()
+	if err != nil {
+		return nil, err
+	}
 	var devices []Device
 	for _, b := range tree.Devices {
 		if !keep(b) {
 			continue
 		}
 		d, err := i.device(ctx, b, pvs)
+		if err == nil {
+			i.identify(&d, b, loops, byID)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -129,6 +154,7 @@ func (i *Inspector) list(ctx context.Context, paths []string, keep func(lsblkDev
 func (i *Inspector) device(ctx context.Context, b lsblkDevice, pvs []lvm.PhysicalVolume) (Device, error) {
 	d := Device{Path: b.Name, Size: b.Size, ReadOnly: b.RO, Removable: b.RM}
 	var walk func(lsblkDevice, bool)
+	var holdersErr error
 	walk = func(n lsblkDevice, top bool) {
 		for _, m := range n.Mountpoints {
 			if m != nil && *m != "" {
@@ -138,18 +164,22 @@ func (i *Inspector) device(ctx context.Context, b lsblkDevice, pvs []lvm.Physica
 		if !top && n.Type == "part" {
 			d.Partitions = append(d.Partitions, n.Name)
 		}
+		// A partition's holders (a device-mapper device on sda1) hold
+		// the disk as surely as the disk's own.
+		if top || n.Type == "part" {
+			holders, err := i.holders(n)
+			d.Holders = append(d.Holders, holders...)
+			holdersErr = errors.Join(holdersErr, err)
+		}
 		for _, c := range n.Children {
 			walk(c, false)
 		}
 	}
 	walk(b, true)
-	holders, err := os.ReadDir(filepath.Join(i.SysBlock, filepath.Base(b.Kname), "holders"))
-	if err != nil && !os.IsNotExist(err) {
-		return Device{}, err
+	if holdersErr != nil {
+		return Device{}, holdersErr
 	}
-	for _, h := range holders {
-		d.Holders = append(d.Holders, h.Name())
-	}
+	var err error
 	if d.Signatures, err = i.signatures(ctx, b.Name); err != nil {
 		// The kernel refuses probes of some devices in use (a mounted
 		// system disk); such a device is refused, not the whole listing.
@@ -161,6 +191,77 @@ func (i *Inspector) device(ctx context.Context, b lsblkDevice, pvs []lvm.Physica
 		}
 	}
 	return d, nil
+}
+
+// holders names the devices stacked on n, read from sysfs.
+func (i *Inspector) holders(n lsblkDevice) ([]string, error) {
+	entries, err := os.ReadDir(filepath.Join(i.SysBlock, filepath.Base(n.Kname), "holders"))
+	if err != nil && !os.IsNotExist(err) {
+		return nil, fmt.Errorf("reading the holders of %s: %w", n.Name, err)
+	}
+	var names []string
+	for _, h := range entries {
+		names = append(names, h.Name())
+	}
+	return names, nil
+}
+
+// stableLinks maps each device udev named in /dev/disk/by-id to its
+// names there, sorted; none where udev does not run.
+func (i *Inspector) stableLinks() (map[string][]string, error) {
+	entries, err := os.ReadDir(i.ByID)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", i.ByID, err)
+	}
+	links := map[string][]string{}
+	for _, e := range entries {
+		if strings.Contains(e.Name(), "-part") {
+			continue // a partition's
+		}
+		target, err := filepath.EvalSymlinks(filepath.Join(i.ByID, e.Name()))
+		if err != nil {
+			continue // a link that went stale meanwhile
+		}
+		links[target] = append(links[target], e.Name())
+	}
+	for _, names := range links {
+		sort.Slice(names, func(a, b int) bool { return idRank(names[a]) < idRank(names[b]) || idRank(names[a]) == idRank(names[b]) && names[a] < names[b] })
+	}
+	return links, nil
+}
+
+// idRank prefers names that follow the disk anywhere: its WWN first.
+func idRank(name string) int {
+	if strings.HasPrefix(name, "wwn-") {
+		return 0
+	}
+	return 1
+}
+
+// identify fills what names d stably and which loop devices map it.
+func (i *Inspector) identify(d *Device, b lsblkDevice, loops map[string]string, byID map[string][]string) {
+	for loop, file := range loops {
+		if file == b.Name || file == b.Kname {
+			d.MappedBy = append(d.MappedBy, loop)
+		}
+	}
+	sort.Strings(d.MappedBy)
+	if names := byID[b.Kname]; len(names) > 0 {
+		d.StableID, d.StablePath = names[0], filepath.Join(i.ByID, names[0])
+		return
+	}
+	for _, f := range []string{"wwid", "device/wwid"} {
+		if data, err := os.ReadFile(filepath.Join(i.SysBlock, filepath.Base(b.Kname), f)); err == nil && strings.TrimSpace(string(data)) != "" {
+			d.StableID = "wwid:" + strings.TrimSpace(string(data))
+			return
+		}
+	}
+	if file := loops[b.Kname]; file != "" {
+		d.StableID = "loop-file:" + file
+	}
 }
 
 // signatures probes the device itself, as wipefs would wipe it.
@@ -232,6 +333,9 @@ func Refusals(d Device, p Policy, groups []lvm.VolumeGroup) []string {
 	}
 	if len(d.Holders) > 0 {
 		add("in use by %s", strings.Join(d.Holders, ", "))
+	}
+	if len(d.MappedBy) > 0 {
+		add("mapped by loop device %s (kubelet maps a raw block volume of another CSI driver so)", strings.Join(d.MappedBy, ", "))
 	}
 	if d.Unprobed != "" {
 		add("its signatures cannot be read (%s)", d.Unprobed)

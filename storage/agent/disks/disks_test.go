@@ -97,6 +97,16 @@ func TestRefusals(t *testing.T) {
 			t.Cleanup(func() { _ = exec.Command("lvm", "vgremove", "-ff", vg+"-foreign").Run() })
 			return d
 		}, "in volume group " + vg + "-foreign, which strata does not manage", "which strata does not manage"},
+		{"mapped by a loop device, as kubelet maps a raw block volume", func(t *testing.T) string {
+			d := testenv.LoopDisk(t, 64*mib)
+			out, err := exec.Command("losetup", "--find", "--show", d).Output()
+			if err != nil {
+				t.Fatal(err)
+			}
+			mapping := strings.TrimSpace(string(out))
+			t.Cleanup(func() { _ = exec.Command("losetup", "--detach", mapping).Run() })
+			return d
+		}, "mapped by loop device /dev/loop", "mapped by loop device /dev/loop"},
 		{"another class's group", func(t *testing.T) string {
 			d := testenv.LoopDisk(t, 64*mib)
 			run(t, "lvm", "vgcreate", "--addtag", managedTag, vg+"-own", d)
@@ -144,4 +154,72 @@ func TestWipe(t *testing.T) {
 		t.Errorf("wipe reported %v, want [ext4]", removed)
 	}
 	check(t, "after the wipe", refusals(t, dev, Policy{MinSize: mib, ManagedTag: managedTag}), "")
+}
+
+// A loop device is known by its backing file, whatever loop number it
+// gets when attached again.
+func TestLoopDevicesHaveTheirFileAsStableID(t *testing.T) {
+	testenv.NeedRoot(t, "loop devices")
+	testenv.NeedTools(t, "lsblk", "wipefs", "lvm")
+	dir := t.TempDir()
+	dev := testenv.LoopDiskIn(t, dir, 64*mib)
+	devices, err := NewInspector(lvm.NewLVM2()).Devices(context.Background(), dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id := devices[0].StableID; !strings.HasPrefix(id, "loop-file:"+dir+"/") {
+		t.Fatalf("stable ID of %s = %q, want its backing file under %s", dev, id, dir)
+	}
+}
+
+// fakeTools answers lsblk with a fixed tree and wipefs with nothing.
+type fakeTools struct{ lsblk string }
+
+func (f fakeTools) Run(_ context.Context, name string, _ ...string) ([]byte, error) {
+	if name == "lsblk" {
+		return []byte(f.lsblk), nil
+	}
+	return nil, nil
+}
+
+// A device-mapper device on a partition holds the disk; udev's by-id
+// name, a WWN first, is the disk's stable ID.
+func TestPartitionHoldersAndByIDNames(t *testing.T) {
+	sys, byID := t.TempDir(), t.TempDir()
+	for _, p := range []string{"sdb/holders", "sdb1/holders/dm-3", "sdc/holders"} {
+		if err := os.MkdirAll(filepath.Join(sys, p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dev := filepath.Join(t.TempDir(), "sdc")
+	if err := os.WriteFile(dev, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, target := range map[string]string{"ata-DISK-SERIAL": dev, "wwn-0x5000c500a1b2c3d4": dev, "wwn-0x5000c500a1b2c3d4-part1": dev} {
+		if err := os.Symlink(target, filepath.Join(byID, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tree := fmt.Sprintf(`{"blockdevices": [
+	  {"name": "/dev/sdb", "kname": "/dev/sdb", "type": "disk", "size": 1073741824, "ro": false, "rm": false, "mountpoints": [null],
+	   "children": [{"name": "/dev/sdb1", "kname": "/dev/sdb1", "type": "part", "size": 1073741824, "ro": false, "rm": false, "mountpoints": [null]}]},
+	  {"name": %q, "kname": %q, "type": "disk", "size": 1073741824, "ro": false, "rm": false, "mountpoints": [null]}
+	]}`, dev, dev)
+	loop, err := lvm.NewLoopback(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &Inspector{Runner: fakeTools{lsblk: tree}, LVM: loop, SysBlock: sys, ByID: byID,
+		LoopBacking: func() (map[string]string, error) { return nil, nil }}
+	devices, err := in.Devices(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(devices) != 2 {
+		t.Fatalf("devices %+v", devices)
+	}
+	check(t, "a disk whose partition is held", Refusals(devices[0], Policy{ForceWipe: true}, nil), "in use by dm-3")
+	if d := devices[1]; d.StableID != "wwn-0x5000c500a1b2c3d4" || d.StablePath != filepath.Join(byID, "wwn-0x5000c500a1b2c3d4") {
+		t.Fatalf("stable ID %q at %q, want the WWN name", d.StableID, d.StablePath)
+	}
 }
