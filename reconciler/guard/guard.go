@@ -9,6 +9,8 @@ import (
 	"fmt"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -42,8 +44,10 @@ func OptedIn(objs ...client.Object) bool {
 }
 
 // Reason returns why deleting the live object would lose data, or "" when
-// it would not. It reads the cluster for Namespaces (do they still hold
-// PersistentVolumeClaims?) and CRDs (do they still have objects?).
+// it would not: it holds data, or its deletion cascades to what does. It
+// reads the cluster for Namespaces (what would go with them?), CRDs (do
+// they still have objects?) and any other namespaced object (does it own
+// a PersistentVolumeClaim, which the garbage collector would delete?).
 func Reason(ctx context.Context, c client.Reader, obj client.Object) (string, error) {
 	gk := obj.GetObjectKind().GroupVersionKind().GroupKind()
 	switch {
@@ -53,18 +57,68 @@ func Reason(ctx context.Context, c client.Reader, obj client.Object) (string, er
 		return namespaceReason(ctx, c, obj.GetName())
 	case gk == schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}:
 		return crdReason(ctx, c, obj.GetName())
+	case gk == schema.GroupKind{Group: "apps", Kind: "StatefulSet"} && deletesItsClaims(obj):
+		return "StatefulSet deletes its PersistentVolumeClaims with it (persistentVolumeClaimRetentionPolicy.whenDeleted: Delete)", nil
+	}
+	if obj.GetNamespace() == "" {
+		return "", nil
+	}
+	return ownerReason(ctx, c, obj)
+}
+
+// namespaced are the kinds whose objects a Namespace's deletion takes
+// with it and that hold or describe data. A kind the cluster does not
+// serve is skipped.
+var namespaced = []schema.GroupVersionKind{
+	{Version: "v1", Kind: "PersistentVolumeClaim"},
+	{Group: "snapshot.storage.k8s.io", Version: "v1", Kind: "VolumeSnapshot"},
+	{Group: StrataStorageGroup, Version: storagev1alpha1.GroupVersion.Version, Kind: "LVMCluster"},
+	{Group: StrataStorageGroup, Version: storagev1alpha1.GroupVersion.Version, Kind: "LVMVolumeGroupNodeStatus"},
+}
+
+func namespaceReason(ctx context.Context, c client.Reader, ns string) (string, error) {
+	for _, gvk := range namespaced {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		err := c.List(ctx, list, client.InNamespace(ns), client.Limit(1))
+		if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
+			continue // the cluster has no such kind, so none is in the namespace
+		}
+		if err != nil {
+			return "", fmt.Errorf("listing %ss in namespace %s: %w", gvk.Kind, ns, err)
+		}
+		if len(list.Items) > 0 {
+			return fmt.Sprintf("Namespace still contains %ss (e.g. %s), which its deletion would delete", gvk.Kind, list.Items[0].GetName()), nil
+		}
 	}
 	return "", nil
 }
 
-func namespaceReason(ctx context.Context, c client.Reader, ns string) (string, error) {
+// deletesItsClaims says whether a StatefulSet's claims go with it.
+func deletesItsClaims(obj client.Object) bool {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return false
+	}
+	policy, _, _ := unstructured.NestedString(u.Object, "spec", "persistentVolumeClaimRetentionPolicy", "whenDeleted")
+	return policy == "Delete"
+}
+
+// ownerReason names a PersistentVolumeClaim that obj owns: deleting obj
+// would have the garbage collector delete the claim.
+func ownerReason(ctx context.Context, c client.Reader, obj client.Object) (string, error) {
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "PersistentVolumeClaimList"})
-	if err := c.List(ctx, list, client.InNamespace(ns), client.Limit(1)); err != nil {
-		return "", fmt.Errorf("listing PersistentVolumeClaims in namespace %s: %w", ns, err)
+	if err := c.List(ctx, list, client.InNamespace(obj.GetNamespace())); err != nil {
+		return "", fmt.Errorf("listing PersistentVolumeClaims in namespace %s, to see whether %s owns one: %w", obj.GetNamespace(), ObjectID(obj), err)
 	}
-	if len(list.Items) > 0 {
-		return fmt.Sprintf("Namespace still contains PersistentVolumeClaims (e.g. %s)", list.Items[0].GetName()), nil
+	kind := obj.GetObjectKind().GroupVersionKind().Kind
+	for _, claim := range list.Items {
+		for _, ref := range claim.GetOwnerReferences() {
+			if ref.Kind == kind && ref.Name == obj.GetName() && (ref.UID == "" || obj.GetUID() == "" || ref.UID == obj.GetUID()) {
+				return fmt.Sprintf("it owns PersistentVolumeClaim %s, which the garbage collector would delete with it", claim.GetName()), nil
+			}
+		}
 	}
 	return "", nil
 }

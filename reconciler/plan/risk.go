@@ -144,7 +144,10 @@ func deletionRisk(ctx context.Context, baseObjs client.Reader, ks *kustomizev1.K
 	case err != nil:
 		return Blocked, []string{fmt.Sprintf("%s; the guard could not decide: %v", cause, err)}
 	}
-	reason, _ := guard.Reason(ctx, baseObjs, live)
+	reason, err := guard.Reason(ctx, baseObjs, live)
+	if err != nil {
+		return Blocked, []string{fmt.Sprintf("%s; the guard could not decide: %v", cause, err)}
+	}
 	if reason == "" {
 		return Safe, []string{cause}
 	}

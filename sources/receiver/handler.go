@@ -12,10 +12,12 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	notificationv1 "github.com/fluxcd/notification-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -23,13 +25,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-const maxBody = 1 << 20
+// MaxBody is the largest payload read, GitHub's own limit. A larger one
+// is refused whole (413), never cut short: a signature is over the whole
+// payload, and a truncated one could only fail to match.
+const MaxBody = 25 << 20
 
 // Handler answers webhook calls. Reader finds Receivers (by the index
 // SetupWithManager creates); Writer annotates the sources to reconcile.
 type Handler struct {
 	Reader client.Reader
 	Writer client.Client
+	// seen remembers recent delivery IDs, to refuse replays.
+	seen deliveries
 }
 
 // ServeHTTP validates the call against every Receiver at the path and
@@ -41,9 +48,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "use POST", http.StatusMethodNotAllowed)
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
 	if err != nil {
 		http.Error(w, "reading body", http.StatusBadRequest)
+		return
+	}
+	if len(body) > MaxBody {
+		http.Error(w, fmt.Sprintf("payload is over %d bytes", MaxBody), http.StatusRequestEntityTooLarge)
 		return
 	}
 	list := &notificationv1.ReceiverList{}
@@ -72,6 +83,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if !act {
+			continue
+		}
+		if id := deliveryID(rcv, r.Header); id != "" && !h.seen.first(client.ObjectKeyFromObject(rcv).String()+"/"+id, time.Now()) {
+			log.Info("webhook replay ignored", "receiver", client.ObjectKeyFromObject(rcv), "delivery", id)
 			continue
 		}
 		if err := h.requestReconcile(ctx, rcv); err != nil {
@@ -140,8 +155,14 @@ func (h *Handler) requestReconcile(ctx context.Context, rcv *notificationv1.Rece
 		}
 		for _, t := range targets {
 			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, meta.ReconcileRequestAnnotation, now)
-			if err := h.Writer.Patch(ctx, t, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
-				return fmt.Errorf("annotating %s %s/%s: %w", t.GetKind(), t.GetNamespace(), t.GetName(), client.IgnoreNotFound(err))
+			err := h.Writer.Patch(ctx, t, client.RawPatch(types.MergePatchType, []byte(patch)))
+			if apierrors.IsNotFound(err) {
+				// A resource listed but not (yet) there has nothing to reconcile.
+				ctrl.LoggerFrom(ctx).Info("receiver resource not found", "kind", t.GetKind(), "namespace", t.GetNamespace(), "name", t.GetName())
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("annotating %s %s/%s: %w", t.GetKind(), t.GetNamespace(), t.GetName(), err)
 			}
 		}
 	}
@@ -175,4 +196,56 @@ func (h *Handler) targets(ctx context.Context, rcv *notificationv1.Receiver, res
 		out[i] = &list.Items[i]
 	}
 	return out, nil
+}
+
+// deliveryID is the ID the forge gives each delivery, which a replay of
+// a captured call repeats; empty for receivers whose forge sends none.
+func deliveryID(rcv *notificationv1.Receiver, header http.Header) string {
+	switch rcv.Spec.Type {
+	case notificationv1.GitHubReceiver:
+		return header.Get("X-GitHub-Delivery")
+	case notificationv1.GitLabReceiver:
+		return header.Get("X-Gitlab-Event-UUID")
+	}
+	return ""
+}
+
+// replayWindow is how long a delivery ID is remembered; maxDeliveries
+// bounds the memory it takes.
+const (
+	replayWindow  = time.Hour
+	maxDeliveries = 10000
+)
+
+// deliveries is the set of delivery IDs seen within the window.
+type deliveries struct {
+	mu   sync.Mutex
+	seen map[string]time.Time
+}
+
+// first records id and reports whether it was not seen within the window.
+func (d *deliveries) first(id string, now time.Time) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.seen == nil {
+		d.seen = map[string]time.Time{}
+	}
+	if at, ok := d.seen[id]; ok && now.Sub(at) < replayWindow {
+		return false
+	}
+	if len(d.seen) >= maxDeliveries {
+		for k, at := range d.seen {
+			if now.Sub(at) >= replayWindow {
+				delete(d.seen, k)
+			}
+		}
+		for k := range d.seen { // still full: forget an arbitrary one
+			if len(d.seen) < maxDeliveries {
+				break
+			}
+			delete(d.seen, k)
+		}
+	}
+	d.seen[id] = now
+	return true
 }

@@ -228,7 +228,9 @@ func (i *Inspector) stableLinks() (map[string][]string, error) {
 		links[target] = append(links[target], e.Name())
 	}
 	for _, names := range links {
-		sort.Slice(names, func(a, b int) bool { return idRank(names[a]) < idRank(names[b]) || idRank(names[a]) == idRank(names[b]) && names[a] < names[b] })
+		sort.Slice(names, func(a, b int) bool {
+			return idRank(names[a]) < idRank(names[b]) || idRank(names[a]) == idRank(names[b]) && names[a] < names[b]
+		})
 	}
 	return links, nil
 }
