@@ -86,6 +86,11 @@ func TestKubeletFindsTheNodeService(t *testing.T) {
 		if hostPaths[mounts["node-driver-registrar"]["/registration"]] != kubelet+"/plugins_registry" {
 			t.Errorf("kubelet dir %s: registration directory %v", kubelet, hostPaths)
 		}
+		// On the host network, metrics on every address would be open to
+		// the node's whole network.
+		if got := flag(args["agent"], "--metrics-bind-address"); !strings.HasPrefix(got, "127.0.0.1:") {
+			t.Errorf("the agent's metrics bind to %q, want localhost by default", got)
+		}
 	}
 }
 

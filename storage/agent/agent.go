@@ -39,11 +39,13 @@ type Options struct {
 	APISocket string
 }
 
-// Defaults are the agent's flag defaults.
+// Defaults are the agent's flag defaults. The agent runs on the host's
+// network, so its metrics listen on localhost unless told otherwise:
+// they name the node's devices and volumes.
 func Defaults() Options {
 	return Options{NodeName: os.Getenv("NODE_NAME"), Namespace: "strata-system", Backend: "auto",
 		LoopbackDir: "/var/lib/strata/loopback", MinDeviceSize: 1 << 30, FullThreshold: 90,
-		MetricsAddr: ":8082", HealthProbeAddr: ":8083",
+		MetricsAddr: "127.0.0.1:8082", HealthProbeAddr: ":8083",
 		APISocket: "/run/strata/agent.sock"}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -118,7 +119,14 @@ func (r *VolumeGroupReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (
 	var failed []string
 	for _, cluster := range clusters.Items {
 		for _, dc := range cluster.Spec.Storage.DeviceClasses {
-			if !selects(dc.NodeSelector, node) {
+			selected, err := selects(dc.NodeSelector, node)
+			if err != nil {
+				st := r.failClass(&cluster, dc, "its nodeSelector cannot be evaluated: %v; fix it in LVMCluster %s/%s", err, cluster.Namespace, cluster.Name)
+				failed = append(failed, dc.Name)
+				state.Status.DeviceClasses = append(state.Status.DeviceClasses, st)
+				continue
+			}
+			if !selected {
 				continue
 			}
 			st := r.reconcileClass(ctx, &cluster, dc, &state.Status)
@@ -168,12 +176,21 @@ func (r *VolumeGroupReconciler) nodeStatus(ctx context.Context) (*storagev1alpha
 	return st, r.Create(ctx, st)
 }
 
-func selects(sel *corev1.NodeSelector, node *corev1.Node) bool {
+// selects says whether a class's nodeSelector picks node; a selector
+// that cannot be parsed is an error, not a silent "no".
+func selects(sel *corev1.NodeSelector, node *corev1.Node) (bool, error) {
 	if sel == nil || len(sel.NodeSelectorTerms) == 0 {
-		return true
+		return true, nil
 	}
-	ok, err := nodeaffinity.NewLazyErrorNodeSelector(sel).Match(node)
-	return err == nil && ok
+	return nodeaffinity.NewLazyErrorNodeSelector(sel).Match(node)
+}
+
+// failClass is the status of a class that failed before anything was
+// looked at on the node, with an event on its LVMCluster.
+func (r *VolumeGroupReconciler) failClass(cluster *storagev1alpha1.LVMCluster, dc storagev1alpha1.DeviceClass, format string, args ...any) storagev1alpha1.DeviceClassNodeStatus {
+	st := storagev1alpha1.DeviceClassNodeStatus{Node: r.Node, VolumeGroup: dc.Name, State: StateFailed, Reason: fmt.Sprintf(format, args...)}
+	r.event(cluster, corev1.EventTypeWarning, "DeviceClassFailed", "%s on %s: %s", dc.Name, r.Node, st.Reason)
+	return st
 }
 
 // reconcileClass converges one class and says how it stands.
@@ -181,8 +198,8 @@ func (r *VolumeGroupReconciler) reconcileClass(ctx context.Context, cluster *sto
 	node *storagev1alpha1.NodeStatus) storagev1alpha1.DeviceClassNodeStatus {
 	st := storagev1alpha1.DeviceClassNodeStatus{Node: r.Node, VolumeGroup: dc.Name}
 	fail := func(format string, args ...any) storagev1alpha1.DeviceClassNodeStatus {
-		st.State, st.Reason = StateFailed, fmt.Sprintf(format, args...)
-		r.event(cluster, corev1.EventTypeWarning, "DeviceClassFailed", "%s on %s: %s", dc.Name, r.Node, st.Reason)
+		failed := r.failClass(cluster, dc, format, args...)
+		st.State, st.Reason = failed.State, failed.Reason
 		return st
 	}
 	vg, err := lvm.FindVolumeGroupOf(ctx, r.LVM, dc.Name)
@@ -247,14 +264,16 @@ func (r *VolumeGroupReconciler) selected(ctx context.Context, cluster *storagev1
 	force := sel.ForceWipeDevicesAndDestroyAllData != nil && *sel.ForceWipeDevicesAndDestroyAllData
 	var usable, missingRequired []string
 	consider := func(path string, required bool) error {
-		found, err := r.Disks.Devices(ctx, path)
-		if err != nil || len(found) == 0 {
-			if required {
-				missingRequired = append(missingRequired, path+": not found")
+		d, problem := r.inspect(ctx, path)
+		if problem != "" {
+			if problem != notFound { // there, but not readable as a disk
+				st.Excluded = append(st.Excluded, storagev1alpha1.ExcludedDevice{Name: path, Reasons: []string{problem}})
 			}
-			return nil //nolint:nilerr // an absent optional path is simply not used yet
+			if required {
+				missingRequired = append(missingRequired, path+": "+problem)
+			}
+			return nil // an absent optional path is simply not used yet
 		}
-		d := found[0]
 		if d.VolumeGroup == dc.Name {
 			return nil // already in the group
 		}
@@ -262,8 +281,11 @@ func (r *VolumeGroupReconciler) selected(ctx context.Context, cluster *storagev1
 		if len(why) > 0 && force && len(disks.Refusals(d, withForce(policy), groups)) == 0 {
 			if wipedBefore(node, d) {
 				why = append(why, "wiped once before and holds data again; strata wipes a device only once")
-			} else if why, err = r.wipe(ctx, cluster, d, node); err != nil {
-				return err
+			} else {
+				var err error
+				if why, err = r.wipe(ctx, cluster, d, node); err != nil {
+					return err
+				}
 			}
 		}
 		if len(why) > 0 {
@@ -290,6 +312,21 @@ func (r *VolumeGroupReconciler) selected(ctx context.Context, cluster *storagev1
 		return nil, fmt.Errorf("required devices cannot be used: %s", strings.Join(missingRequired, "; "))
 	}
 	return usable, nil
+}
+
+const notFound = "not found"
+
+// inspect reads the device at path, or says why it cannot: notFound, or
+// why what is there cannot be read as a disk.
+func (r *VolumeGroupReconciler) inspect(ctx context.Context, path string) (disks.Device, string) {
+	found, err := r.Disks.Devices(ctx, path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) || err == nil && len(found) == 0:
+		return disks.Device{}, notFound
+	case err != nil:
+		return disks.Device{}, "cannot be inspected: " + err.Error()
+	}
+	return found[0], ""
 }
 
 // unselected lists the group's devices that the class's paths no longer

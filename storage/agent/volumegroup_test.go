@@ -345,3 +345,32 @@ func runVolumeGroups(t *testing.T, env *testenv.Env, m lvm.Manager, node string,
 		return r.SetupWithManager(mgr)
 	})
 }
+
+// What the agent cannot evaluate is reported, never read as "not for this
+// node" or "not there": a nodeSelector that does not parse, and a path
+// that exists but is no disk.
+func TestClassesThatCannotBeEvaluatedSaySo(t *testing.T) {
+	env, m, nodeName := vgNode(t, "badsel")
+	c, ctx := env.Client, context.Background()
+	badSel, notDisk := fmt.Sprintf("bs-%d-%d", os.Getpid(), counter.Add(1)), fmt.Sprintf("nd-%d-%d", os.Getpid(), counter.Add(1))
+	cluster := &storagev1alpha1.LVMCluster{ObjectMeta: metav1.ObjectMeta{Name: nodeName, Namespace: nodeName},
+		Spec: storagev1alpha1.LVMClusterSpec{Storage: storagev1alpha1.Storage{DeviceClasses: []storagev1alpha1.DeviceClass{
+			{Name: badSel, DeviceSelector: &storagev1alpha1.DeviceSelector{Paths: []storagev1alpha1.DevicePath{"/dev/null"}},
+				NodeSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+					{Key: "disks", Operator: corev1.NodeSelectorOpGt, Values: []string{"many"}}}}}}},
+			{Name: notDisk, DeviceSelector: &storagev1alpha1.DeviceSelector{Paths: []storagev1alpha1.DevicePath{"/dev/null"}}},
+		}}}}
+	if err := c.Create(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	runVolumeGroups(t, env, m, nodeName, nil)
+	waitClasses(t, c, nodeName, func(byName map[string]storagev1alpha1.DeviceClassNodeStatus) error {
+		if st := byName[badSel]; st.State != agent.StateFailed || !strings.Contains(st.Reason, "nodeSelector cannot be evaluated") {
+			return fmt.Errorf("class with a bad nodeSelector: %+v, want Failed naming the selector", st)
+		}
+		if st := byName[notDisk]; st.State != agent.StateFailed || !strings.Contains(st.Reason, "/dev/null: cannot be inspected") || strings.Contains(st.Reason, "not found") {
+			return fmt.Errorf("class on /dev/null: %+v, want Failed saying it cannot be inspected", st)
+		}
+		return nil
+	})
+}

@@ -1,6 +1,7 @@
 package btrfs
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,8 +14,11 @@ import (
 // it at dir, unless it is mounted there already. A disk holding another
 // filesystem is refused, untouched.
 func MountDisk(disk, dir string) error {
-	out, _ := exec.Command("blkid", "-o", "value", "-s", "TYPE", disk).Output()
-	switch fs := strings.TrimSpace(string(out)); fs {
+	fs, err := filesystemOn(disk)
+	if err != nil {
+		return err
+	}
+	switch fs {
 	case "":
 		if out, err := exec.Command("mkfs.btrfs", "--quiet", disk).CombinedOutput(); err != nil {
 			return fmt.Errorf("mkfs.btrfs %s: %v: %s", disk, err, out)
@@ -33,4 +37,25 @@ func MountDisk(disk, dir string) error {
 		return fmt.Errorf("mounting %s at %s: %v: %s", disk, dir, err, out)
 	}
 	return nil
+}
+
+// filesystemOn is the type of the filesystem on disk, "" for a blank
+// disk. A disk that cannot be probed is an error: read as blank, it
+// would be formatted over whatever it holds.
+func filesystemOn(disk string) (string, error) {
+	if _, err := os.Stat(disk); err != nil {
+		return "", fmt.Errorf("disk %s: %w", disk, err)
+	}
+	cmd := exec.Command("blkid", "--probe", "--output", "value", "--match-tag", "TYPE", disk)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return strings.TrimSpace(string(out)), nil
+	case errors.As(err, &exit) && exit.ExitCode() == 2 && stderr.Len() == 0:
+		return "", nil // blkid found nothing: blank
+	}
+	return "", fmt.Errorf("probing the filesystem on %s with blkid: %v: %s", disk, err, strings.TrimSpace(stderr.String()))
 }

@@ -21,6 +21,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"github.com/strata-gitops/strata/internal/scheme"
@@ -92,11 +93,40 @@ func NewController(ctx context.Context, cfg *rest.Config, wait time.Duration) (*
 			return nil, err
 		}
 	}
-	go func() { _ = informers.Start(ctx) }()
-	if !informers.WaitForCacheSync(ctx) {
-		return nil, fmt.Errorf("the CSI controller's caches did not sync: %w", ctx.Err())
+	if err := startAndSync(ctx, informers.Start, informers.WaitForCacheSync); err != nil {
+		return nil, err
 	}
 	return ctl, nil
+}
+
+// startAndSync starts the informers and waits for their caches. An
+// informer that fails to start is returned as the error, not left to be
+// seen as a wait that never ends; one that stops with an error later is
+// logged.
+func startAndSync(ctx context.Context, start func(context.Context) error, synced func(context.Context) bool) error {
+	stopped := make(chan error, 1)
+	go func() { stopped <- start(ctx) }()
+	syncCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan bool, 1)
+	go func() { done <- synced(syncCtx) }()
+	select {
+	case err := <-stopped:
+		if err == nil {
+			err = ctx.Err()
+		}
+		return fmt.Errorf("the CSI controller's informers stopped before their caches synced: %w", err)
+	case ok := <-done:
+		if !ok {
+			return fmt.Errorf("the CSI controller's caches did not sync: %w", ctx.Err())
+		}
+	}
+	go func() {
+		if err := <-stopped; err != nil {
+			log.FromContext(ctx).Error(err, "the CSI controller's informers stopped")
+		}
+	}()
+	return nil
 }
 
 // ControllerGetCapabilities implements csi.ControllerServer.
