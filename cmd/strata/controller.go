@@ -46,6 +46,7 @@ func controllerCommand() *cobra.Command {
 	f.StringVar(&o.ArtifactAdvAddr, "artifact-adv-address", o.ArtifactAdvAddr, "base URL written into artifact URLs (default: derived from --artifact-bind-address)")
 	f.StringVar(&o.ReceiverAddr, "receiver-bind-address", o.ReceiverAddr, "address of the webhook receiver, 0 to disable")
 	f.IntVar(&o.Concurrent, "concurrent", o.Concurrent, "Kustomizations and GitRepositories reconciled in parallel")
+	f.BoolVar(&o.AllowInsecureHTTPAuth, "insecure-allow-http-auth", o.AllowInsecureHTTPAuth, "let GitRepositories send credentials to plain http:// URLs (they cross the network in clear)")
 	f.StringVar(&o.WatchLabelSelector, "watch-label-selector", o.WatchLabelSelector, "reconcile only objects matching this label selector (sharding, e.g. sharding.fluxcd.io/key=shard1)")
 	return cmd
 }

@@ -46,6 +46,9 @@ type Options struct {
 	ReceiverAddr       string
 	Concurrent         int
 	WatchLabelSelector string
+	// AllowInsecureHTTPAuth lets GitRepositories send credentials to
+	// plain http:// URLs.
+	AllowInsecureHTTPAuth bool
 	// SkipNameValidation lets tests run several managers in one process.
 	SkipNameValidation bool
 }
@@ -118,7 +121,8 @@ func register(ctx context.Context, mgr manager.Manager, cfg *rest.Config, o Opti
 		return err
 	}
 	events := mgr.GetEventRecorder("strata")
-	gitRec := &git.Reconciler{Client: mgr.GetClient(), Storage: storage, Events: events, MirrorDir: filepath.Join(o.ArtifactDir, "mirrors")}
+	gitRec := &git.Reconciler{Client: mgr.GetClient(), Storage: storage, Events: events, MirrorDir: filepath.Join(o.ArtifactDir, "mirrors"),
+		AllowInsecureHTTPAuth: o.AllowInsecureHTTPAuth}
 	if err := gitRec.SetupWithManager(mgr, o.Concurrent); err != nil {
 		return err
 	}

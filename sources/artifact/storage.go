@@ -35,6 +35,8 @@ type File struct {
 type Storage struct {
 	Root    string
 	BaseURL string
+	// Limits bound what one artifact may hold; see DefaultLimits.
+	Limits Limits
 
 	extractMu sync.Mutex
 	// extracting holds one lock per digest so concurrent readers of the same
@@ -66,7 +68,37 @@ func NewStorage(root, baseURL string) (*Storage, error) {
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return nil, fmt.Errorf("creating artifact directory %s: %w", root, err)
 	}
-	return &Storage{Root: root, BaseURL: strings.TrimSuffix(baseURL, "/"), extracting: map[string]*sync.Mutex{}, bootID: readBootID()}, nil
+	return &Storage{Root: root, BaseURL: strings.TrimSuffix(baseURL, "/"), Limits: DefaultLimits,
+		extracting: map[string]*sync.Mutex{}, bootID: readBootID()}, nil
+}
+
+// Limits bound the bytes of one file and of all files of an artifact,
+// when it is written and when it is read back. A repository is manifests;
+// a file or tree past these is a mistake (a committed disk image) or an
+// attack on the controller's memory and disk.
+type Limits struct {
+	File, Artifact int64
+}
+
+// DefaultLimits are the limits of a new Storage.
+var DefaultLimits = Limits{File: 64 << 20, Artifact: 512 << 20}
+
+// budget counts the bytes of one artifact against its limits.
+type budget struct {
+	Limits
+	used int64
+}
+
+// take accounts for a file of n bytes, or says which limit it breaks.
+func (b *budget) take(name string, n int64) error {
+	if b.File > 0 && n > b.File {
+		return fmt.Errorf("file %s is %d bytes, over the limit of %d per file: keep large files out of the repository (.sourceignore or spec.ignore)", name, n, b.File)
+	}
+	b.used += n
+	if b.Artifact > 0 && b.used > b.Artifact {
+		return fmt.Errorf("the files up to %s are over %d bytes, the limit per artifact: keep large files out of the repository (.sourceignore or spec.ignore)", name, b.Artifact)
+	}
+	return nil
 }
 
 const bootIDFile = "/proc/sys/kernel/random/boot_id"
@@ -140,7 +172,7 @@ func (s *Storage) Store(objectDir, revision string, files []File) (*meta.Artifac
 	}
 	_, err = write(dir, func(w io.Writer) (string, error) {
 		hash := sha256.New()
-		n, err := writeTarball(io.MultiWriter(w, hash), files, tree)
+		n, err := writeTarball(io.MultiWriter(w, hash), files, tree, &budget{Limits: s.Limits})
 		if werr := tree.wait(); err == nil {
 			err = werr
 		}
@@ -219,7 +251,7 @@ func (s *Storage) Has(a *meta.Artifact) bool {
 	return err == nil
 }
 
-func writeTarball(w io.Writer, files []File, tree *treeWriter) (int64, error) {
+func writeTarball(w io.Writer, files []File, tree *treeWriter, b *budget) (int64, error) {
 	counter := &countingWriter{w: w}
 	// Speed over size: the tarball stays on local disk and loopback.
 	gz, err := gzip.NewWriterLevel(counter, gzip.BestSpeed)
@@ -229,7 +261,7 @@ func writeTarball(w io.Writer, files []File, tree *treeWriter) (int64, error) {
 	tw := tar.NewWriter(gz)
 	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
 	for _, f := range files {
-		if err := addFile(tw, f, tree); err != nil {
+		if err := addFile(tw, f, tree, b); err != nil {
 			return 0, err
 		}
 	}
@@ -242,15 +274,18 @@ func writeTarball(w io.Writer, files []File, tree *treeWriter) (int64, error) {
 	return counter.n, nil
 }
 
-func addFile(tw *tar.Writer, f File, tree *treeWriter) error {
+func addFile(tw *tar.Writer, f File, tree *treeWriter, b *budget) error {
 	r, err := f.Open()
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", f.Path, err)
 	}
 	defer r.Close()
-	data, err := io.ReadAll(r)
+	data, err := readLimited(r, b.File)
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", f.Path, err)
+	}
+	if err := b.take(f.Path, int64(len(data))); err != nil {
+		return err
 	}
 	mode := int64(0o644)
 	if f.Executable {
@@ -265,6 +300,15 @@ func addFile(tw *tar.Writer, f File, tree *treeWriter) error {
 		return err
 	}
 	return tree.add(f.Path, data, os.FileMode(mode))
+}
+
+// readLimited reads all of r, but never more than one byte past limit:
+// enough to tell that it is over.
+func readLimited(r io.Reader, limit int64) ([]byte, error) {
+	if limit <= 0 {
+		return io.ReadAll(r)
+	}
+	return io.ReadAll(io.LimitReader(r, limit+1))
 }
 
 type countingWriter struct {
@@ -304,7 +348,7 @@ func (s *Storage) Dir(a *meta.Artifact) (string, error) {
 		return "", err
 	}
 	defer os.RemoveAll(tmp)
-	m, err := extract(tarball, tmp)
+	m, err := extract(tarball, tmp, &budget{Limits: s.Limits})
 	if err != nil {
 		return "", fmt.Errorf("extracting artifact %s (revision %s): %w", a.Path, a.Revision, err)
 	}
@@ -343,7 +387,7 @@ func (s *Storage) digestLock(key string) *sync.Mutex {
 	return l
 }
 
-func extract(tarball, dest string) (manifest, error) {
+func extract(tarball, dest string, b *budget) (manifest, error) {
 	f, err := os.Open(tarball)
 	if err != nil {
 		return nil, err
@@ -361,8 +405,11 @@ func extract(tarball, dest string) (manifest, error) {
 			return tree.out, tree.wait()
 		}
 		if err == nil && hdr.Typeflag == tar.TypeReg {
+			err = b.take(hdr.Name, hdr.Size)
+		}
+		if err == nil && hdr.Typeflag == tar.TypeReg {
 			var data []byte
-			if data, err = io.ReadAll(tr); err == nil {
+			if data, err = readLimited(tr, b.File); err == nil {
 				err = tree.add(hdr.Name, data, os.FileMode(hdr.Mode)&0o755)
 			}
 		}

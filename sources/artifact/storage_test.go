@@ -191,7 +191,7 @@ func TestGarbageTreeIsRecycled(t *testing.T) {
 		t.Errorf("the spare tree is still there after use: %v", err)
 	}
 	fresh := t.TempDir()
-	if _, err := extract(filepath.Join(s.Root, a3.Path), fresh); err != nil {
+	if _, err := extract(filepath.Join(s.Root, a3.Path), fresh, &budget{Limits: s.Limits}); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := treeShape(t, dir3), treeShape(t, fresh); !equalShapes(got, want) {
@@ -249,4 +249,36 @@ func equalShapes(a, b map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// A file or an artifact over the limits is a clear failure when stored,
+// and a tarball over them is refused when read back.
+func TestSizeLimits(t *testing.T) {
+	s, err := NewStorage(t.TempDir(), "http://localhost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Limits = Limits{File: 1000, Artifact: 2500}
+	_, err = s.Store("gitrepository/ns/big", "main@sha1:1", filesOf(map[string]string{"disk.img": strings.Repeat("x", 1001)}))
+	if err == nil || !strings.Contains(err.Error(), "file disk.img is 1001 bytes, over the limit of 1000") {
+		t.Fatalf("storing a file over the limit: %v", err)
+	}
+	many := map[string]string{}
+	for i := range 3 {
+		many[fmt.Sprintf("f%d.yaml", i)] = strings.Repeat("x", 900)
+	}
+	_, err = s.Store("gitrepository/ns/many", "main@sha1:2", filesOf(many))
+	if err == nil || !strings.Contains(err.Error(), "over 2500 bytes, the limit per artifact") {
+		t.Fatalf("storing an artifact over the limit: %v", err)
+	}
+
+	s.Limits = DefaultLimits
+	a, err := s.Store("gitrepository/ns/ok", "main@sha1:3", filesOf(many))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = extract(filepath.Join(s.Root, a.Path), t.TempDir(), &budget{Limits: Limits{File: 100, Artifact: 1 << 20}})
+	if err == nil || !strings.Contains(err.Error(), "over the limit of 100 per file") {
+		t.Fatalf("reading back a tarball with files over the limit: %v", err)
+	}
 }

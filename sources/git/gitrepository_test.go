@@ -3,6 +3,7 @@ package git_test
 import (
 	"context"
 	"fmt"
+	eventsv1 "k8s.io/api/events/v1"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,7 +31,7 @@ type fixture struct {
 
 var nsCounter int
 
-func setup(t *testing.T) *fixture {
+func setup(t *testing.T, tweaks ...func(*git.Reconciler)) *fixture {
 	t.Helper()
 	env := testenv.Get(t)
 	dir := t.TempDir()
@@ -40,6 +41,9 @@ func setup(t *testing.T) *fixture {
 	}
 	testenv.RunManager(t, env, func(mgr manager.Manager) error {
 		r := &git.Reconciler{Client: mgr.GetClient(), Storage: storage, Events: mgr.GetEventRecorder("strata"), MirrorDir: filepath.Join(dir, "mirrors")}
+		for _, tweak := range tweaks {
+			tweak(r)
+		}
 		return r.SetupWithManager(mgr, 2)
 	})
 	nsCounter++
@@ -204,8 +208,12 @@ func TestRefPrecedenceAndRevisionFormats(t *testing.T) {
 	}
 }
 
+// allowHTTPAuth lets the test git servers, which serve plain http, take
+// credentials.
+func allowHTTPAuth(r *git.Reconciler) { r.AllowInsecureHTTPAuth = true }
+
 func TestCredentials(t *testing.T) {
-	f := setup(t)
+	f := setup(t, allowHTTPAuth)
 	basic := testenv.NewGitServer(t)
 	basic.Username, basic.Password = "flux", "s3cret"
 	basicRepo := basic.NewRepo(t, "private")
@@ -323,3 +331,40 @@ func TestSuspendStopsFetching(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// Credentials never go to a plain http:// URL unless the controller is
+// told they may, and a URL's credentials never show in status or events.
+func TestHTTPCredentialsAreRefusedAndURLsRedacted(t *testing.T) {
+	f := setup(t)
+	server := testenv.NewGitServer(t)
+	server.Username, server.Password = "flux", "s3cret"
+	repo := server.NewRepo(t, "private")
+	repo.CommitAndPush("one", map[string]string{"a.yaml": "a: 1\n"})
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "basic", Namespace: f.ns}, StringData: map[string]string{"username": "flux", "password": "s3cret"}}
+	if err := f.env.Client.Create(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	f.create(t, "plain", repo.URL, func(o *sourcev1.GitRepository) { o.Spec.SecretRef = &meta.LocalObjectReference{Name: "basic"} })
+	obj := f.waitFailure(t, "plain", sourcev1.AuthenticationFailedReason)
+	if msg := apimeta.FindStatusCondition(obj.Status.Conditions, meta.ReadyCondition).Message; !contains(msg, "use https://") {
+		t.Fatalf("message %q does not say to use https", msg)
+	}
+
+	withCreds := strings.Replace(repo.URL, "http://", "http://flux:Sup3rSecretPassw0rd@", 1)
+	f.create(t, "in-url", withCreds, nil)
+	obj = f.waitFailure(t, "in-url", sourcev1.AuthenticationFailedReason)
+	for _, c := range obj.Status.Conditions {
+		if contains(c.Message, "Sup3rSecretPassw0rd") {
+			t.Fatalf("condition %s shows the URL's password: %q", c.Type, c.Message)
+		}
+	}
+	events := &eventsv1.EventList{}
+	if err := f.env.Client.List(context.Background(), events, client.InNamespace(f.ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events.Items {
+		if contains(e.Note, "Sup3rSecretPassw0rd") {
+			t.Fatalf("event %s shows the URL's password: %q", e.Name, e.Note)
+		}
+	}
+}

@@ -41,6 +41,8 @@ type Reconciler struct {
 	Events  events.EventRecorder
 	// MirrorDir holds one bare mirror per GitRepository.
 	MirrorDir string
+	// AllowInsecureHTTPAuth lets credentials go to plain http:// URLs.
+	AllowInsecureHTTPAuth bool
 }
 
 // SetupWithManager registers the reconciler.
@@ -124,7 +126,7 @@ func (r *Reconciler) reconcileArtifact(ctx context.Context, obj *sourcev1.GitRep
 		if errors.Is(err, transport.ErrAuthenticationRequired) || errors.Is(err, transport.ErrAuthorizationFailed) {
 			reason = sourcev1.AuthenticationFailedReason
 		}
-		err = fmt.Errorf("failed to fetch %s from '%s': %w", want, obj.Spec.URL, err)
+		err = fmt.Errorf("failed to fetch %s from '%s': %w", want, Redact(obj.Spec.URL), err)
 		r.fail(obj, reason, err)
 		return err
 	}
@@ -180,7 +182,7 @@ func (r *Reconciler) connect(ctx context.Context, obj *sourcev1.GitRepository, o
 		}
 	}
 	dir := filepath.Join(r.MirrorDir, objectDir)
-	auth, err := authFromSecret(obj.Spec.URL, secret, dir+".ssh")
+	auth, err := authFromSecret(obj.Spec.URL, secret, dir+".ssh", r.AllowInsecureHTTPAuth)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -195,10 +197,13 @@ func (r *Reconciler) succeed(obj *sourcev1.GitRepository) {
 	status.MarkReady(obj, meta.SucceededReason, msg)
 }
 
+// fail records err in status and an event, with the URL's credentials
+// hidden.
 func (r *Reconciler) fail(obj *sourcev1.GitRepository, reason string, err error) {
-	status.Set(obj, sourcev1.FetchFailedCondition, metav1.ConditionTrue, reason, err.Error())
-	status.MarkFailed(obj, reason, err.Error(), false)
-	r.Events.Eventf(obj, nil, corev1.EventTypeWarning, reason, "Fetch", "%s", err.Error())
+	msg := redactIn(err.Error(), obj.Spec.URL)
+	status.Set(obj, sourcev1.FetchFailedCondition, metav1.ConditionTrue, reason, msg)
+	status.MarkFailed(obj, reason, msg, false)
+	r.Events.Eventf(obj, nil, corev1.EventTypeWarning, reason, "Fetch", "%s", msg)
 }
 
 func (r *Reconciler) finalize(ctx context.Context, obj *sourcev1.GitRepository) error {
