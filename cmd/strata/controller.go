@@ -46,6 +46,10 @@ func controllerCommand() *cobra.Command {
 	f.StringVar(&o.ArtifactAdvAddr, "artifact-adv-address", o.ArtifactAdvAddr, "base URL written into artifact URLs (default: derived from --artifact-bind-address)")
 	f.StringVar(&o.ReceiverAddr, "receiver-bind-address", o.ReceiverAddr, "address of the webhook receiver, 0 to disable")
 	f.IntVar(&o.Concurrent, "concurrent", o.Concurrent, "Kustomizations and GitRepositories reconciled in parallel")
+	f.StringVar(&o.DefaultServiceAccount, "default-service-account", o.DefaultServiceAccount,
+		"service account, in each Kustomization's namespace, that Kustomizations without spec.serviceAccountName apply as (multi-tenancy lockdown); empty: the controller's own")
+	f.BoolVar(&o.NoCrossNamespaceRefs, "no-cross-namespace-refs", o.NoCrossNamespaceRefs,
+		"refuse Kustomizations whose sourceRef or dependsOn names another namespace (multi-tenancy lockdown)")
 	f.BoolVar(&o.AllowInsecureHTTPAuth, "insecure-allow-http-auth", o.AllowInsecureHTTPAuth, "let GitRepositories send credentials to plain http:// URLs (they cross the network in clear)")
 	f.StringVar(&o.WatchLabelSelector, "watch-label-selector", o.WatchLabelSelector, "reconcile only objects matching this label selector (sharding, e.g. sharding.fluxcd.io/key=shard1)")
 	return cmd

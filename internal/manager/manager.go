@@ -46,6 +46,11 @@ type Options struct {
 	ReceiverAddr       string
 	Concurrent         int
 	WatchLabelSelector string
+	// DefaultServiceAccount is what Kustomizations without
+	// spec.serviceAccountName apply as; NoCrossNamespaceRefs refuses
+	// sources and dependencies in other namespaces (Flux's lockdown).
+	DefaultServiceAccount string
+	NoCrossNamespaceRefs  bool
 	// AllowInsecureHTTPAuth lets GitRepositories send credentials to
 	// plain http:// URLs.
 	AllowInsecureHTTPAuth bool
@@ -135,7 +140,8 @@ func register(ctx context.Context, mgr manager.Manager, cfg *rest.Config, o Opti
 	}
 	ksRec := &kustomization.Reconciler{
 		Client: mgr.GetClient(), Direct: direct, Live: live, Config: cfg, Storage: storage, Events: events,
-		RecordDir: filepath.Join(o.ArtifactDir, "applied"),
+		RecordDir:             filepath.Join(o.ArtifactDir, "applied"),
+		DefaultServiceAccount: o.DefaultServiceAccount, NoCrossNamespaceRefs: o.NoCrossNamespaceRefs,
 	}
 	if err := ksRec.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.Concurrent}); err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/fluxcd/pkg/apis/acl"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/predicates"
 	"github.com/fluxcd/pkg/ssa"
@@ -68,6 +69,12 @@ type Reconciler struct {
 	// RecordDir keeps the appliedRecords across restarts; empty keeps them
 	// in memory only.
 	RecordDir string
+	// DefaultServiceAccount is impersonated by Kustomizations that name
+	// none, so that none applies as the controller itself.
+	DefaultServiceAccount string
+	// NoCrossNamespaceRefs refuses sources and dependencies in another
+	// namespace.
+	NoCrossNamespaceRefs bool
 
 	records    recordStore
 	unlistable sync.Map
@@ -143,6 +150,9 @@ func neverHadResult(obj *kustomizev1.Kustomization) bool {
 // reconcile is the sequence of phases. Each failure becomes a Ready=False
 // reason; the cluster keeps the last applied state.
 func (r *Reconciler) reconcile(ctx context.Context, obj, before *kustomizev1.Kustomization) ctrl.Result {
+	if err := r.checkAccess(obj); err != nil {
+		return r.failure(obj, acl.AccessDeniedReason, err)
+	}
 	src, err := r.getSource(ctx, obj)
 	if err != nil {
 		// A Kustomization created with its source waits quietly for the

@@ -36,19 +36,21 @@ func (r *Reconciler) engine(obj *kustomizev1.Kustomization) (*engine, error) {
 	return &engine{manager: manager, client: guarded, versions: versions, probe: probe}, nil
 }
 
-// clientFor impersonates spec.serviceAccountName, as Flux does for
-// multi-tenancy; without one the controller's own identity is used.
+// clientFor impersonates spec.serviceAccountName, or the controller's
+// default service account, as Flux does for multi-tenancy; with neither
+// the controller's own identity is used.
 func (r *Reconciler) clientFor(obj *kustomizev1.Kustomization) (client.Client, error) {
-	if obj.Spec.ServiceAccountName == "" {
+	sa := r.serviceAccountOf(obj)
+	if sa == "" {
 		return r.Direct, nil
 	}
 	cfg := rest.CopyConfig(r.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{
-		UserName: fmt.Sprintf("system:serviceaccount:%s:%s", obj.Namespace, obj.Spec.ServiceAccountName),
+		UserName: fmt.Sprintf("system:serviceaccount:%s:%s", obj.Namespace, sa),
 	}
 	c, err := client.New(cfg, client.Options{Scheme: r.Direct.Scheme(), Mapper: r.Direct.RESTMapper()})
 	if err != nil {
-		return nil, fmt.Errorf("impersonating service account '%s': %w", obj.Spec.ServiceAccountName, err)
+		return nil, fmt.Errorf("impersonating service account '%s': %w", sa, err)
 	}
 	return c, nil
 }

@@ -34,16 +34,18 @@ type stack struct {
 	dir       string
 	receiver  string
 	stopFuncs []func()
+	// options tweak the controller's flags.
+	options []func(*manager.Options)
 }
 
 var counter atomic.Int32
 
 const timeout = 30 * time.Second
 
-func newStack(t *testing.T) *stack {
+func newStack(t *testing.T, options ...func(*manager.Options)) *stack {
 	t.Helper()
 	env := testenv.Get(t)
-	s := &stack{t: t, env: env, c: env.Client, dir: t.TempDir()}
+	s := &stack{t: t, env: env, c: env.Client, dir: t.TempDir(), options: options}
 	s.ns = fmt.Sprintf("ks-%d-%d", os.Getpid(), counter.Add(1))
 	if err := s.c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.ns}}); err != nil {
 		t.Fatal(err)
@@ -66,6 +68,9 @@ func (s *stack) startController() {
 	o.ArtifactDir = s.dir
 	o.SkipNameValidation = true
 	o.WatchLabelSelector = "strata.dev/test=" + s.ns
+	for _, tweak := range s.options {
+		tweak(&o)
+	}
 	stop := testenv.RunManagerFrom(s.t, func(ctx context.Context) (testenv.Manager, error) {
 		return manager.New(ctx, s.env.Config, o)
 	})
