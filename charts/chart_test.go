@@ -3,12 +3,16 @@ package charts
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-gitops/strata/internal/testenv"
 )
@@ -132,6 +136,61 @@ func TestMissingValuesAreNamed(t *testing.T) {
 		_, err := testenv.Helm(t, args...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("helm template --set %v: %v; want an error saying %q", c.set, err, c.want)
+		}
+	}
+}
+
+// The agent's token may change only its own Node's capacity annotations:
+// the chart's admission policy, enforced by a real API server, refuses
+// another node, a label and any other annotation.
+func TestTheAgentChangesOnlyItsOwnNodesCapacity(t *testing.T) {
+	env := testenv.Get(t)
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "chart-node-policy"}}
+	if err := env.Client.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	var policy []*unstructured.Unstructured
+	for _, o := range testenv.RenderChart(t, "np", ns.Name, required...) {
+		switch o.GetKind() {
+		case "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ServiceAccount", "ClusterRole", "ClusterRoleBinding":
+			policy = append(policy, o)
+		}
+	}
+	if err := testenv.ApplyStrictly(ctx, env.Client, policy); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"np-a", "np-b"} {
+		if err := env.Client.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := testenv.ServiceAccountConfig(env.Config, ns.Name, "np-agent")
+	cfg.Impersonate.Extra = map[string][]string{"authentication.kubernetes.io/node-name": {"np-a"}}
+	agent, err := client.New(cfg, client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := func(node, body string) error {
+		return agent.Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, client.RawPatch(types.MergePatchType, []byte(body)))
+	}
+	// The API server takes up a new policy a moment after it is created.
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if err := patch("np-b", `{"metadata":{"annotations":{"capacity.strata.dev/fast":"1"}}}`); err == nil || !strings.Contains(err.Error(), "only its own Node") {
+			return fmt.Errorf("the agent of np-a annotating np-b: %v, want a refusal", err)
+		}
+		return nil
+	})
+	if err := patch("np-a", `{"metadata":{"annotations":{"capacity.strata.dev/fast":"1073741824"}}}`); err != nil {
+		t.Fatalf("the agent writing its own node's capacity: %v", err)
+	}
+	for what, body := range map[string]string{
+		"a label":            `{"metadata":{"labels":{"node-role.kubernetes.io/control-plane":""}}}`,
+		"another annotation": `{"metadata":{"annotations":{"example.com/owner":"me"}}}`,
+		"a taint":            `{"spec":{"taints":[{"key":"x","effect":"NoSchedule"}]}}`,
+	} {
+		if err := patch("np-a", body); err == nil {
+			t.Errorf("the agent set %s on its node", what)
 		}
 	}
 }
