@@ -2,7 +2,9 @@
 package charts
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"strings"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-gitops/strata/internal/testenv"
+	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -192,5 +195,42 @@ func TestTheAgentChangesOnlyItsOwnNodesCapacity(t *testing.T) {
 		if err := patch("np-a", body); err == nil {
 			t.Errorf("the agent set %s on its node", what)
 		}
+	}
+}
+
+// By default the btrfs volume API serves TLS: the chart makes a CA, the
+// storage hosts' agents issue themselves certificates from it, and a
+// StorageClass trusts its public half. The API listens on the node's own
+// address only.
+func TestTheBtrfsVolumeAPIServesTLSByDefault(t *testing.T) {
+	objects := testenv.RenderChart(t, "tls", "strata-system", append(required, "btrfsHost.enabled=true",
+		"btrfsHost.nodeSelector.strata\\.dev/btrfs-host=true")...)
+	ca := find(t, objects, "Secret", "tls-agent-ca")
+	public := find(t, objects, "Secret", "tls-agent-ca-public")
+	data := func(s *unstructured.Unstructured, key string) []byte {
+		v, _, _ := unstructured.NestedString(s.Object, "data", key)
+		out, err := base64.StdEncoding.DecodeString(v)
+		if err != nil || len(out) == 0 {
+			t.Fatalf("Secret %s has no %s: %v", s.GetName(), key, err)
+		}
+		return out
+	}
+	if _, err := volumeapi.Issue(data(ca, "tls.crt"), data(ca, "tls.key"), []string{"host"}, nil, time.Hour); err != nil {
+		t.Fatalf("the chart's CA cannot issue the agent's certificate: %v", err)
+	}
+	if !bytes.Equal(data(public, "ca.crt"), data(ca, "tls.crt")) {
+		t.Fatal("the public CA Secret is not the CA's certificate")
+	}
+	host := find(t, objects, "DaemonSet", "tls-btrfs-host")
+	containers, _, _ := unstructured.NestedSlice(host.Object, "spec", "template", "spec", "containers")
+	var args []string
+	for _, a := range containers[0].(map[string]any)["args"].([]any) {
+		args = append(args, a.(string))
+	}
+	if flag(args, "--volume-api-tls-ca-cert") == "" || flag(args, "--volume-api-tls-ca-key") == "" {
+		t.Errorf("the btrfs host's agent is not given the CA: %v", args)
+	}
+	if got := flag(args, "--volume-api-listen"); got != "$(HOST_IP):8420" {
+		t.Errorf("the volume API listens on %q, want the node's address only", got)
 	}
 }

@@ -68,6 +68,8 @@ func agentCommand() *cobra.Command {
 	f.StringVar(&vo.Listen, "volume-api-listen", vo.Listen, "address of the btrfs volume HTTP API")
 	f.StringVar(&vo.TLSCert, "volume-api-tls-cert", vo.TLSCert, "TLS certificate of the volume API (with --volume-api-tls-key)")
 	f.StringVar(&vo.TLSKey, "volume-api-tls-key", vo.TLSKey, "TLS key of the volume API")
+	f.StringVar(&vo.TLSCACert, "volume-api-tls-ca-cert", vo.TLSCACert, "CA certificate that issues the volume API's certificate at start, for this host's names and addresses (without --volume-api-tls-cert)")
+	f.StringVar(&vo.TLSCAKey, "volume-api-tls-ca-key", vo.TLSCAKey, "that CA's key")
 	f.StringVar(&vo.TenantsFile, "tenants-file", vo.TenantsFile, "file of tenant:token lines (besides $AGENT_TENANTS)")
 	f.StringVar(&vo.TenantsSecret, "tenants-secret", vo.TenantsSecret, "namespace/name of a Secret whose keys are tenants and values their tokens")
 	f.StringVar(&vo.TenantNetworks, "tenant-networks", vo.TenantNetworks, "tenant:CIDR pairs, comma-separated: the networks each tenant's NFS clients may be in; a tenant not listed may export to single addresses only")

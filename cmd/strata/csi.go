@@ -35,6 +35,7 @@ func csiCommand() *cobra.Command {
 	f.DurationVar(&o.Wait, "agent-wait", o.Wait, "controller mode: how long a call waits for a node's agent before the CO is told to retry")
 	f.StringVar(&o.NodeName, "node-name", o.NodeName, "node mode: this node's name (default: $NODE_NAME)")
 	f.StringVar(&o.NodeIP, "node-ip", o.NodeIP, "node mode: this node's IP, part of the node ID (default: $NODE_IP)")
+	f.StringVar(&o.BtrfsBase, "btrfs-base", o.BtrfsBase, "node mode: the btrfs volume agent's --btrfs-base on this node, if one runs here; only volumes under it are bind-mounted directly, the rest go over NFS")
 	f.StringVar(&o.AgentSocket, "agent-socket", o.AgentSocket, "node mode: the local API socket of this node's strata agent")
 	return cmd
 }

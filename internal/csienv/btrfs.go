@@ -2,7 +2,10 @@ package csienv
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,6 +38,10 @@ type btrfsParts struct {
 	token      string
 	paramsFile string
 	secrets    string
+	// scheme is http, or https with caPEM the CA the agent's certificate
+	// chains to.
+	scheme string
+	caPEM  []byte
 }
 
 // btrfsToken is the tenant token of the environment's one tenant.
@@ -80,6 +87,12 @@ func StartBtrfs(ctx context.Context, cfg *rest.Config, o Options) (env *Env, err
 	vo := volumeapi.DefaultOptions()
 	vo.Base, vo.Listen, vo.Node, vo.SyncInterval = filepath.Join(b.mount, "strata"), b.apiAddr, o.Node, time.Minute
 	vo.GaneshaExports, vo.GaneshaPID = b.ganesha.ExportsFile, b.ganesha.PIDFile
+	b.scheme = "http"
+	if o.BtrfsTLS {
+		if vo.TLSCACert, vo.TLSCAKey, err = b.makeCA(o.Dir); err != nil {
+			return env, err
+		}
+	}
 	b.token = btrfsToken
 	vo.TenantsEnv = "sanity:" + b.token
 	env.run(func() error { return volumeapi.Run(ctx, nil, vo) })
@@ -94,6 +107,7 @@ func StartBtrfs(ctx context.Context, cfg *rest.Config, o Options) (env *Env, err
 	env.run(func() error { return stratacsi.Run(ctx, orDefault(o.ControllerConfig, cfg), co) })
 	no := co
 	no.Mode, no.Endpoint, no.NodeName, no.NodeIP, no.AgentSocket = "node", env.NodeEndpoint, o.Node, "127.0.0.1", filepath.Join(o.Dir, "agent.sock")
+	no.BtrfsBase = vo.Base
 	env.run(func() error { return stratacsi.Run(ctx, nil, no) })
 	return env, env.waitReady(ctx)
 }
@@ -101,19 +115,23 @@ func StartBtrfs(ctx context.Context, cfg *rest.Config, o Options) (env *Env, err
 // createClass makes the btrfs StorageClass and the Secret with its token.
 func (b *btrfsParts) createClass(ctx context.Context, c client.Client, o Options) error {
 	b.params = map[string]string{
-		stratacsi.AgentURLParameter: "http://" + b.apiAddr, stratacsi.NFSServerParameter: "127.0.0.1",
+		stratacsi.AgentURLParameter: b.scheme + "://" + b.apiAddr, stratacsi.NFSServerParameter: "127.0.0.1",
 		"compression": "zstd",
+	}
+	objs := []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.Node}}}
+	if b.caPEM != nil {
+		b.params[stratacsi.AgentCASecretParameter] = o.Node + "/" + b.class + "-ca"
+		objs = append(objs, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: b.class + "-ca", Namespace: o.Node}, Data: map[string][]byte{"ca.crt": b.caPEM}})
 	}
 	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: b.class}, Provisioner: stratacsi.DriverName,
 		Parameters: map[string]string{"csi.storage.k8s.io/provisioner-secret-name": b.class, "csi.storage.k8s.io/provisioner-secret-namespace": o.Node}}
 	for k, v := range b.params {
 		sc.Parameters[k] = v
 	}
-	for _, obj := range []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.Node}},
+	for _, obj := range append(objs,
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: b.class, Namespace: o.Node}, StringData: map[string]string{stratacsi.TokenKey: b.token}},
 		sc,
-	} {
+	) {
 		if err := c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
 		}
@@ -153,9 +171,34 @@ func (b *btrfsParts) sanityArgs() []string {
 
 // ready checks the agent's health endpoint.
 func (b *btrfsParts) ready(ctx context.Context) error {
-	api := &volumeapi.Client{URL: "http://" + b.apiAddr, Token: b.token}
+	api := &volumeapi.Client{URL: b.scheme + "://" + b.apiAddr, Token: b.token, HTTP: b.httpClient()}
 	_, err := api.Stats(ctx)
 	return err
+}
+
+// makeCA writes a CA for the agent's certificate into dir and returns
+// its files.
+func (b *btrfsParts) makeCA(dir string) (certFile, keyFile string, err error) {
+	cert, key, err := volumeapi.NewCA("strata-csienv", 24*time.Hour)
+	if err != nil {
+		return "", "", err
+	}
+	certFile, keyFile = filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key")
+	if err := os.WriteFile(certFile, cert, 0o600); err != nil {
+		return "", "", err
+	}
+	b.scheme, b.caPEM = "https", cert
+	return certFile, keyFile, os.WriteFile(keyFile, key, 0o600)
+}
+
+// httpClient trusts the environment's CA, when it has one.
+func (b *btrfsParts) httpClient() *http.Client {
+	if b.caPEM == nil {
+		return http.DefaultClient
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(b.caPEM)
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
 }
 
 // stop ends the NFS server and unmounts the filesystem with everything
@@ -173,7 +216,9 @@ func (b *btrfsParts) stop(c client.Client) {
 
 // BtrfsAgent returns the URL of the agent's volume API and the tenant
 // token of the btrfs environment.
-func (e *Env) BtrfsAgent() (url, token string) { return "http://" + e.btrfs.apiAddr, e.btrfs.token }
+func (e *Env) BtrfsAgent() (url, token string) {
+	return e.btrfs.scheme + "://" + e.btrfs.apiAddr, e.btrfs.token
+}
 
 // NFSAddr is host:port of the environment's NFS-Ganesha.
 func (e *Env) NFSAddr() string { return e.btrfs.ganesha.Addr }

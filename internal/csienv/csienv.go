@@ -51,6 +51,9 @@ type Options struct {
 	// the Helm chart, say); the environment itself is set up with the
 	// configuration Start is given.
 	AgentConfig, ControllerConfig *rest.Config
+	// BtrfsTLS serves the btrfs volume API over TLS, with a certificate
+	// issued at start by a CA the StorageClass names.
+	BtrfsTLS bool
 }
 
 func orDefault(cfg, fallback *rest.Config) *rest.Config {

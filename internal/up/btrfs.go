@@ -67,7 +67,7 @@ func startBtrfsHost(ctx context.Context, c client.Client, o Options, disk string
 		return nil, nil, err
 	}
 	vo := volumeapi.DefaultOptions()
-	vo.Base, vo.Listen, vo.Node = filepath.Join(h.mount, "strata"), o.VolumeAPIAddr, NodeName
+	vo.Base, vo.Listen, vo.Node = h.base(), o.VolumeAPIAddr, NodeName
 	vo.GaneshaExports, vo.GaneshaPID = h.ganesha.ExportsFile, h.ganesha.PIDFile
 	vo.TenantsEnv, vo.TenantsFile, vo.TenantsSecret = btrfsTenant+":"+token, "", ""
 	go func() { h.done <- volumeapi.Run(ctx, nil, vo) }()
@@ -87,6 +87,9 @@ func (h *btrfsHost) stop() {
 	}
 	_ = exec.Command("umount", "--recursive", "--lazy", h.mount).Run()
 }
+
+// base is the volume store's directory on the host's btrfs.
+func (h *btrfsHost) base() string { return filepath.Join(h.mount, "strata") }
 
 // btrfsToken reads the tenant's token, making one on first run.
 func btrfsToken(path string) (string, error) {

@@ -87,6 +87,9 @@ func startAgent(ctx context.Context, cfg *rest.Config, c client.Client, o Option
 	controller.Endpoint = "unix://" + filepath.Join(o.StateDir, "csi-controller.sock")
 	node.Mode, node.Endpoint = "node", "unix://"+filepath.Join(o.StateDir, "csi-node.sock")
 	node.NodeName, node.NodeIP, node.AgentSocket = NodeName, "127.0.0.1", ao.APISocket
+	if host != nil {
+		node.BtrfsBase = host.base()
+	}
 	parts := []func() error{
 		func() error { return mgr.Start(ctx) },
 		func() error { return csi.Run(ctx, cfg, controller) },

@@ -2,6 +2,8 @@ package csi
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"maps"
@@ -10,6 +12,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
@@ -59,6 +62,8 @@ func isBtrfs(params map[string]string) bool { return params[AgentURLParameter] !
 type btrfsBackend struct {
 	c    *Controller
 	http *http.Client
+	// clients are the HTTP clients that trust a class's CA, by its PEM.
+	clients sync.Map
 }
 
 // agent returns a client of the StorageClass's agent with the tenant
@@ -76,7 +81,49 @@ func (b *btrfsBackend) agent(ctx context.Context, sc *storagev1.StorageClass, se
 			return nil, err
 		}
 	}
-	return &volumeapi.Client{URL: u, Token: token, HTTP: b.http}, nil
+	httpClient, err := b.httpFor(ctx, sc, u)
+	if err != nil {
+		return nil, err
+	}
+	return &volumeapi.Client{URL: u, Token: token, HTTP: httpClient}, nil
+}
+
+// AgentCASecretParameter names, as namespace/name, a Secret whose ca.crt
+// is the CA the class's agent's TLS certificate must chain to.
+const AgentCASecretParameter = "agentCASecret"
+
+// httpFor is the HTTP client for the class's agent: one that trusts only
+// the class's CA when it names one, the system's roots otherwise. Clients
+// are kept by CA, so connections are reused across calls.
+func (b *btrfsBackend) httpFor(ctx context.Context, sc *storagev1.StorageClass, agentURL string) (*http.Client, error) {
+	ref := sc.Parameters[AgentCASecretParameter]
+	if ref == "" {
+		return b.http, nil
+	}
+	if !strings.HasPrefix(agentURL, "https://") {
+		return nil, status.Errorf(codes.InvalidArgument, "StorageClass %s names %s but its %s %s is not https://", sc.Name, AgentCASecretParameter, AgentURLParameter, agentURL)
+	}
+	ns, name, ok := strings.Cut(ref, "/")
+	if !ok || ns == "" || name == "" {
+		return nil, status.Errorf(codes.InvalidArgument, "StorageClass %s: %s %q: write namespace/name", sc.Name, AgentCASecretParameter, ref)
+	}
+	secret := &corev1.Secret{}
+	if err := b.c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, secret); err != nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "StorageClass %s: reading its CA Secret %s: %v", sc.Name, ref, err)
+	}
+	caPEM := secret.Data["ca.crt"]
+	if cached, ok := b.clients.Load(string(caPEM)); ok {
+		return cached.(*http.Client), nil
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, status.Errorf(codes.FailedPrecondition, "StorageClass %s: Secret %s has no PEM certificate under ca.crt", sc.Name, ref)
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	c := &http.Client{Timeout: b.http.Timeout, Transport: transport}
+	actual, _ := b.clients.LoadOrStore(string(caPEM), c)
+	return actual.(*http.Client), nil
 }
 
 func (b *btrfsBackend) classToken(ctx context.Context, sc *storagev1.StorageClass) (string, error) {

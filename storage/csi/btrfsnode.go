@@ -2,6 +2,7 @@ package csi
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -33,7 +34,10 @@ func (n *Node) stageBtrfs(req *csi.NodeStageVolumeRequest) error {
 	} else if mounted {
 		return nil
 	}
-	if local := pc[publishPath]; pc[publishNode] == n.Name && local != "" {
+	if local := pc[publishPath]; pc[publishNode] == n.Name && local != "" && n.BtrfsBase != "" {
+		if err := checkUnder(n.BtrfsBase, local); err != nil {
+			return status.Errorf(codes.PermissionDenied, "volume %s: refusing to bind-mount %s: %v", req.GetVolumeId(), local, err)
+		}
 		if _, err := os.Stat(local); err == nil {
 			if err := bindMount(local, staging, false); err != nil {
 				return status.Errorf(codes.Internal, "bind-mounting %s's subvolume %s at %s: %v", req.GetVolumeId(), local, staging, err)
@@ -52,6 +56,32 @@ func (n *Node) stageBtrfs(req *csi.NodeStageVolumeRequest) error {
 	}
 	return nil
 }
+
+// checkUnder refuses a path that is not a subvolume's data directory
+// under base, symbolic links resolved: the path comes from the agent's
+// answer, and a forged one must not get a host directory mounted into a
+// pod.
+func checkUnder(base, path string) error {
+	realBase, err := filepath.EvalSymlinks(base)
+	if err != nil {
+		return fmt.Errorf("the btrfs base %s: %w", base, err)
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		real, err = filepath.Clean(path), nil
+	}
+	if err != nil {
+		return err
+	}
+	rel, err := filepath.Rel(realBase, real)
+	if err != nil || rel == "." || strings.HasPrefix(rel, "..") || !filepath.IsAbs(path) || filepath.Base(real) != dataDirName {
+		return fmt.Errorf("it is not a volume's %s directory under the btrfs base %s (--btrfs-base)", dataDirName, base)
+	}
+	return nil
+}
+
+// dataDirName is the last element of every volume's path on the agent.
+const dataDirName = "data"
 
 // publishBtrfs bind-mounts the staged volume at the target path,
 // read-only when asked, with the pod's fsGroup given the volume's root.

@@ -33,6 +33,10 @@ type Node struct {
 	Name, IP string
 	Agent    Agent
 	Mounter  *mount.SafeFormatAndMount
+	// BtrfsBase is the local btrfs agent's base; a btrfs volume is
+	// bind-mounted from this host only when its path is under it, else it
+	// is mounted over NFS. Empty: always NFS.
+	BtrfsBase string
 }
 
 // NodeGetInfo implements csi.NodeServer.

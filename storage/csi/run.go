@@ -24,6 +24,9 @@ type Options struct {
 	// Node mode: this node, and its agent's API socket.
 	NodeName, NodeIP string
 	AgentSocket      string
+	// BtrfsBase is the btrfs volume agent's base on this node, if one
+	// runs here: only a subvolume under it is bind-mounted directly.
+	BtrfsBase string
 }
 
 // Defaults are the flag defaults of `strata csi`.
@@ -58,7 +61,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 			return err
 		}
 		defer agent.Close()
-		return Serve(ctx, o.Endpoint, identity, nil, &Node{Name: o.NodeName, IP: o.NodeIP, Agent: agent, Mounter: NewMounter()})
+		return Serve(ctx, o.Endpoint, identity, nil, &Node{Name: o.NodeName, IP: o.NodeIP, Agent: agent, Mounter: NewMounter(), BtrfsBase: o.BtrfsBase})
 	}
 	return fmt.Errorf("--mode %q: use controller or node", o.Mode)
 }

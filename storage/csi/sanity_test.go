@@ -63,9 +63,11 @@ func TestSanity(t *testing.T) {
 
 // TestSanityBtrfs runs csi-sanity against the btrfs backend: a btrfs
 // class whose agent is on this node, so volumes are staged by bind mount.
+// The agent serves TLS with a certificate its CA issued at start, and the
+// class names that CA: every call of the run goes over it.
 func TestSanityBtrfs(t *testing.T) {
 	sanity := sanityBinary(t)
-	runSanity(t, sanity, startBtrfs(t, "sanity-btrfs"))
+	runSanity(t, sanity, startBtrfs(t, "sanity-btrfs", func(o *csienv.Options) { o.BtrfsTLS = true }))
 }
 
 // startBtrfs runs the driver's btrfs path on a loop disk, with NFS-Ganesha

@@ -25,8 +25,11 @@ type Options struct {
 	// serves no btrfs volumes.
 	Base   string
 	Listen string
-	// TLSCert and TLSKey turn TLS on when both are set.
-	TLSCert, TLSKey string
+	// TLSCert and TLSKey turn TLS on when both are set. Without them,
+	// TLSCACert and TLSCAKey turn it on with a certificate the CA issues
+	// at start for this host.
+	TLSCert, TLSKey     string
+	TLSCACert, TLSCAKey string
 	// TenantsEnv is tenant:token pairs, from $AGENT_TENANTS.
 	TenantsEnv  string
 	TenantsFile string
@@ -79,6 +82,10 @@ func Run(ctx context.Context, c client.Reader, o Options) error {
 	if err != nil {
 		return err
 	}
+	tlsConfig, err := o.serverTLS()
+	if err != nil {
+		return err
+	}
 	networks, err := ParseNetworks(o.TenantNetworks)
 	if err != nil {
 		return fmt.Errorf("--tenant-networks: %w", err)
@@ -105,10 +112,10 @@ func Run(ctx context.Context, c client.Reader, o Options) error {
 	store.Notice = o.notice(logger)
 	go store.Run(ctx, o.SyncInterval, slices.Sorted(maps.Keys(byTenant)), logger)
 	go reloadTenants(ctx, tenants, load, o.SyncInterval, logger)
-	logger.Info("serving the volume API", "listen", o.Listen, "base", store.Base, "exporter", o.Exporter, "tenants", len(byTenant))
+	logger.Info("serving the volume API", "listen", o.Listen, "tls", tlsConfig != nil, "base", store.Base, "exporter", o.Exporter, "tenants", len(byTenant))
 	server := New(store, tenants)
 	server.Networks = networks
-	return Serve(ctx, o.Listen, o.TLSCert, o.TLSKey, server.Handler())
+	return Serve(ctx, o.Listen, tlsConfig, server.Handler())
 }
 
 // notice logs what the store did to stored data, and records it as a

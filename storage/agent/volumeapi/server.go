@@ -6,6 +6,7 @@ package volumeapi
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -340,8 +341,9 @@ const MaxInFlight = 64
 
 // Serve serves the handler on addr, with TLS when a certificate and key
 // are given, until ctx ends.
-func Serve(ctx context.Context, addr, certFile, keyFile string, h http.Handler) error {
+func Serve(ctx context.Context, addr string, tlsConfig *tls.Config, h http.Handler) error {
 	srv := NewHTTPServer(addr, h)
+	srv.TLSConfig = tlsConfig
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -349,8 +351,8 @@ func Serve(ctx context.Context, addr, certFile, keyFile string, h http.Handler) 
 		_ = srv.Shutdown(shutdown)
 	}()
 	var err error
-	if certFile != "" {
-		err = srv.ListenAndServeTLS(certFile, keyFile)
+	if tlsConfig != nil {
+		err = srv.ListenAndServeTLS("", "")
 	} else {
 		err = srv.ListenAndServe()
 	}

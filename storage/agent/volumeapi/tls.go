@@ -1,0 +1,137 @@
+package volumeapi
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"time"
+)
+
+// serverTLS is the TLS configuration the API serves with: the given
+// certificate and key, or else one the given CA issues at start for this
+// host's names and addresses; nil serves plain HTTP.
+func (o Options) serverTLS() (*tls.Config, error) {
+	switch {
+	case o.TLSCert != "" || o.TLSKey != "":
+		cert, err := tls.LoadX509KeyPair(o.TLSCert, o.TLSKey)
+		if err != nil {
+			return nil, fmt.Errorf("--volume-api-tls-cert/--volume-api-tls-key: %w", err)
+		}
+		return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+	case o.TLSCACert != "" || o.TLSCAKey != "":
+		caCert, err := os.ReadFile(o.TLSCACert)
+		if err != nil {
+			return nil, fmt.Errorf("--volume-api-tls-ca-cert: %w", err)
+		}
+		caKey, err := os.ReadFile(o.TLSCAKey)
+		if err != nil {
+			return nil, fmt.Errorf("--volume-api-tls-ca-key: %w", err)
+		}
+		names, ips, err := hostIdentity(o.Node)
+		if err != nil {
+			return nil, err
+		}
+		cert, err := Issue(caCert, caKey, names, ips, 365*24*time.Hour)
+		if err != nil {
+			return nil, err
+		}
+		return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+	}
+	return nil, nil
+}
+
+// hostIdentity is what a serving certificate of this host names: its
+// host name, its node name, localhost, and every address of its
+// interfaces (the agent runs on the host network).
+func hostIdentity(node string) ([]string, []net.IP, error) {
+	names := []string{"localhost"}
+	if h, err := os.Hostname(); err == nil {
+		names = append(names, h)
+	}
+	if node != "" {
+		names = append(names, node)
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing this host's addresses for its certificate: %w", err)
+	}
+	var ips []net.IP
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			ips = append(ips, n.IP)
+		}
+	}
+	return names, ips, nil
+}
+
+// Issue makes a serving certificate for names and ips, signed by the CA
+// (PEM certificate and key), valid for the given time.
+func Issue(caCertPEM, caKeyPEM []byte, names []string, ips []net.IP, valid time.Duration) (tls.Certificate, error) {
+	ca, err := tls.X509KeyPair(caCertPEM, caKeyPEM)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("the volume API's CA: %w", err)
+	}
+	caCert, err := x509.ParseCertificate(ca.Certificate[0])
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("the volume API's CA: %w", err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	now := time.Now()
+	template := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: names[0]},
+		DNSNames:     names,
+		IPAddresses:  ips,
+		NotBefore:    now.Add(-time.Hour), // a clock a little behind still accepts it
+		NotAfter:     now.Add(valid),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, template, caCert, &key.PublicKey, ca.PrivateKey)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("issuing the volume API's certificate: %w", err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der, caCert.Raw}, PrivateKey: key}, nil
+}
+
+// NewCA makes a CA for the volume API: its certificate and key, in PEM.
+// The chart makes its own with Helm; this one serves environments
+// without Helm (the CSI test environment).
+func NewCA(name string, valid time.Duration) (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		return nil, nil, err
+	}
+	now := time.Now()
+	template := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: name},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(valid), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, template, template, &key.PublicKey, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
+}
