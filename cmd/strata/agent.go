@@ -73,6 +73,7 @@ func agentCommand() *cobra.Command {
 	f.StringVar(&vo.TenantsFile, "tenants-file", vo.TenantsFile, "file of tenant:token lines (besides $AGENT_TENANTS)")
 	f.StringVar(&vo.TenantsSecret, "tenants-secret", vo.TenantsSecret, "namespace/name of a Secret whose keys are tenants and values their tokens")
 	f.StringVar(&vo.TenantNetworks, "tenant-networks", vo.TenantNetworks, "tenant:CIDR pairs, comma-separated: the networks each tenant's NFS clients may be in; a tenant not listed may export to single addresses only")
+	f.StringVar(&vo.TenantQuotas, "tenant-quotas", vo.TenantQuotas, "tenant:field=value pairs, comma-separated: volumes=SIZE (all its volumes), snapshots=SIZE and snapshotCount=N; e.g. team-a:volumes=100Gi,team-a:snapshotCount=20")
 	f.StringVar(&vo.Exporter, "exporter", vo.Exporter, "NFS server the volumes are exported through: ganesha, kernel or none")
 	f.StringVar(&vo.GaneshaExports, "ganesha-exports", vo.GaneshaExports, "file of EXPORT blocks the agent owns; NFS-Ganesha's configuration must %include it")
 	f.StringVar(&vo.GaneshaPID, "ganesha-pid-file", vo.GaneshaPID, "NFS-Ganesha's pid file, signalled to reload the exports")

@@ -80,11 +80,16 @@ func (f *Filesystem) CreateSubvolume(_ context.Context, path string) error {
 }
 
 // Snapshot makes a snapshot of the subvolume src at dst, read-only or
-// writable (a clone).
-func (f *Filesystem) Snapshot(ctx context.Context, src, dst string, readOnly bool) error {
+// writable (a clone), a member of the given level-1 qgroups from the
+// start: joined later, a snapshot's extents shared with its source would
+// leave the quota accounting inconsistent until a rescan, and unenforced.
+func (f *Filesystem) Snapshot(ctx context.Context, src, dst string, readOnly bool, groups ...GroupID) error {
 	args := []string{"subvolume", "snapshot"}
 	if readOnly {
 		args = append(args, "-r")
+	}
+	for _, g := range groups {
+		args = append(args, "-i", g.String())
 	}
 	_, err := f.Runner.Run(ctx, "btrfs", append(args, src, dst)...)
 	return err

@@ -38,6 +38,8 @@ type Options struct {
 	// TenantNetworks is tenant:CIDR pairs: where each tenant's NFS
 	// clients may be.
 	TenantNetworks string
+	// TenantQuotas is tenant:field=value pairs (ParseQuotas).
+	TenantQuotas string
 	// Exporter is ganesha, kernel or none.
 	Exporter       string
 	GaneshaExports string
@@ -90,6 +92,10 @@ func Run(ctx context.Context, c client.Reader, o Options) error {
 	if err != nil {
 		return fmt.Errorf("--tenant-networks: %w", err)
 	}
+	quotas, err := ParseQuotas(o.TenantQuotas)
+	if err != nil {
+		return fmt.Errorf("--tenant-quotas: %w", err)
+	}
 	secret, err := secretKey(o.TenantsSecret)
 	if err != nil {
 		return err
@@ -110,6 +116,7 @@ func Run(ctx context.Context, c client.Reader, o Options) error {
 	}
 	logger := log.FromContext(ctx).WithName("volumes")
 	store.Notice = o.notice(logger)
+	store.Quotas = quotas
 	go store.Run(ctx, o.SyncInterval, slices.Sorted(maps.Keys(byTenant)), logger)
 	go reloadTenants(ctx, tenants, load, o.SyncInterval, logger)
 	logger.Info("serving the volume API", "listen", o.Listen, "tls", tlsConfig != nil, "base", store.Base, "exporter", o.Exporter, "tenants", len(byTenant))

@@ -7,10 +7,12 @@ import (
 	"net/netip"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-gitops/strata/storage/agent/volumes"
@@ -224,4 +226,49 @@ func LoadTenants(ctx context.Context, env, file string, c client.Reader, secret 
 		return nil, fmt.Errorf("no tenants configured: set AGENT_TENANTS (tenant:token,...), --tenants-file or --tenants-secret")
 	}
 	return all, nil
+}
+
+// ParseQuotas reads "tenant:field=value" pairs separated by commas or new
+// lines, the format of --tenant-quotas: fields volumes and snapshots
+// (sizes such as 100Gi) and snapshotCount.
+func ParseQuotas(s string) (map[string]volumes.Quota, error) {
+	out := map[string]volumes.Quota{}
+	for _, line := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == '\n' }) {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, setting, ok := strings.Cut(line, ":")
+		field, value, ok2 := strings.Cut(setting, "=")
+		name, field, value = strings.TrimSpace(name), strings.TrimSpace(field), strings.TrimSpace(value)
+		if !ok || !ok2 {
+			return nil, fmt.Errorf("tenant quota %q is not tenant:field=value", line)
+		}
+		if err := volumes.CheckName("tenant", name); err != nil {
+			return nil, fmt.Errorf("tenant quota %q: %w", line, err)
+		}
+		q := out[name]
+		switch field {
+		case "volumes", "snapshots":
+			size, err := resource.ParseQuantity(value)
+			if err != nil || size.Sign() <= 0 {
+				return nil, fmt.Errorf("tenant quota %q: %q is not a size such as 100Gi", line, value)
+			}
+			if field == "volumes" {
+				q.VolumeBytes = size.Value()
+			} else {
+				q.SnapshotBytes = size.Value()
+			}
+		case "snapshotCount":
+			n, err := strconv.Atoi(value)
+			if err != nil || n <= 0 {
+				return nil, fmt.Errorf("tenant quota %q: %q is not a positive count", line, value)
+			}
+			q.Snapshots = n
+		default:
+			return nil, fmt.Errorf("tenant quota %q: field %q: use volumes, snapshots or snapshotCount", line, field)
+		}
+		out[name] = q
+	}
+	return out, nil
 }

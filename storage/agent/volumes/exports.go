@@ -229,10 +229,11 @@ func (s *Store) SyncExports(ctx context.Context) error {
 	return s.serveExports(ctx, ticket)
 }
 
-// Run brings the exports and the configured tenants' layout in order at start, then keeps
-// the exports in sync every interval until ctx ends: a restarted NFS
-// server, or one changed by hand, is put back. A failed sync is retried
-// sooner, backing off from a second up to the interval.
+// Run brings the exports and the configured tenants' layout in order at
+// start, then, every interval until ctx ends, keeps the exports in sync
+// (a restarted NFS server, or one changed by hand, is put back) and
+// nested subvolumes under their tenant's quota. A failed export sync is
+// retried sooner, backing off from a second up to the interval.
 func (s *Store) Run(ctx context.Context, interval time.Duration, tenants []string, log logr.Logger) {
 	if err := s.Sweep(ctx, tenants); err != nil {
 		log.Error(err, "clearing what a crash left in the volume layout")
@@ -249,6 +250,9 @@ func (s *Store) Run(ctx context.Context, interval time.Duration, tenants []strin
 			wait, backoff = backoff, min(2*backoff, interval)
 		} else {
 			backoff = time.Second
+		}
+		if err := s.AdoptNested(ctx); err != nil {
+			log.Error(err, "putting nested subvolumes under their tenant's quota")
 		}
 		select {
 		case <-ctx.Done():

@@ -24,6 +24,7 @@ func (s *Store) CreateSnapshot(ctx context.Context, tenant string, req SnapshotR
 	// The volume first, then the snapshot: the order Delete takes them in.
 	defer s.locks.lock(tenant + "/" + req.Volume)()
 	defer s.locks.lock(tenant + "/" + snapshotsDir + "/" + req.Name)()
+	defer s.quotaLock(tenant)()
 	if have, err := s.getSnapshot(tenant, req.Name); err == nil {
 		if have.Volume != req.Volume {
 			return Snapshot{}, false, newError(Conflict, "snapshot %s exists, of volume %s", req.Name, have.Volume)
@@ -36,11 +37,18 @@ func (s *Store) CreateSnapshot(ctx context.Context, tenant string, req SnapshotR
 	if err != nil {
 		return Snapshot{}, false, err
 	}
+	if err := s.checkSnapshotQuota(tenant, v.SizeBytes); err != nil {
+		return Snapshot{}, false, err
+	}
+	groups, err := s.tenantGroups(ctx, tenant)
+	if err != nil {
+		return Snapshot{}, false, err
+	}
 	dir := s.snapshotDir(tenant, req.Name)
 	if err := s.prepareDir(dir); err != nil {
 		return Snapshot{}, false, err
 	}
-	if err := s.FS.Snapshot(ctx, v.Path, filepath.Join(dir, dataDir), true); err != nil {
+	if err := s.FS.Snapshot(ctx, v.Path, filepath.Join(dir, dataDir), true, groups...); err != nil {
 		return Snapshot{}, false, err
 	}
 	snap = Snapshot{Name: req.Name, Volume: req.Volume, SizeBytes: v.SizeBytes, CreatedAt: time.Now().UTC()}
@@ -133,6 +141,7 @@ func (s *Store) Clone(ctx context.Context, tenant string, req CloneRequest) (v V
 		return Volume{}, false, err
 	}
 	defer s.locks.lock(tenant + "/" + req.Name)()
+	defer s.quotaLock(tenant)()
 	if have, err := s.get(tenant, req.Name); err == nil {
 		if have.Source == nil || *have.Source != req.Source || have.SizeBytes != size {
 			return Volume{}, false, newError(Conflict, "volume %s exists, not as a %d-byte clone of %s", req.Name, size, describe(req.Source))
@@ -144,11 +153,18 @@ func (s *Store) Clone(ctx context.Context, tenant string, req CloneRequest) (v V
 	if err := s.checkRoom(req.Name, size); err != nil {
 		return Volume{}, false, err
 	}
+	if err := s.checkVolumeQuota(tenant, req.Name, size); err != nil {
+		return Volume{}, false, err
+	}
+	groups, err := s.tenantGroups(ctx, tenant)
+	if err != nil {
+		return Volume{}, false, err
+	}
 	dir := s.volumeDir(tenant, req.Name)
 	if err := s.prepareDir(dir); err != nil {
 		return Volume{}, false, err
 	}
-	if err := s.FS.Snapshot(ctx, src.Path, filepath.Join(dir, dataDir), false); err != nil {
+	if err := s.FS.Snapshot(ctx, src.Path, filepath.Join(dir, dataDir), false, groups...); err != nil {
 		return Volume{}, false, err
 	}
 	source := req.Source

@@ -46,6 +46,12 @@ type Store struct {
 	// Notice reports an action on stored data that an admin should
 	// see, such as a leftover moved to quarantine; nil reports nothing.
 	Notice func(reason, message string)
+	// Quotas bound tenants' volumes and snapshots; set before use.
+	Quotas map[string]Quota
+
+	// groups are the tenants' qgroups made so far; adopted, the nested
+	// subvolumes reported.
+	groups, adopted sync.Map
 
 	locks keyedMutex
 	// exports guards the export index and the sync counters below.

@@ -88,6 +88,7 @@ func (s *Store) Create(ctx context.Context, tenant string, req CreateRequest) (v
 		return Volume{}, false, err
 	}
 	defer s.locks.lock(tenant + "/" + req.Name)()
+	defer s.quotaLock(tenant)()
 	if have, err := s.get(tenant, req.Name); err == nil {
 		if have.SizeBytes != req.SizeBytes {
 			return Volume{}, false, newError(Conflict, "volume %s exists with %d bytes, not %d", req.Name, have.SizeBytes, req.SizeBytes)
@@ -99,11 +100,17 @@ func (s *Store) Create(ctx context.Context, tenant string, req CreateRequest) (v
 	if err := s.checkRoom(req.Name, req.SizeBytes); err != nil {
 		return Volume{}, false, err
 	}
+	if err := s.checkVolumeQuota(tenant, req.Name, req.SizeBytes); err != nil {
+		return Volume{}, false, err
+	}
 	dir := s.volumeDir(tenant, req.Name)
 	if err := s.prepareDir(dir); err != nil {
 		return Volume{}, false, err
 	}
 	if err := s.FS.CreateSubvolume(ctx, filepath.Join(dir, dataDir)); err != nil {
+		return Volume{}, false, err
+	}
+	if err := s.joinTenantGroup(ctx, tenant, filepath.Join(dir, dataDir)); err != nil {
 		return Volume{}, false, err
 	}
 	v = Volume{Name: req.Name, SizeBytes: req.SizeBytes, CreatedAt: time.Now().UTC()}
@@ -275,6 +282,7 @@ func (s *Store) Update(ctx context.Context, tenant, name string, req UpdateReque
 		return Volume{}, err
 	}
 	defer s.locks.lock(tenant + "/" + name)()
+	defer s.quotaLock(tenant)()
 	v, err := s.get(tenant, name)
 	if err != nil {
 		return Volume{}, err
@@ -288,6 +296,9 @@ func (s *Store) Update(ctx context.Context, tenant, name string, req UpdateReque
 	}
 	if size > v.SizeBytes {
 		if err := s.checkRoom(name, size-v.SizeBytes); err != nil {
+			return Volume{}, err
+		}
+		if err := s.checkVolumeQuota(tenant, name, size); err != nil {
 			return Volume{}, err
 		}
 	}

@@ -1,0 +1,149 @@
+package volumes
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"github.com/strata-gitops/strata/storage/btrfs"
+)
+
+// Quota bounds what one tenant may hold; a zero field is no bound.
+type Quota struct {
+	// VolumeBytes bounds the sum of the tenant's volume sizes, checked
+	// on create, clone and expand.
+	VolumeBytes int64
+	// SnapshotBytes bounds the sum of its snapshots' sizes, and
+	// Snapshots their number, checked on snapshot.
+	SnapshotBytes int64
+	Snapshots     int
+}
+
+// total is what the tenant's subvolumes may reference in all, the limit
+// of its level-1 qgroup, which the kernel enforces on every write: a
+// subvolume a tenant nests inside a volume escapes the volume's own
+// quota, never the tenant's once it is adopted.
+func (q Quota) total() int64 {
+	if q.VolumeBytes == 0 {
+		return 0
+	}
+	return q.VolumeBytes + q.SnapshotBytes
+}
+
+// quotaLock serialises, for a tenant with a quota, the check of its
+// totals with the change that follows; tenants without one go
+// unserialised.
+func (s *Store) quotaLock(tenant string) func() {
+	if _, ok := s.Quotas[tenant]; !ok {
+		return func() {}
+	}
+	return s.locks.lock(".quota/" + tenant)
+}
+
+// checkVolumeQuota refuses to let volume name have size bytes when the
+// tenant's volumes would then be over its quota.
+func (s *Store) checkVolumeQuota(tenant, name string, size int64) error {
+	q := s.Quotas[tenant]
+	if q.VolumeBytes == 0 {
+		return nil
+	}
+	volumes, err := s.records(tenant)
+	if err != nil {
+		return err
+	}
+	total := size
+	for _, v := range volumes {
+		if v.Name != name {
+			total += v.SizeBytes
+		}
+	}
+	if total > q.VolumeBytes {
+		return newError(NoSpace, "tenant %s: its volumes would be %d bytes, over its quota of %d: delete or shrink others, or ask the agent's admin for more (--tenant-quotas)",
+			tenant, total, q.VolumeBytes)
+	}
+	return nil
+}
+
+// checkSnapshotQuota refuses one more snapshot of size bytes over the
+// tenant's snapshot quota.
+func (s *Store) checkSnapshotQuota(tenant string, size int64) error {
+	q := s.Quotas[tenant]
+	if q.SnapshotBytes == 0 && q.Snapshots == 0 {
+		return nil
+	}
+	snaps, err := s.ListSnapshots(tenant, "")
+	if err != nil {
+		return err
+	}
+	total := size
+	for _, snap := range snaps {
+		total += snap.SizeBytes
+	}
+	switch {
+	case q.Snapshots > 0 && len(snaps)+1 > q.Snapshots:
+		return newError(NoSpace, "tenant %s: it has %d snapshots, its quota: delete one first (--tenant-quotas)", tenant, len(snaps))
+	case q.SnapshotBytes > 0 && total > q.SnapshotBytes:
+		return newError(NoSpace, "tenant %s: its snapshots would be %d bytes, over its quota of %d: delete one first (--tenant-quotas)", tenant, total, q.SnapshotBytes)
+	}
+	return nil
+}
+
+// tenantGroups is the tenant's level-1 qgroup, made and limited on first
+// use, as the list a snapshot joins at creation; none for a tenant
+// without a quota.
+func (s *Store) tenantGroups(ctx context.Context, tenant string) ([]btrfs.GroupID, error) {
+	limit := s.Quotas[tenant].total()
+	if limit == 0 {
+		return nil, nil
+	}
+	group := btrfs.GroupFor(s.Base + "/" + tenant)
+	if _, done := s.groups.Load(group); !done {
+		if err := s.FS.EnsureGroup(ctx, group, limit); err != nil {
+			return nil, fmt.Errorf("tenant %s: its quota group: %w", tenant, err)
+		}
+		s.groups.Store(group, true)
+	}
+	return []btrfs.GroupID{group}, nil
+}
+
+// joinTenantGroup puts a subvolume of the tenant that shares no data
+// (a new volume, or one nested in a volume) in its level-1 qgroup.
+func (s *Store) joinTenantGroup(ctx context.Context, tenant, path string) error {
+	groups, err := s.tenantGroups(ctx, tenant)
+	for _, g := range groups {
+		err = s.FS.JoinGroup(ctx, path, g)
+	}
+	return err
+}
+
+// AdoptNested puts the subvolumes nested in the volumes of tenants with
+// a quota into their tenant's qgroup, and reports each: a process with a
+// volume mounted can make a subvolume in it, which no quota covers until
+// it is adopted. Run at start and every sync interval.
+func (s *Store) AdoptNested(ctx context.Context) error {
+	for tenant, q := range s.Quotas {
+		if q.total() == 0 {
+			continue
+		}
+		volumes, err := s.records(tenant)
+		if err != nil {
+			return err
+		}
+		for _, v := range volumes {
+			data := filepath.Join(s.volumeDir(tenant, v.Name), dataDir)
+			nested, err := s.FS.Nested(ctx, data)
+			if err != nil {
+				return err
+			}
+			for _, n := range nested {
+				if err := s.joinTenantGroup(ctx, tenant, n); err != nil {
+					return err
+				}
+				if _, seen := s.adopted.LoadOrStore(n, true); !seen && s.Notice != nil {
+					s.Notice("NestedSubvolume", fmt.Sprintf("subvolume %s was made inside volume %s of tenant %s; it now counts against the tenant's quota", n, v.Name, tenant))
+				}
+			}
+		}
+	}
+	return nil
+}

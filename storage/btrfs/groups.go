@@ -1,0 +1,105 @@
+package btrfs
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// GroupID is a level-1 qgroup ("1/<id>"): a quota over several
+// subvolumes at once, such as all of one tenant's.
+type GroupID uint64
+
+func (g GroupID) String() string { return fmt.Sprintf("1/%d", uint64(g)) }
+
+// GroupFor is the level-1 qgroup of a name: a hash, so that it needs no
+// state kept and is the same after a restart.
+func GroupFor(name string) GroupID {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(name))
+	return GroupID(h.Sum64()&(1<<47-1) | 1) // qgroup ids are 48 bits; never 0
+}
+
+// EnsureGroup makes the level-1 qgroup if it is missing and sets its
+// limit on referenced bytes (0: no limit).
+func (f *Filesystem) EnsureGroup(ctx context.Context, g GroupID, limit int64) error {
+	out, err := f.Runner.Run(ctx, "btrfs", "qgroup", "show", "--raw", f.Path)
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(string(out), g.String()+" ") {
+		if _, err := f.Runner.Run(ctx, "btrfs", "qgroup", "create", g.String(), f.Path); err != nil {
+			return fmt.Errorf("creating qgroup %s: %w", g, err)
+		}
+	}
+	value := "none"
+	if limit > 0 {
+		value = strconv.FormatInt(limit, 10)
+	}
+	if _, err := f.Runner.Run(ctx, "btrfs", "qgroup", "limit", value, g.String(), f.Path); err != nil {
+		return fmt.Errorf("limiting qgroup %s to %s: %w", g, value, err)
+	}
+	return nil
+}
+
+// JoinGroup makes the subvolume at path a member of the level-1 qgroup,
+// so that its bytes count against the group's limit too. Joining again
+// is a no-op.
+func (f *Filesystem) JoinGroup(ctx context.Context, path string, g GroupID) error {
+	id, err := SubvolumeID(path)
+	if err != nil {
+		return err
+	}
+	_, err = f.Runner.Run(ctx, "btrfs", "qgroup", "assign", fmt.Sprintf("0/%d", id), g.String(), f.Path)
+	if err != nil && !strings.Contains(err.Error(), "File exists") {
+		return fmt.Errorf("adding subvolume %s to qgroup %s: %w", path, g, err)
+	}
+	return nil
+}
+
+var subvolumeLine = regexp.MustCompile(`(?m)^ID (\d+) .* path (.+)$`)
+
+// Nested lists the subvolumes inside the subvolume at path, at any depth,
+// by their paths: made by whoever writes into it, they are not under its
+// quota.
+func (f *Filesystem) Nested(ctx context.Context, path string) ([]string, error) {
+	var found []string
+	seen := map[string]bool{}
+	queue := []string{path}
+	for len(queue) > 0 {
+		dir := queue[0]
+		queue = queue[1:]
+		out, err := f.Runner.Run(ctx, "btrfs", "subvolume", "list", "-o", dir)
+		if err != nil {
+			return nil, fmt.Errorf("listing the subvolumes in %s: %w", dir, err)
+		}
+		for _, m := range subvolumeLine.FindAllStringSubmatch(string(out), -1) {
+			// The path is from the filesystem's top; the part below dir is
+			// what matters, and it ends the same way.
+			nested, ok := below(dir, m[2])
+			if !ok || seen[nested] {
+				continue
+			}
+			seen[nested] = true
+			found = append(found, nested)
+			queue = append(queue, nested)
+		}
+	}
+	return found, nil
+}
+
+// below finds, for a path from the filesystem's top, the same subvolume
+// under dir, by the longest suffix of dir the path continues.
+func below(dir, fromTop string) (string, bool) {
+	parts := strings.Split(strings.Trim(dir, "/"), "/")
+	for i := range parts {
+		prefix := strings.Join(parts[i:], "/") + "/"
+		if rest, ok := strings.CutPrefix(fromTop, prefix); ok {
+			return dir + "/" + rest, true
+		}
+	}
+	return "", false
+}
