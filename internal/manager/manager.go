@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/strata-gitops/strata/internal/httpserver"
 	"github.com/strata-gitops/strata/internal/scheme"
 	"github.com/strata-gitops/strata/reconciler/kustomization"
 	"github.com/strata-gitops/strata/sources/artifact"
@@ -180,7 +181,7 @@ func controllerConfig(o Options) config.Controller {
 // httpServer runs an HTTP server for as long as the manager runs.
 func httpServer(addr string, h http.Handler) manager.RunnableFunc {
 	return func(ctx context.Context) error {
-		srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
+		srv := httpserver.New(addr, h)
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			return fmt.Errorf("listening on %s: %w", addr, err)

@@ -14,13 +14,13 @@ import (
 	"os"
 	"path/filepath"
 	"sync/atomic"
-	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-gitops/strata/internal/controlplane"
 	"github.com/strata-gitops/strata/internal/gitserver"
+	"github.com/strata-gitops/strata/internal/httpserver"
 	"github.com/strata-gitops/strata/internal/manager"
 	"github.com/strata-gitops/strata/internal/scheme"
 )
@@ -135,7 +135,7 @@ func serveGit(o Options, onPush func()) (stop func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("serving git on %s: %w (is another strata up running?)", o.GitAddr, err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := httpserver.New("", h)
 	go func() { _ = srv.Serve(ln) }()
 	return func() { _ = srv.Close() }, nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/strata-gitops/strata/internal/httpserver"
 	"github.com/strata-gitops/strata/storage/agent/volumes"
 	"github.com/strata-gitops/strata/storage/btrfs"
 )
@@ -335,14 +336,10 @@ func (r *statusRecorder) WriteHeader(code int) {
 	r.ResponseWriter.WriteHeader(code)
 }
 
-// MaxInFlight bounds the requests served at once; more are answered 503
-// with Retry-After, which the CSI driver's calls are retried on.
-const MaxInFlight = 64
-
 // Serve serves the handler on addr, with TLS when a certificate and key
 // are given, until ctx ends.
 func Serve(ctx context.Context, addr string, tlsConfig *tls.Config, h http.Handler) error {
-	srv := NewHTTPServer(addr, h)
+	srv := httpserver.New(addr, h)
 	srv.TLSConfig = tlsConfig
 	go func() {
 		<-ctx.Done()
@@ -360,30 +357,4 @@ func Serve(ctx context.Context, addr string, tlsConfig *tls.Config, h http.Handl
 		return nil
 	}
 	return err
-}
-
-// NewHTTPServer is the HTTP server of the API on addr: deadlines on every
-// phase of a connection, so a slow or stuck client holds nothing for
-// long, and at most MaxInFlight requests at once.
-func NewHTTPServer(addr string, h http.Handler) *http.Server {
-	return &http.Server{Addr: addr, Handler: LimitInFlight(h, MaxInFlight),
-		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-		WriteTimeout: 5 * time.Minute, IdleTimeout: 2 * time.Minute}
-}
-
-// LimitInFlight answers 503 to a request that arrives while n others are
-// being served.
-func LimitInFlight(h http.Handler, n int) http.Handler {
-	slots := make(chan struct{}, n)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case slots <- struct{}{}:
-			defer func() { <-slots }()
-			h.ServeHTTP(w, r)
-		default:
-			w.Header().Set("Retry-After", "1")
-			writeJSON(w, http.StatusServiceUnavailable, errorBody{Reason: "Busy",
-				Error: fmt.Sprintf("the agent is serving %d requests already; retry", n)})
-		}
-	})
 }

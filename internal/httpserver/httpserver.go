@@ -1,0 +1,41 @@
+// Package httpserver makes strata's HTTP servers with the same limits:
+// a deadline on every phase of a connection, so that a slow or stuck
+// client holds nothing for long, and a bound on requests served at once.
+package httpserver
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// MaxInFlight bounds the requests a server serves at once; more are
+// answered 503 with Retry-After.
+const MaxInFlight = 64
+
+// New is an HTTP server of h on addr with strata's deadlines and bound.
+func New(addr string, h http.Handler) *http.Server {
+	return &http.Server{Addr: addr, Handler: LimitInFlight(h, MaxInFlight),
+		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 5 * time.Minute, IdleTimeout: 2 * time.Minute}
+}
+
+// LimitInFlight answers 503 to a request that arrives while n others are
+// being served.
+func LimitInFlight(h http.Handler, n int) http.Handler {
+	slots := make(chan struct{}, n)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case slots <- struct{}{}:
+			defer func() { <-slots }()
+			h.ServeHTTP(w, r)
+		default:
+			w.Header().Set("Retry-After", "1")
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_ = json.NewEncoder(w).Encode(map[string]string{"reason": "Busy",
+				"error": fmt.Sprintf("the server is serving %d requests already; retry", n)})
+		}
+	})
+}
