@@ -113,6 +113,21 @@ func (n *node) wait(lv *storagev1alpha1.LogicalVolume, status metav1.ConditionSt
 	return got
 }
 
+// deleteAndWait deletes the object and waits until the agent let it go.
+func (n *node) deleteAndWait(obj *storagev1alpha1.LogicalVolume) {
+	n.t.Helper()
+	ctx := context.Background()
+	if err := n.c.Delete(ctx, obj); err != nil {
+		n.t.Fatal(err)
+	}
+	testenv.Eventually(n.t, timeout, func() error {
+		if err := n.c.Get(ctx, client.ObjectKeyFromObject(obj), &storagev1alpha1.LogicalVolume{}); err == nil {
+			return fmt.Errorf("%s still exists", obj.Name)
+		}
+		return nil
+	})
+}
+
 func loopback(t *testing.T) *lvm.Loopback {
 	t.Helper()
 	m, err := lvm.NewLoopback(t.TempDir())
@@ -164,15 +179,7 @@ func TestLogicalVolumeLifecycle(t *testing.T) {
 	n.wait(n.volume("no-such-class", "1Mi", ""), "False", agent.ClassUnknownReason)
 
 	for _, obj := range []*storagev1alpha1.LogicalVolume{snap, v} {
-		if err := n.c.Delete(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
-		testenv.Eventually(t, timeout, func() error {
-			if err := n.c.Get(ctx, client.ObjectKeyFromObject(obj), &storagev1alpha1.LogicalVolume{}); err == nil {
-				return fmt.Errorf("%s still exists", obj.Name)
-			}
-			return nil
-		})
+		n.deleteAndWait(obj)
 		if _, err := lvm.FindVolume(ctx, m, n.thin, obj.Spec.Name); !errors.Is(err, lvm.ErrNotFound) {
 			t.Fatalf("volume of deleted %s: %v", obj.Name, err)
 		}
@@ -261,15 +268,7 @@ func TestVolumesNotTaggedForTheObjectAreNeverTouched(t *testing.T) {
 		if c := apimeta.FindStatusCondition(got.Status.Conditions, meta.ReadyCondition); !strings.Contains(c.Message, "never adopts") {
 			t.Fatalf("condition %q does not say the volume is not adopted", c.Message)
 		}
-		if err := n.c.Delete(ctx, got); err != nil {
-			t.Fatal(err)
-		}
-		testenv.Eventually(t, timeout, func() error {
-			if err := n.c.Get(ctx, client.ObjectKeyFromObject(lv), &storagev1alpha1.LogicalVolume{}); err == nil {
-				return fmt.Errorf("%s still exists", lv.Name)
-			}
-			return nil
-		})
+		n.deleteAndWait(got)
 		vol, err := lvm.FindVolume(ctx, m, n.thin, name)
 		if err != nil || vol.Size != 8*mib {
 			t.Fatalf("the volume that was not the object's, after the object went: %+v, %v; want it there at 8 MiB", vol, err)
