@@ -54,7 +54,7 @@ func agentCommand() *cobra.Command {
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster configuration when empty")
 	f.StringVar(&o.NodeName, "node-name", o.NodeName, "this node's name (default: $NODE_NAME)")
 	f.StringVar(&o.Namespace, "namespace", o.Namespace, "namespace of the LVMClusters and of this node's LVMVolumeGroupNodeStatus")
-	f.StringVar(&o.Backend, "backend", o.Backend, "volume manager: lvm2, loopback (logical volumes as loop-device files, for kernels without device-mapper) or auto")
+	f.StringVar(&o.Backend, "backend", o.Backend, "volume manager: lvm2, or loopback (logical volumes as loop-device files, for development machines whose kernel lacks device-mapper; only when named)")
 	f.StringVar(&o.LoopbackDir, "loopback-dir", o.LoopbackDir, "where the loopback backend keeps volume files")
 	f.Uint64Var(&o.MinDeviceSize, "min-device-size", o.MinDeviceSize, "smallest device, in bytes, a device class uses")
 	f.StringVar(&o.DiscoverLoopDir, "discover-loop-devices-under", o.DiscoverLoopDir,

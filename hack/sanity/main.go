@@ -25,7 +25,7 @@ import (
 
 func main() {
 	backend := flag.String("backend", "lvm", "driver backend to test: lvm or btrfs")
-	agentBackend := flag.String("agent-backend", "auto", "lvm only: the agent's volume manager, lvm2, loopback or auto")
+	agentBackend := flag.String("agent-backend", "loopback", "lvm only: the agent's volume manager, lvm2 or loopback")
 	flag.Parse()
 	code, err := run(*backend, *agentBackend, flag.Args())
 	if err != nil {

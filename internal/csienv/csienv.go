@@ -42,7 +42,7 @@ type Options struct {
 	// Class is the thin device class, the default one.
 	Class    string
 	DiskSize int64
-	// Backend is the agent's: loopback, lvm2 or auto.
+	// Backend is the agent's: loopback or lvm2.
 	Backend string
 	// Ready bounds the wait for the agent to report capacity.
 	Ready time.Duration
@@ -67,7 +67,7 @@ func orDefault(cfg, fallback *rest.Config) *rest.Config {
 // class "thin" overprovisioned tenfold, so that csi-sanity's 10 GiB
 // volumes fit.
 func Defaults(dir string) Options {
-	return Options{Dir: dir, Node: "sanity-node", Class: "thin", DiskSize: 8 << 30, Backend: "auto", Ready: 2 * time.Minute}
+	return Options{Dir: dir, Node: "sanity-node", Class: "thin", DiskSize: 8 << 30, Backend: "loopback", Ready: 2 * time.Minute}
 }
 
 // Env is a running CSI path.

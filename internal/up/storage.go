@@ -74,7 +74,8 @@ func startAgent(ctx context.Context, cfg *rest.Config, c client.Client, o Option
 		return nil, nil, err
 	}
 	ao := agent.Defaults()
-	ao.NodeName, ao.Namespace = NodeName, "strata-system"
+	// Loop files: strata up is for trying strata out, on any kernel.
+	ao.NodeName, ao.Namespace, ao.Backend = NodeName, "strata-system", "loopback"
 	ao.LoopbackDir, ao.MinDeviceSize = filepath.Join(o.StateDir, "loopback"), 64<<20
 	ao.MetricsAddr, ao.HealthProbeAddr = "0", "0"
 	ao.APISocket = filepath.Join(o.StateDir, "agent.sock")
@@ -99,8 +100,7 @@ func startAgent(ctx context.Context, cfg *rest.Config, c client.Client, o Option
 		parts = append(parts, func() error { return <-host.done })
 	}
 	done := runAll(parts...)
-	_, backend, _ := agent.VolumeManager(ao)
-	say("storage agent started as node %s (%s backend) with disks %s and %s", NodeName, backend, disks["disk_1"], disks["disk_2"])
+	say("storage agent started as node %s (%s backend) with disks %s and %s", NodeName, ao.Backend, disks["disk_1"], disks["disk_2"])
 	say("CSI driver %s: controller %s, node %s", csi.DriverName, controller.Endpoint, node.Endpoint)
 	return done, detach, nil
 }

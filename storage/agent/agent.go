@@ -24,8 +24,8 @@ import (
 type Options struct {
 	NodeName  string
 	Namespace string // where the LVMClusters and the node's status live
-	// Backend is lvm2, loopback, or auto: lvm2 where the kernel has
-	// device-mapper, loopback elsewhere.
+	// Backend is lvm2, or loopback, which keeps logical volumes in loop
+	// files and is only ever used when named.
 	Backend       string
 	LoopbackDir   string
 	MinDeviceSize uint64
@@ -43,29 +43,26 @@ type Options struct {
 // network, so its metrics listen on localhost unless told otherwise:
 // they name the node's devices and volumes.
 func Defaults() Options {
-	return Options{NodeName: os.Getenv("NODE_NAME"), Namespace: "strata-system", Backend: "auto",
+	return Options{NodeName: os.Getenv("NODE_NAME"), Namespace: "strata-system", Backend: "lvm2",
 		LoopbackDir: "/var/lib/strata/loopback", MinDeviceSize: 1 << 30, FullThreshold: 90,
 		MetricsAddr: "127.0.0.1:8082", HealthProbeAddr: ":8083",
 		APISocket: "/run/strata/agent.sock"}
 }
 
-// VolumeManager returns the backend the options name.
-func VolumeManager(o Options) (lvm.Manager, string, error) {
-	backend := o.Backend
-	if backend == "auto" {
-		backend = "lvm2"
-		if !lvm.KernelHasDeviceMapper() {
-			backend = "loopback"
-		}
-	}
-	switch backend {
+// VolumeManager returns the backend the options name. The loopback
+// manager is never chosen for the user: production data must not land
+// in loop files because a kernel lacks device-mapper.
+func VolumeManager(o Options) (lvm.Manager, error) {
+	switch o.Backend {
 	case "lvm2":
-		return lvm.NewLVM2(), backend, nil
+		return lvm.NewLVM2(), nil
 	case "loopback":
-		m, err := lvm.NewLoopback(filepath.Clean(o.LoopbackDir))
-		return m, backend, err
+		return lvm.NewLoopback(filepath.Clean(o.LoopbackDir))
+	case "auto":
+		return nil, fmt.Errorf("--backend auto is gone: it chose loop files where the kernel lacks device-mapper; " +
+			"use lvm2, or name loopback for a development machine")
 	}
-	return nil, "", fmt.Errorf("--backend %q: use lvm2, loopback or auto", o.Backend)
+	return nil, fmt.Errorf("--backend %q: use lvm2, or loopback for a development machine", o.Backend)
 }
 
 // NewManager assembles the agent: the volume-group and LogicalVolume
@@ -74,11 +71,11 @@ func NewManager(_ context.Context, cfg *rest.Config, o Options) (manager.Manager
 	if o.NodeName == "" {
 		return nil, fmt.Errorf("the agent needs its node's name: set --node-name or NODE_NAME (the downward API's spec.nodeName)")
 	}
-	m, backend, err := VolumeManager(o)
+	m, err := VolumeManager(o)
 	if err != nil {
 		return nil, err
 	}
-	ctrl.Log.Info("volume manager", "backend", backend, "node", o.NodeName)
+	ctrl.Log.Info("volume manager", "backend", o.Backend, "node", o.NodeName)
 	mgr, err := ctrl.NewManager(cfg, manager.Options{
 		Scheme:                 scheme.New(),
 		Metrics:                metricsserver.Options{BindAddress: o.MetricsAddr},
@@ -89,6 +86,7 @@ func NewManager(_ context.Context, cfg *rest.Config, o Options) (manager.Manager
 	}
 	events := mgr.GetEventRecorder("strata-agent")
 	vg := &VolumeGroupReconciler{Client: mgr.GetClient(), Node: o.NodeName, Namespace: o.Namespace, LVM: m,
+		NoDeviceMapper: o.Backend == "lvm2" && !lvm.KernelHasDeviceMapper(),
 		Disks: disks.NewInspector(m), MinDeviceSize: o.MinDeviceSize, DiscoverLoopDir: o.DiscoverLoopDir, FullThreshold: o.FullThreshold, Events: events}
 	if err := vg.SetupWithManager(mgr); err != nil {
 		return nil, err

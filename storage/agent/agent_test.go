@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/fluxcd/pkg/apis/meta"
@@ -14,6 +15,7 @@ import (
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"github.com/strata-gitops/strata/internal/testenv"
 	"github.com/strata-gitops/strata/storage/agent"
+	"github.com/strata-gitops/strata/storage/lvm"
 )
 
 // The assembled agent, end to end on a loop disk: an LVMCluster becomes a
@@ -60,4 +62,39 @@ func TestAgentFromLVMClusterToDevice(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// Loop files are never chosen for the user: the old "auto" is refused,
+// and an lvm2 agent on a kernel without device-mapper fails its classes,
+// saying so, rather than keeping data in loop files.
+func TestTheLoopbackManagerIsOnlyUsedByName(t *testing.T) {
+	o := agent.Defaults()
+	if o.Backend != "lvm2" {
+		t.Fatalf("the default backend is %q, want lvm2", o.Backend)
+	}
+	o.Backend = "auto"
+	if _, err := agent.VolumeManager(o); err == nil || !strings.Contains(err.Error(), "loopback") {
+		t.Fatalf("VolumeManager(auto) = %v, want a refusal naming loopback", err)
+	}
+
+	env, m, nodeName := vgNode(t, "nodm")
+	c, ctx := env.Client, context.Background()
+	class := fmt.Sprintf("nodm-%d-%d", os.Getpid(), counter.Add(1))
+	disk := testenv.LoopDisk(t, 128*mib)
+	cluster := &storagev1alpha1.LVMCluster{ObjectMeta: metav1.ObjectMeta{Name: nodeName, Namespace: nodeName},
+		Spec: storagev1alpha1.LVMClusterSpec{Storage: storagev1alpha1.Storage{DeviceClasses: []storagev1alpha1.DeviceClass{
+			{Name: class, DeviceSelector: &storagev1alpha1.DeviceSelector{Paths: []storagev1alpha1.DevicePath{storagev1alpha1.DevicePath(disk)}}}}}}}
+	if err := c.Create(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	runVolumeGroups(t, env, m, nodeName, func(r *agent.VolumeGroupReconciler) { r.NoDeviceMapper = true })
+	waitClasses(t, c, nodeName, func(byName map[string]storagev1alpha1.DeviceClassNodeStatus) error {
+		if st := byName[class]; st.State != agent.StateFailed || !strings.Contains(st.Reason, "no device-mapper") {
+			return fmt.Errorf("class on a node without device-mapper: %+v, want Failed saying so", st)
+		}
+		return nil
+	})
+	if _, err := lvm.FindVolumeGroupOf(ctx, m, class); err == nil {
+		t.Fatal("a volume group was made on a node whose lvm2 cannot make logical volumes")
+	}
 }

@@ -59,6 +59,9 @@ type VolumeGroupReconciler struct {
 	// thin pool takes no new volume (default 90).
 	FullThreshold float64
 	Events        events.EventRecorder
+	// NoDeviceMapper says the kernel has no device-mapper, so lvm2 can
+	// make no logical volume here: every class fails, saying so.
+	NoDeviceMapper bool
 
 	capacity map[string]uint64 // per class, from the current reconcile
 }
@@ -201,6 +204,10 @@ func (r *VolumeGroupReconciler) reconcileClass(ctx context.Context, cluster *sto
 		failed := r.failClass(cluster, dc, format, args...)
 		st.State, st.Reason = failed.State, failed.Reason
 		return st
+	}
+	if r.NoDeviceMapper {
+		return fail("node %s's kernel has no device-mapper, so lvm2 can make no logical volume here: load dm_mod (modprobe dm_mod); "+
+			"strata never falls back to loop files on its own (--backend loopback names them, for development machines)", r.Node)
 	}
 	vg, err := lvm.FindVolumeGroupOf(ctx, r.LVM, dc.Name)
 	switch {
