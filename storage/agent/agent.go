@@ -87,7 +87,7 @@ func NewManager(_ context.Context, cfg *rest.Config, o Options) (manager.Manager
 	events := mgr.GetEventRecorder("strata-agent")
 	vg := &VolumeGroupReconciler{Client: mgr.GetClient(), Node: o.NodeName, Namespace: o.Namespace, LVM: m,
 		NoDeviceMapper: o.Backend == "lvm2" && !lvm.KernelHasDeviceMapper(),
-		Disks: disks.NewInspector(m), MinDeviceSize: o.MinDeviceSize, DiscoverLoopDir: o.DiscoverLoopDir, FullThreshold: o.FullThreshold, Events: events}
+		Disks:          disks.NewInspector(m), MinDeviceSize: o.MinDeviceSize, DiscoverLoopDir: o.DiscoverLoopDir, FullThreshold: o.FullThreshold, Events: events}
 	if err := vg.SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
