@@ -40,8 +40,6 @@ import (
 const (
 	// Finalizer is Flux's, so Kustomizations move between Flux and strata.
 	Finalizer = "finalizers.fluxcd.io"
-	// FieldManager owns the fields strata applies.
-	FieldManager = "strata"
 	// DataProtectedCondition lists deletions the guard blocked.
 	DataProtectedCondition = "DataProtected"
 	// DeletionBlockedReason is the DataProtected and Ready reason.

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-gitops/strata/internal/status"
+	"github.com/strata-gitops/strata/reconciler/apply"
 	"github.com/strata-gitops/strata/reconciler/build"
 )
 
@@ -32,7 +33,7 @@ const liveSyncTimeout = 10 * time.Second
 // Its resourceVersions are what a reconcile compares with its appliedRecord.
 // A kind is listed and watched from the first time a reconcile asks.
 func NewLiveCache(cfg *rest.Config, opts cache.Options) (cache.Cache, error) {
-	owned, err := labels.NewRequirement(group+"/name", selection.Exists, nil)
+	owned, err := labels.NewRequirement(kustomizev1.GroupVersion.Group+"/name", selection.Exists, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +126,7 @@ func (v *versionRecorder) Patch(ctx context.Context, obj client.Object, patch cl
 func (v *versionRecorder) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
 	err := v.Client.Delete(ctx, obj, opts...)
 	v.mu.Lock()
-	delete(v.seen, objMetadata(obj))
+	delete(v.seen, apply.ObjMetadata(obj))
 	v.mu.Unlock()
 	return err
 }
@@ -135,7 +136,7 @@ func (v *versionRecorder) note(obj client.Object, err error) {
 		return
 	}
 	v.mu.Lock()
-	v.seen[objMetadata(obj)] = obj.GetResourceVersion()
+	v.seen[apply.ObjMetadata(obj)] = obj.GetResourceVersion()
 	v.mu.Unlock()
 }
 
@@ -146,7 +147,7 @@ func (v *versionRecorder) record(obj *kustomizev1.Kustomization, digest string, 
 	defer v.mu.Unlock()
 	rec := appliedRecord{Generation: obj.Generation, Digest: digest}
 	for _, o := range objects {
-		rv, ok := v.seen[objMetadata(o)]
+		rv, ok := v.seen[apply.ObjMetadata(o)]
 		if !ok {
 			return appliedRecord{}, false
 		}

@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/strata-gitops/strata/reconciler/apply"
 	"github.com/strata-gitops/strata/reconciler/guard"
 )
 
@@ -31,7 +32,7 @@ func (r *Reconciler) engine(obj *kustomizev1.Kustomization) (*engine, error) {
 	probe := newNewObjectProbe(versions)
 	guarded := guard.NewClient(probe, obj)
 	poller := polling.NewStatusPoller(guarded, guarded.RESTMapper(), polling.Options{})
-	manager := NewResourceManager(guarded, poller)
+	manager := apply.NewResourceManager(guarded, poller)
 	manager.SetConcurrency(4)
 	return &engine{manager: manager, client: guarded, versions: versions, probe: probe}, nil
 }

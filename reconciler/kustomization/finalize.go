@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/strata-gitops/strata/internal/finalizer"
+	"github.com/strata-gitops/strata/reconciler/apply"
 )
 
 // finalize applies spec.deletionPolicy when a Kustomization is deleted:
@@ -30,19 +31,7 @@ func (r *Reconciler) finalize(ctx context.Context, obj *kustomizev1.Kustomizatio
 }
 
 func shouldDeleteObjects(obj *kustomizev1.Kustomization) bool {
-	return !obj.Spec.Suspend && obj.Status.Inventory != nil && DeletesOnRemoval(obj)
-}
-
-// DeletesOnRemoval says whether deleting the Kustomization deletes what it
-// applied (spec.deletionPolicy, with Flux's MirrorPrune default).
-func DeletesOnRemoval(obj *kustomizev1.Kustomization) bool {
-	switch obj.GetDeletionPolicy() {
-	case kustomizev1.DeletionPolicyDelete, kustomizev1.DeletionPolicyWaitForTermination:
-		return true
-	case kustomizev1.DeletionPolicyMirrorPrune:
-		return obj.Spec.Prune
-	}
-	return false
+	return !obj.Spec.Suspend && obj.Status.Inventory != nil && apply.DeletesOnRemoval(obj)
 }
 
 func (r *Reconciler) deleteInventory(ctx context.Context, obj *kustomizev1.Kustomization) error {
@@ -50,7 +39,7 @@ func (r *Reconciler) deleteInventory(ctx context.Context, obj *kustomizev1.Kusto
 	if err != nil {
 		return err
 	}
-	deletable, _, err := r.partition(ctx, e, obj, InventoryObjects(obj.Status.Inventory.Entries))
+	deletable, _, err := r.partition(ctx, e, obj, apply.Objects(obj.Status.Inventory.Entries))
 	if err != nil {
 		return err
 	}
@@ -62,7 +51,7 @@ func (r *Reconciler) deleteInventory(ctx context.Context, obj *kustomizev1.Kusto
 	}
 	cs := ssa.NewChangeSet()
 	for _, o := range deletable {
-		cs.Add(ssa.ChangeSetEntry{ObjMetadata: objMetadata(o), GroupVersion: o.GroupVersionKind().Version})
+		cs.Add(ssa.ChangeSetEntry{ObjMetadata: apply.ObjMetadata(o), GroupVersion: o.GroupVersionKind().Version})
 	}
 	return e.manager.WaitForSetTermination(cs, ssa.WaitOptions{Interval: healthPollInterval, Timeout: obj.GetTimeout()})
 }

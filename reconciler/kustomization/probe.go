@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/strata-gitops/strata/reconciler/apply"
 )
 
 // newObjectProbe saves a request per object on a first apply. Flux's ssa
@@ -59,7 +61,7 @@ func (p *newObjectProbe) expect(objects []*unstructured.Unstructured, inv *kusto
 	p.expected = map[object.ObjMetadata]*unstructured.Unstructured{}
 	p.dryRuns = map[object.ObjMetadata]dryRun{}
 	for _, o := range objects {
-		if id := objMetadata(o); !applied[id.String()] && !ssautils.AnyInMetadata(o, excluded) {
+		if id := apply.ObjMetadata(o); !applied[id.String()] && !ssautils.AnyInMetadata(o, excluded) {
 			p.expected[id] = o
 		}
 	}
@@ -73,7 +75,7 @@ func (p *newObjectProbe) forget() {
 }
 
 func (p *newObjectProbe) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	id := objMetadata(obj)
+	id := apply.ObjMetadata(obj)
 	id.Namespace, id.Name = key.Namespace, key.Name
 	desired := p.takeExpected(id)
 	if desired == nil {
@@ -82,7 +84,7 @@ func (p *newObjectProbe) Get(ctx context.Context, key client.ObjectKey, obj clie
 	sent := desired.DeepCopy()
 	result := sent.DeepCopy()
 	//nolint:staticcheck // sent as ssa sends its dry-run, so the answers match
-	err := p.Client.Patch(ctx, result, client.Apply, client.DryRunAll, client.ForceOwnership, client.FieldOwner(FieldManager))
+	err := p.Client.Patch(ctx, result, client.Apply, client.DryRunAll, client.ForceOwnership, client.FieldOwner(apply.FieldManager))
 	if err != nil || result.GetResourceVersion() != "" {
 		return p.Client.Get(ctx, key, obj, opts...)
 	}
@@ -96,7 +98,7 @@ func (p *newObjectProbe) Get(ctx context.Context, key client.ObjectKey, obj clie
 // probe's dry-run, when ssa sends exactly what the probe sent.
 func (p *newObjectProbe) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 	if u, ok := obj.(*unstructured.Unstructured); ok && patch.Type() == types.ApplyPatchType && isDryRun(opts) {
-		if d, found := p.takeDryRun(objMetadata(u)); found && reflect.DeepEqual(d.sent.Object, u.Object) {
+		if d, found := p.takeDryRun(apply.ObjMetadata(u)); found && reflect.DeepEqual(d.sent.Object, u.Object) {
 			u.Object = d.result.DeepCopy().Object
 			return nil
 		}

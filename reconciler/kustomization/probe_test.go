@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-gitops/strata/internal/testenv"
+	"github.com/strata-gitops/strata/reconciler/apply"
 )
 
 // countingClient counts the reads and dry-runs that reach the server.
@@ -55,7 +56,7 @@ func newProbeFixture(t *testing.T) *probeFixture {
 	}
 	f.counter = &countingClient{Client: env.Client}
 	f.probe = newNewObjectProbe(f.counter)
-	f.manager = NewResourceManager(f.probe, polling.NewStatusPoller(f.probe, f.probe.RESTMapper(), polling.Options{}))
+	f.manager = apply.NewResourceManager(f.probe, polling.NewStatusPoller(f.probe, f.probe.RESTMapper(), polling.Options{}))
 	return f
 }
 
@@ -72,13 +73,13 @@ func (f *probeFixture) configMap(name, value string, annotations map[string]stri
 // apply applies objects as the engine does, after an apply that left inv.
 func (f *probeFixture) apply(inv *ssa.ChangeSet, objects ...*unstructured.Unstructured) *ssa.ChangeSet {
 	f.t.Helper()
-	last := inventoryOf(ssa.NewChangeSet())
+	last := apply.Inventory(ssa.NewChangeSet())
 	if inv != nil {
-		last = inventoryOf(inv)
+		last = apply.Inventory(inv)
 	}
 	f.counter.gets.Store(0)
 	f.counter.dryRuns.Store(0)
-	opts := applyOptions(&kustomizev1.Kustomization{})
+	opts := apply.Options(&kustomizev1.Kustomization{})
 	f.probe.expect(objects, last, opts.ExclusionSelector)
 	defer f.probe.forget()
 	cs, err := f.manager.ApplyAllStaged(context.Background(), objects, opts)
@@ -150,8 +151,8 @@ func TestProbeLeavesExistingObjectsToSSA(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ifNotPresent := map[string]string{ssaKey: kustomizev1.IfNotPresentValue}
-	disabled := map[string]string{reconcileKey: kustomizev1.DisabledValue}
+	ifNotPresent := map[string]string{kustomizev1.GroupVersion.Group + "/ssa": kustomizev1.IfNotPresentValue}
+	disabled := map[string]string{kustomizev1.GroupVersion.Group + "/reconcile": kustomizev1.DisabledValue}
 	cs := f.apply(nil, f.configMap("kept", "git", ifNotPresent), f.configMap("adopted", "git", nil), f.configMap("disabled", "git", disabled))
 	if got := actions(cs); got["kept"] != ssa.SkippedAction || got["adopted"] != ssa.ConfiguredAction || got["disabled"] != ssa.SkippedAction {
 		t.Errorf("apply over existing objects: %v, want kept and disabled skipped, adopted configured", got)
@@ -182,7 +183,7 @@ func TestProbeAnswersOnlyTheSameDryRun(t *testing.T) {
 	}
 	changed := f.configMap("c", "two", nil)
 	//nolint:staticcheck // ssa's dry-run
-	if err := f.probe.Patch(context.Background(), changed, client.Apply, client.DryRunAll, client.ForceOwnership, client.FieldOwner(FieldManager)); err != nil {
+	if err := f.probe.Patch(context.Background(), changed, client.Apply, client.DryRunAll, client.ForceOwnership, client.FieldOwner(apply.FieldManager)); err != nil {
 		t.Fatal(err)
 	}
 	if n := f.counter.dryRuns.Load(); n != 2 {

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-gitops/strata/internal/status"
+	"github.com/strata-gitops/strata/reconciler/apply"
 	"github.com/strata-gitops/strata/reconciler/guard"
 )
 
@@ -24,11 +25,11 @@ import (
 // the inventory (so adding the opt-in later prunes them) and are listed in
 // the DataProtected condition.
 func (r *Reconciler) prune(ctx context.Context, e *engine, obj *kustomizev1.Kustomization, cs *ssa.ChangeSet) error {
-	inv := inventoryOf(cs)
+	inv := apply.Inventory(cs)
 	var blocked []*guard.Blocked
 	if obj.Spec.Prune {
-		stale := staleEntries(obj.Status.Inventory, inv)
-		deletable, held, err := r.partition(ctx, e, obj, InventoryObjects(stale))
+		stale := apply.StaleEntries(obj.Status.Inventory, inv)
+		deletable, held, err := r.partition(ctx, e, obj, apply.Objects(stale))
 		if err != nil {
 			return err
 		}
@@ -37,7 +38,7 @@ func (r *Reconciler) prune(ctx context.Context, e *engine, obj *kustomizev1.Kust
 		}
 		blocked = held
 		inv.Entries = append(inv.Entries, entriesOf(stale, held)...)
-		sortInventory(inv)
+		apply.SortInventory(inv)
 	}
 	obj.Status.Inventory = inv
 	recordBlocked(obj, blocked)
@@ -59,7 +60,7 @@ func (r *Reconciler) partition(ctx context.Context, e *engine, obj *kustomizev1.
 			}
 			return nil, nil, fmt.Errorf("reading %s before deleting it: %w", guard.ObjectID(o), err)
 		}
-		if !hasLabels(live, owner) || PruneDisabled(live) {
+		if !hasLabels(live, owner) || apply.PruneDisabled(live) {
 			continue
 		}
 		if err := guard.Check(ctx, r.Direct, live, obj); err != nil {
@@ -82,7 +83,7 @@ func (r *Reconciler) deleteAll(ctx context.Context, e *engine, obj *kustomizev1.
 	}
 	opts := ssa.DefaultDeleteOptions()
 	opts.Inclusions = e.manager.GetOwnerLabels(obj.Name, obj.Namespace)
-	opts.Exclusions = map[string]string{pruneKey: kustomizev1.DisabledValue}
+	opts.Exclusions = map[string]string{apply.PruneKey: kustomizev1.DisabledValue}
 	cs, err := e.manager.DeleteAll(ctx, objects, opts)
 	if cs != nil && len(cs.Entries) > 0 {
 		r.Events.Eventf(obj, nil, corev1.EventTypeNormal, "Progressing", "Prune", "%s", cs.String())
@@ -111,7 +112,7 @@ func entriesOf(entries []kustomizev1.ResourceRef, blocked []*guard.Blocked) []ku
 	}
 	var out []kustomizev1.ResourceRef
 	for _, e := range entries {
-		for _, o := range InventoryObjects([]kustomizev1.ResourceRef{e}) {
+		for _, o := range apply.Objects([]kustomizev1.ResourceRef{e}) {
 			if ids[guard.ObjectID(o)] {
 				out = append(out, e)
 			}

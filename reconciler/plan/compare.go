@@ -14,10 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/strata-gitops/strata/reconciler/apply"
 	"github.com/strata-gitops/strata/reconciler/build"
 	"github.com/strata-gitops/strata/reconciler/graph"
 	"github.com/strata-gitops/strata/reconciler/guard"
-	"github.com/strata-gitops/strata/reconciler/kustomization"
 )
 
 // Options say what to plan.
@@ -375,7 +375,7 @@ func (c *comparison) changed(cluster client.Reader, ks *kustomizev1.Kustomizatio
 // orphaned. Deletions go through the data-loss guard.
 func (c *comparison) removed(baseKs, headKs *kustomizev1.Kustomization, b *unstructured.Unstructured) Change {
 	ch := Change{Object: refOf(b), Diff: diff(b, nil)}
-	if !deletes(baseKs, headKs) || kustomization.PruneDisabled(b) {
+	if !deletes(baseKs, headKs) || apply.PruneDisabled(b) {
 		ch.Action, ch.Risk = Orphaned, Safe
 		ch.Reasons = []string{"left in the cluster: not pruned"}
 		return ch
@@ -411,5 +411,5 @@ func deletes(baseKs, headKs *kustomizev1.Kustomization) bool {
 	if headKs != nil {
 		return headKs.Spec.Prune
 	}
-	return kustomization.DeletesOnRemoval(baseKs)
+	return apply.DeletesOnRemoval(baseKs)
 }

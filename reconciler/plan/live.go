@@ -11,8 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/strata-gitops/strata/reconciler/apply"
 	"github.com/strata-gitops/strata/reconciler/graph"
-	"github.com/strata-gitops/strata/reconciler/kustomization"
 )
 
 // compareLive dry-runs the head revision against the cluster and reports,
@@ -47,7 +47,7 @@ func (c *comparison) liveKustomization(k graph.Key, headKs *kustomizev1.Kustomiz
 	if out.Revision != "" && c.plan.Base.Commit != "" && !strings.HasSuffix(out.Revision, c.plan.Base.Commit) {
 		out.Reason = "the cluster last applied " + out.Revision + ", not the base revision"
 	}
-	m := kustomization.NewResourceManager(c.live, nil)
+	m := apply.NewResourceManager(c.live, nil)
 	head, err := c.prepared(m, headKs, objects)
 	if err != nil {
 		return &Live{Status: "error", Reason: err.Error()}
@@ -60,7 +60,7 @@ func (c *comparison) liveKustomization(k graph.Key, headKs *kustomizev1.Kustomiz
 		}
 	}
 	if liveKs.Status.Inventory != nil {
-		for _, ref := range kustomization.InventoryObjects(liveKs.Status.Inventory.Entries) {
+		for _, ref := range apply.Objects(liveKs.Status.Inventory.Entries) {
 			key := keyOf(ref)
 			if _, inBase := c.baseOwner[key]; inHead[key] || inBase {
 				continue // the offline plan covers it
@@ -79,7 +79,7 @@ func (c *comparison) prepared(m *ssa.ResourceManager, ks *kustomizev1.Kustomizat
 	for i, o := range objects {
 		out[i] = o.DeepCopy()
 	}
-	return out, kustomization.PrepareObjects(c.ctx, m, c.live, ks, out)
+	return out, apply.PrepareObjects(c.ctx, m, c.live, ks, out)
 }
 
 // dryRun is one server-side dry-run apply of desired against the cluster.
@@ -90,7 +90,7 @@ type dryRun struct {
 }
 
 func (c *comparison) dryRun(m *ssa.ResourceManager, ks *kustomizev1.Kustomization, desired *unstructured.Unstructured) dryRun {
-	entry, live, merged, err := m.Diff(c.ctx, desired, kustomization.DiffOptions(ks))
+	entry, live, merged, err := m.Diff(c.ctx, desired, apply.DiffOptions(ks))
 	switch {
 	case meta.IsNoMatchError(err) || apierrors.IsNotFound(err):
 		// Its CRD or Namespace comes in the same apply, in an earlier stage.
@@ -155,7 +155,7 @@ func (c *comparison) inventoryOnly(ks *kustomizev1.Kustomization, ref *unstructu
 	}
 	ch := Change{Object: refOf(live)}
 	const cause = "in the cluster's inventory but in neither revision"
-	if !ks.Spec.Prune || kustomization.PruneDisabled(live) {
+	if !ks.Spec.Prune || apply.PruneDisabled(live) {
 		ch.Action, ch.Risk, ch.Reasons = Orphaned, Safe, []string{cause + ": left in the cluster, not pruned"}
 		return ch, true
 	}

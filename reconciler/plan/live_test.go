@@ -18,9 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-gitops/strata/internal/testenv"
+	"github.com/strata-gitops/strata/reconciler/apply"
 	"github.com/strata-gitops/strata/reconciler/build"
 	"github.com/strata-gitops/strata/reconciler/graph"
-	"github.com/strata-gitops/strata/reconciler/kustomization"
 	"github.com/strata-gitops/strata/reconciler/plan"
 )
 
@@ -181,8 +181,8 @@ func applyLikeTheEngine(t *testing.T, c client.Client, dir string, ks *kustomize
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := kustomization.NewResourceManager(c, polling.NewStatusPoller(c, c.RESTMapper(), polling.Options{}))
-	if err := kustomization.PrepareObjects(ctx, m, c, ks, objects); err != nil {
+	m := apply.NewResourceManager(c, polling.NewStatusPoller(c, c.RESTMapper(), polling.Options{}))
+	if err := apply.PrepareObjects(ctx, m, c, ks, objects); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := m.ApplyAllStaged(ctx, objects, ssa.DefaultApplyOptions()); err != nil {

@@ -1,4 +1,4 @@
-package kustomization
+package apply
 
 import (
 	"sort"
@@ -10,24 +10,25 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// inventoryOf lists the applied objects in Flux's inventory format:
+// Inventory lists the applied objects in Flux's inventory format:
 // id "<namespace>_<name>_<group>_<kind>", v the API version.
-func inventoryOf(cs *ssa.ChangeSet) *kustomizev1.ResourceInventory {
+func Inventory(cs *ssa.ChangeSet) *kustomizev1.ResourceInventory {
 	inv := &kustomizev1.ResourceInventory{Entries: []kustomizev1.ResourceRef{}}
 	for _, e := range cs.Entries {
 		inv.Entries = append(inv.Entries, kustomizev1.ResourceRef{ID: e.ObjMetadata.String(), Version: e.GroupVersion})
 	}
-	sortInventory(inv)
+	SortInventory(inv)
 	return inv
 }
 
-func sortInventory(inv *kustomizev1.ResourceInventory) {
+// SortInventory orders the entries by ID, as Flux writes them.
+func SortInventory(inv *kustomizev1.ResourceInventory) {
 	sort.Slice(inv.Entries, func(i, j int) bool { return inv.Entries[i].ID < inv.Entries[j].ID })
 }
 
-// InventoryObjects turns inventory entries back into object references.
+// Objects turns inventory entries back into object references.
 // Entries that cannot be parsed are skipped: they name nothing deletable.
-func InventoryObjects(entries []kustomizev1.ResourceRef) []*unstructured.Unstructured {
+func Objects(entries []kustomizev1.ResourceRef) []*unstructured.Unstructured {
 	objects := make([]*unstructured.Unstructured, 0, len(entries))
 	for _, e := range entries {
 		m, err := object.ParseObjMetadata(e.ID)
@@ -43,8 +44,8 @@ func InventoryObjects(entries []kustomizev1.ResourceRef) []*unstructured.Unstruc
 	return objects
 }
 
-// staleEntries are in the old inventory but not the new one.
-func staleEntries(old, current *kustomizev1.ResourceInventory) []kustomizev1.ResourceRef {
+// StaleEntries are in the old inventory but not the new one.
+func StaleEntries(old, current *kustomizev1.ResourceInventory) []kustomizev1.ResourceRef {
 	if old == nil {
 		return nil
 	}
@@ -61,7 +62,7 @@ func staleEntries(old, current *kustomizev1.ResourceInventory) []kustomizev1.Res
 	return stale
 }
 
-// objMetadata identifies an object by group, kind, namespace and name.
-func objMetadata(o client.Object) object.ObjMetadata {
+// ObjMetadata identifies an object by group, kind, namespace and name.
+func ObjMetadata(o client.Object) object.ObjMetadata {
 	return object.ObjMetadata{Namespace: o.GetNamespace(), Name: o.GetName(), GroupKind: o.GetObjectKind().GroupVersionKind().GroupKind()}
 }
