@@ -19,10 +19,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/strata-gitops/strata/internal/localdisk"
 	"github.com/strata-gitops/strata/internal/netaddr"
 	"github.com/strata-gitops/strata/internal/scheme"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
-	"github.com/strata-gitops/strata/storage/btrfs"
 	stratacsi "github.com/strata-gitops/strata/storage/csi"
 	"github.com/strata-gitops/strata/storage/nfs"
 )
@@ -71,7 +71,7 @@ func StartBtrfs(ctx context.Context, cfg *rest.Config, o Options) (env *Env, err
 		return env, err
 	}
 	b.mount = filepath.Join(o.Dir, "btrfs")
-	if err = btrfs.MountDisk(env.Disk, b.mount); err != nil {
+	if err = localdisk.MountBtrfs(env.Disk, b.mount); err != nil {
 		return env, err
 	}
 	nfsAddr, err := netaddr.Free()

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
+	"github.com/strata-gitops/strata/internal/localdisk"
 	"github.com/strata-gitops/strata/internal/loopdev"
 	"github.com/strata-gitops/strata/internal/scheme"
 	"github.com/strata-gitops/strata/storage/agent"
@@ -156,7 +157,7 @@ func (e *Env) stop() error {
 	unmountUnder(e.Dir)
 	_ = loopdev.DetachUnder(filepath.Join(e.Dir, "loopback"))
 	if e.Disk != "" {
-		loopdev.ForgetLVM([]string{e.Class}, e.Disk)
+		localdisk.ForgetLVM([]string{e.Class}, e.Disk)
 	}
 	_ = loopdev.DetachUnder(e.Dir)
 	return first

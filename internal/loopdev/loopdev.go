@@ -1,5 +1,6 @@
-// Package loopdev attaches files as loop devices and detaches them, for
-// the loop-device disks of tests and of `strata up`.
+// Package loopdev attaches files as loop devices, finds them and
+// detaches them: the loopback volume manager's volumes, and the
+// loop-file disks of strata up and the tests.
 package loopdev
 
 import (
@@ -79,17 +80,4 @@ func BackingFiles() (map[string]string, error) {
 		devices["/dev/"+name] = strings.TrimSuffix(string(data), "\n")
 	}
 	return devices, nil
-}
-
-// ForgetLVM removes volume groups and the LVM labels of scratch disks
-// with the real tools, whatever was left on them, before the disks are
-// detached. It ignores lvm2's hints, which re-attached disks make stale.
-// Only for loop-device disks made for tests and benchmarks.
-func ForgetLVM(groups []string, disks ...string) {
-	for _, vg := range groups {
-		_ = exec.Command("lvm", "vgremove", "--config", `devices/hints="none"`, "--force", "--force", vg).Run()
-	}
-	for _, d := range disks {
-		_ = exec.Command("lvm", "pvremove", "--config", `devices/hints="none"`, "--force", "--force", "--yes", d).Run()
-	}
 }

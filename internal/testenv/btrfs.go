@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/strata-gitops/strata/storage/btrfs"
+	"github.com/strata-gitops/strata/internal/localdisk"
 )
 
 // BtrfsDisk mounts a new btrfs filesystem of size bytes, on a loop device,
@@ -17,7 +17,7 @@ func BtrfsDisk(t testing.TB, size int64) string {
 	dir := t.TempDir()
 	dev := LoopDiskIn(t, dir, size) // registered first, so detached last
 	mnt := filepath.Join(dir, "mnt")
-	if err := btrfs.MountDisk(dev, mnt); err != nil {
+	if err := localdisk.MountBtrfs(dev, mnt); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

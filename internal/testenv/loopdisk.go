@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"testing"
 
+	"github.com/strata-gitops/strata/internal/localdisk"
 	"github.com/strata-gitops/strata/internal/loopdev"
 )
 
@@ -68,4 +69,4 @@ func DetachLoopDevicesUnder(t testing.TB, dir string) {
 
 // RemoveVolumeGroup takes a test's volume groups and the LVM labels of
 // its disks away, whatever the code under test left.
-func RemoveVolumeGroup(groups []string, disks ...string) { loopdev.ForgetLVM(groups, disks...) }
+func RemoveVolumeGroup(groups []string, disks ...string) { localdisk.ForgetLVM(groups, disks...) }

@@ -17,8 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/strata-gitops/strata/internal/localdisk"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
-	"github.com/strata-gitops/strata/storage/btrfs"
 	"github.com/strata-gitops/strata/storage/csi"
 	"github.com/strata-gitops/strata/storage/nfs"
 )
@@ -54,7 +54,7 @@ func startBtrfsHost(ctx context.Context, c client.Client, o Options, disk string
 		}
 	}
 	h := &btrfsHost{mount: filepath.Join(o.StateDir, "btrfs"), done: make(chan error, 1)}
-	if err := btrfs.MountDisk(disk, h.mount); err != nil {
+	if err := localdisk.MountBtrfs(disk, h.mount); err != nil {
 		return nil, nil, fmt.Errorf("btrfs storage host: %w (remove %s to start afresh)", err, filepath.Join(o.StateDir, "disks", "btrfs.img"))
 	}
 	token, err := btrfsToken(filepath.Join(o.StateDir, "btrfs-token"))

@@ -23,9 +23,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 	"github.com/strata-gitops/strata/storage/agent/volumes"
-	"github.com/strata-gitops/strata/storage/lvmcluster"
 )
 
 // StorageClass parameters of the btrfs backend. A class with AgentURL is
@@ -160,10 +160,10 @@ func (b *btrfsBackend) classOf(ctx context.Context, id VolumeID) (*storagev1.Sto
 // of this driver with exactly these parameters (the sidecar adds only
 // csi.storage.k8s.io/ ones), or the one the storage-class parameter names.
 func (b *btrfsBackend) matchClass(ctx context.Context, params map[string]string) (*storagev1.StorageClass, error) {
-	if name := params[lvmcluster.StorageClassParameter]; name != "" {
+	if name := params[storagev1alpha1.StorageClassParameter]; name != "" {
 		sc, err := b.classOf(ctx, VolumeID{StorageClass: name})
 		if err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "StorageClass %s (parameter %s): %v", name, lvmcluster.StorageClassParameter, err)
+			return nil, status.Errorf(codes.InvalidArgument, "StorageClass %s (parameter %s): %v", name, storagev1alpha1.StorageClassParameter, err)
 		}
 		return sc, nil
 	}
@@ -185,7 +185,7 @@ func (b *btrfsBackend) matchClass(ctx context.Context, params map[string]string)
 			DriverName, want)
 	}
 	return nil, status.Errorf(codes.InvalidArgument, "StorageClasses %s and %s have the same parameters: add %s with each one's name to tell them apart",
-		found[0].Name, found[1].Name, lvmcluster.StorageClassParameter)
+		found[0].Name, found[1].Name, storagev1alpha1.StorageClassParameter)
 }
 
 // classesWith lists this driver's StorageClasses whose user parameters

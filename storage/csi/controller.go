@@ -25,7 +25,6 @@ import (
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"github.com/strata-gitops/strata/internal/scheme"
-	"github.com/strata-gitops/strata/storage/lvmcluster"
 )
 
 // Labels and annotations the controller service puts on LogicalVolumes.
@@ -161,7 +160,7 @@ func (c *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 	if err := checkCapabilities(req.GetVolumeCapabilities()); err != nil {
 		return nil, err
 	}
-	class, err := findClass(ctx, c.Cache, req.GetParameters()[lvmcluster.DeviceClassParameter])
+	class, err := findClass(ctx, c.Cache, req.GetParameters()[storagev1alpha1.DeviceClassParameter])
 	if err != nil {
 		return nil, err
 	}
@@ -174,9 +173,9 @@ func (c *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 		return nil, err
 	}
 	want := newLogicalVolume(req.GetName(), kindVolume, class.Name, size)
-	sc := req.GetParameters()[lvmcluster.StorageClassParameter]
+	sc := req.GetParameters()[storagev1alpha1.StorageClassParameter]
 	if sc == "" {
-		sc = lvmcluster.StorageClassName(class.Name)
+		sc = storagev1alpha1.StorageClassName(class.Name)
 	}
 	want.Annotations[StorageClassAnnotation] = sc
 	if source != nil {
@@ -203,7 +202,7 @@ func (c *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 	return &csi.CreateVolumeResponse{Volume: &csi.Volume{
 		VolumeId:           VolumeID{StorageClass: sc, Name: lv.Name}.String(),
 		CapacityBytes:      lv.Status.CurrentSize.Value(),
-		VolumeContext:      map[string]string{lvmcluster.DeviceClassParameter: class.Name},
+		VolumeContext:      map[string]string{storagev1alpha1.DeviceClassParameter: class.Name},
 		ContentSource:      req.GetVolumeContentSource(),
 		AccessibleTopology: []*csi.Topology{{Segments: map[string]string{TopologyKey: lv.Spec.NodeName}}},
 	}}, nil
@@ -458,7 +457,7 @@ func (c *Controller) GetCapacity(ctx context.Context, req *csi.GetCapacityReques
 	if isBtrfs(req.GetParameters()) {
 		return c.btrfs.GetCapacity(ctx, req)
 	}
-	name := req.GetParameters()[lvmcluster.DeviceClassParameter]
+	name := req.GetParameters()[storagev1alpha1.DeviceClassParameter]
 	class, err := findClass(ctx, c.Cache, name)
 	if name == "" && status.Code(err) == codes.InvalidArgument {
 		// No default class: a volume without parameters has no room anywhere.

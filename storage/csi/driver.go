@@ -19,12 +19,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"github.com/strata-gitops/strata/internal/grpcserver"
-	"github.com/strata-gitops/strata/storage/lvmcluster"
 )
 
 // DriverName is the CSI driver's name, the StorageClasses' provisioner.
-const DriverName = lvmcluster.Driver
+const DriverName = storagev1alpha1.CSIDriver
 
 // TopologyKey is the topology segment that names the node a volume is on.
 const TopologyKey = "topology.strata.dev/node"

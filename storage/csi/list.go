@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
-	"github.com/strata-gitops/strata/storage/lvmcluster"
 )
 
 // ListVolumes implements csi.ControllerServer: the volumes of both
@@ -159,7 +158,7 @@ func (c *Controller) GetSnapshot(ctx context.Context, req *csi.GetSnapshotReques
 // volume is gone is named after its device class's StorageClass.
 func logicalSnapshot(lv *storagev1alpha1.LogicalVolume, source VolumeID, sourceKnown bool) *csi.Snapshot {
 	if !sourceKnown {
-		source = VolumeID{StorageClass: lvmcluster.StorageClassName(lv.Spec.DeviceClass), Name: lv.Spec.Source}
+		source = VolumeID{StorageClass: storagev1alpha1.StorageClassName(lv.Spec.DeviceClass), Name: lv.Spec.Source}
 	}
 	ready, _ := readiness(lv)
 	snap := &csi.Snapshot{
@@ -186,7 +185,7 @@ func (c *Controller) logicalVolumes(ctx context.Context, kind string) ([]storage
 func logicalVolumeID(lv *storagev1alpha1.LogicalVolume) VolumeID {
 	sc := lv.Annotations[StorageClassAnnotation]
 	if sc == "" {
-		sc = lvmcluster.StorageClassName(lv.Spec.DeviceClass)
+		sc = storagev1alpha1.StorageClassName(lv.Spec.DeviceClass)
 	}
 	return VolumeID{StorageClass: sc, Name: lv.Name}
 }

@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
-	"github.com/strata-gitops/strata/storage/lvmcluster"
 )
 
 // findClass returns the device class of that name, or the default class
@@ -40,16 +39,16 @@ func findClass(ctx context.Context, c client.Reader, name string) (storagev1alph
 	case len(found) > 1 && name == "":
 		return storagev1alpha1.DeviceClass{}, status.Errorf(codes.InvalidArgument,
 			"more than one LVMCluster has a default device class (%s): keep one, or name the class in the StorageClass parameter %s",
-			strings.Join(where, ", "), lvmcluster.DeviceClassParameter)
+			strings.Join(where, ", "), storagev1alpha1.DeviceClassParameter)
 	case len(found) > 1:
 		// Same name in several LVMClusters: one class whose nodes differ.
 		return found[0], nil
 	case name == "":
 		return storagev1alpha1.DeviceClass{}, status.Errorf(codes.InvalidArgument,
-			"no device class named: set the StorageClass parameter %s, or mark a class default in an LVMCluster", lvmcluster.DeviceClassParameter)
+			"no device class named: set the StorageClass parameter %s, or mark a class default in an LVMCluster", storagev1alpha1.DeviceClassParameter)
 	}
 	return storagev1alpha1.DeviceClass{}, status.Errorf(codes.InvalidArgument,
-		"device class %q is in no LVMCluster: add it to one, or fix the StorageClass parameter %s", name, lvmcluster.DeviceClassParameter)
+		"device class %q is in no LVMCluster: add it to one, or fix the StorageClass parameter %s", name, storagev1alpha1.DeviceClassParameter)
 }
 
 // nodeCapacity reads, per node, the bytes a new volume of the class can

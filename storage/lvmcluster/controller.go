@@ -200,7 +200,7 @@ func (r *Reconciler) finalize(ctx context.Context, obj *storagev1alpha1.LVMClust
 		return err
 	}
 	for _, dc := range obj.Spec.Storage.DeviceClasses {
-		name := StorageClassName(dc.Name)
+		name := storagev1alpha1.StorageClassName(dc.Name)
 		if slices.ContainsFunc(pvs.Items, func(pv corev1.PersistentVolume) bool { return pv.Spec.StorageClassName == name }) {
 			r.event(obj, corev1.EventTypeNormal, "StorageClassKept", "StorageClass %s is kept: PersistentVolumes still use it", name)
 			continue

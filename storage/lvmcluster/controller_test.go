@@ -52,7 +52,7 @@ func storageClassOf(t *testing.T, c client.Client, class string, check func(*sto
 	t.Helper()
 	sc := &storagev1.StorageClass{}
 	testenv.Eventually(t, timeout, func() error {
-		if err := c.Get(context.Background(), client.ObjectKey{Name: lvmcluster.StorageClassName(class)}, sc); err != nil {
+		if err := c.Get(context.Background(), client.ObjectKey{Name: storagev1alpha1.StorageClassName(class)}, sc); err != nil {
 			return err
 		}
 		return check(sc)
@@ -99,9 +99,9 @@ func TestStorageClasses(t *testing.T) {
 
 	// Deleting the LVMCluster keeps a StorageClass that a volume uses.
 	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: ns + "-pv"}, Spec: corev1.PersistentVolumeSpec{
-		StorageClassName: lvmcluster.StorageClassName(fast), Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+		StorageClassName: storagev1alpha1.StorageClassName(fast), Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
 		AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-		PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: lvmcluster.Driver, VolumeHandle: "x"}}}}
+		PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: storagev1alpha1.CSIDriver, VolumeHandle: "x"}}}}
 	if err := c.Create(ctx, pv); err != nil {
 		t.Fatal(err)
 	}
@@ -117,12 +117,12 @@ func TestStorageClasses(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, timeout, func() error {
-		if err := c.Get(ctx, client.ObjectKey{Name: lvmcluster.StorageClassName(bulk)}, &storagev1.StorageClass{}); err == nil {
+		if err := c.Get(ctx, client.ObjectKey{Name: storagev1alpha1.StorageClassName(bulk)}, &storagev1.StorageClass{}); err == nil {
 			return fmt.Errorf("unused StorageClass still there")
 		}
 		return nil
 	})
-	if err := c.Get(ctx, client.ObjectKey{Name: lvmcluster.StorageClassName(fast)}, &storagev1.StorageClass{}); err != nil {
+	if err := c.Get(ctx, client.ObjectKey{Name: storagev1alpha1.StorageClassName(fast)}, &storagev1.StorageClass{}); err != nil {
 		t.Fatalf("the StorageClass a volume uses was removed: %v", err)
 	}
 }
@@ -162,7 +162,7 @@ func TestStatusFromNodes(t *testing.T) {
 
 // checkFast: the options, the default marker and xfs by default.
 func checkFast(sc *storagev1.StorageClass, class string) error {
-	if sc.Provisioner != lvmcluster.Driver || sc.Parameters[lvmcluster.DeviceClassParameter] != class ||
+	if sc.Provisioner != storagev1alpha1.CSIDriver || sc.Parameters[storagev1alpha1.DeviceClassParameter] != class ||
 		sc.Parameters["csi.storage.k8s.io/fstype"] != "xfs" || sc.Parameters["x"] != "y" || sc.Labels["team"] != "db" ||
 		*sc.VolumeBindingMode != storagev1.VolumeBindingWaitForFirstConsumer || !*sc.AllowVolumeExpansion ||
 		sc.Annotations["storageclass.kubernetes.io/is-default-class"] != "true" {
@@ -213,7 +213,7 @@ func TestSnapshotClasses(t *testing.T) {
 	get := func(class string) (*unstructured.Unstructured, error) {
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(lvmcluster.SnapshotClassKind)
-		return u, c.Get(ctx, client.ObjectKey{Name: lvmcluster.StorageClassName(class)}, u)
+		return u, c.Get(ctx, client.ObjectKey{Name: storagev1alpha1.StorageClassName(class)}, u)
 	}
 	testenv.Eventually(t, timeout, func() error {
 		u, err := get("snapthin")
@@ -221,7 +221,7 @@ func TestSnapshotClasses(t *testing.T) {
 			return err
 		}
 		params, _, _ := unstructured.NestedStringMap(u.Object, "parameters")
-		if u.Object["driver"] != lvmcluster.Driver || params[lvmcluster.DeviceClassParameter] != "snapthin" {
+		if u.Object["driver"] != storagev1alpha1.CSIDriver || params[storagev1alpha1.DeviceClassParameter] != "snapthin" {
 			return fmt.Errorf("VolumeSnapshotClass is %v", u.Object)
 		}
 		return nil

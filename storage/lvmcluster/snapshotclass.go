@@ -21,12 +21,12 @@ var SnapshotClassKind = schema.GroupVersionKind{Group: "snapshot.storage.k8s.io"
 // like its StorageClass.
 func snapshotClass(cluster *storagev1alpha1.LVMCluster, dc storagev1alpha1.DeviceClass) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{
-		"driver":         Driver,
+		"driver":         storagev1alpha1.CSIDriver,
 		"deletionPolicy": "Delete",
-		"parameters":     map[string]any{DeviceClassParameter: dc.Name},
+		"parameters":     map[string]any{storagev1alpha1.DeviceClassParameter: dc.Name},
 	}}
 	u.SetGroupVersionKind(SnapshotClassKind)
-	u.SetName(StorageClassName(dc.Name))
+	u.SetName(storagev1alpha1.StorageClassName(dc.Name))
 	u.SetLabels(map[string]string{OwnerLabel: cluster.Namespace + "." + cluster.Name})
 	return u
 }
@@ -80,6 +80,6 @@ func (r *Reconciler) removeSnapshotClass(ctx context.Context, class string) erro
 	}
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(SnapshotClassKind)
-	u.SetName(StorageClassName(class))
+	u.SetName(storagev1alpha1.StorageClassName(class))
 	return client.IgnoreNotFound(r.Delete(ctx, u))
 }

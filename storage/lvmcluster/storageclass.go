@@ -11,24 +11,14 @@ import (
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 )
 
-// Driver is the CSI driver that serves every class.
-const Driver = "strata.csi.strata.dev"
-
-// Keys on the StorageClass.
+// Keys on the StorageClass; those the CSI driver reads are in the API
+// package.
 const (
-	// DeviceClassParameter tells the CSI driver which class a volume is in.
-	DeviceClassParameter = "storage.strata.dev/device-class"
-	// StorageClassParameter is the StorageClass's own name, which CSI
-	// calls do not carry, for the driver's volume IDs.
-	StorageClassParameter = "storage.strata.dev/storage-class"
-	fsTypeParameter       = "csi.storage.k8s.io/fstype"
+	fsTypeParameter = "csi.storage.k8s.io/fstype"
 	// OwnerLabel names the LVMCluster (namespace.name) a StorageClass is for.
 	OwnerLabel        = "storage.strata.dev/lvmcluster"
 	defaultAnnotation = "storageclass.kubernetes.io/is-default-class"
 )
-
-// StorageClassName is the StorageClass of a device class.
-func StorageClassName(class string) string { return "strata-" + class }
 
 // storageClass is what the class's StorageClass must be.
 func storageClass(cluster *storagev1alpha1.LVMCluster, dc storagev1alpha1.DeviceClass) *storagev1.StorageClass {
@@ -42,16 +32,16 @@ func storageClass(cluster *storagev1alpha1.LVMCluster, dc storagev1alpha1.Device
 	}
 	params := map[string]string{}
 	maps.Copy(params, opts.AdditionalParameters)
-	params[DeviceClassParameter] = dc.Name
-	params[StorageClassParameter] = StorageClassName(dc.Name)
+	params[storagev1alpha1.DeviceClassParameter] = dc.Name
+	params[storagev1alpha1.StorageClassParameter] = storagev1alpha1.StorageClassName(dc.Name)
 	params[fsTypeParameter] = fstype
 	labels := map[string]string{}
 	maps.Copy(labels, opts.AdditionalLabels)
 	labels[OwnerLabel] = cluster.Namespace + "." + cluster.Name
 	sc := &storagev1.StorageClass{
-		ObjectMeta: metav1.ObjectMeta{Name: StorageClassName(dc.Name), Labels: labels,
+		ObjectMeta: metav1.ObjectMeta{Name: storagev1alpha1.StorageClassName(dc.Name), Labels: labels,
 			Annotations: map[string]string{defaultAnnotation: "false"}},
-		Provisioner:          Driver,
+		Provisioner:          storagev1alpha1.CSIDriver,
 		Parameters:           params,
 		ReclaimPolicy:        ptr.To(ptr.Deref(opts.ReclaimPolicy, corev1.PersistentVolumeReclaimDelete)),
 		VolumeBindingMode:    ptr.To(ptr.Deref(opts.VolumeBindingMode, storagev1.VolumeBindingWaitForFirstConsumer)),

@@ -21,3 +21,19 @@ const LogicalVolumeFinalizer = "storage.strata.dev/logicalvolume"
 // that destroy data: the engine's guard reads it on objects in Git, the
 // agent on LVMClusters before it removes a volume group.
 const AllowDataLossAnnotation = "strata.dev/allow-data-loss"
+
+// CSIDriver is the CSI driver that serves every strata StorageClass.
+const CSIDriver = "strata.csi.strata.dev"
+
+// StorageClass parameters the LVMCluster controller writes and the CSI
+// driver reads.
+const (
+	// DeviceClassParameter tells the CSI driver which class a volume is in.
+	DeviceClassParameter = "storage.strata.dev/device-class"
+	// StorageClassParameter is the StorageClass's own name, which CSI
+	// calls do not carry, for the driver's volume IDs.
+	StorageClassParameter = "storage.strata.dev/storage-class"
+)
+
+// StorageClassName is the StorageClass of a device class.
+func StorageClassName(class string) string { return "strata-" + class }

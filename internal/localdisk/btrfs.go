@@ -1,4 +1,8 @@
-package btrfs
+// Package localdisk prepares disks for the local environment, strata up
+// and the tests: a loop-file disk formatted btrfs if blank and mounted,
+// and the LVM state of scratch disks forgotten. It formats and wipes, so
+// no production package imports it.
+package localdisk
 
 import (
 	"errors"
@@ -10,10 +14,10 @@ import (
 	"k8s.io/mount-utils"
 )
 
-// MountDisk makes disk a btrfs filesystem if it holds none yet and mounts
+// MountBtrfs makes disk a btrfs filesystem if it holds none yet and mounts
 // it at dir, unless it is mounted there already. A disk holding another
 // filesystem is refused, untouched.
-func MountDisk(disk, dir string) error {
+func MountBtrfs(disk, dir string) error {
 	fs, err := filesystemOn(disk)
 	if err != nil {
 		return err

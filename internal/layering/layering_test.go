@@ -1,0 +1,125 @@
+package layering
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/strata-gitops/strata/"
+
+// testLayer is the rank of test support: above everything.
+const testLayer = 1 << 20
+
+// layers reads the table of docs/development.md: package pattern → layer.
+func layers(t *testing.T, root string) map[string]int {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root, "docs", "development.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(data), "## Layers")
+	if !ok {
+		t.Fatal(`docs/development.md has no "## Layers" section`)
+	}
+	row := regexp.MustCompile("(?m)^\\| (\\d+|test) \\|[^|]*\\| (.*) \\|$")
+	pattern := regexp.MustCompile("`([^`]+)`")
+	out := map[string]int{}
+	for _, m := range row.FindAllStringSubmatch(table, -1) {
+		layer := testLayer
+		if m[1] != "test" {
+			layer, _ = strconv.Atoi(m[1])
+		}
+		for _, p := range pattern.FindAllStringSubmatch(m[2], -1) {
+			out[p[1]] = layer
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("the Layers table of docs/development.md lists no package")
+	}
+	return out
+}
+
+// layerOf finds pkg's layer: an exact entry first, then the longest
+// pattern ending in /... that covers it.
+func layerOf(pkg string, table map[string]int) (int, bool) {
+	if l, ok := table[pkg]; ok {
+		return l, true
+	}
+	best, layer := -1, 0
+	for pattern, l := range table {
+		prefix, ok := strings.CutSuffix(pattern, "/...")
+		if ok && (pkg == prefix || strings.HasPrefix(pkg, prefix+"/")) && len(prefix) > best {
+			best, layer = len(prefix), l
+		}
+	}
+	return layer, best >= 0
+}
+
+func name(layer int) string {
+	if layer == testLayer {
+		return "test support"
+	}
+	return fmt.Sprintf("layer %d", layer)
+}
+
+// TestImportsGoDown checks every import of every package of the module
+// against the table: never up a layer, and never into test support from
+// outside it.
+func TestImportsGoDown(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := layers(t, root)
+	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "./...")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := strings.TrimPrefix(fields[0], module)
+		from, ok := layerOf(pkg, table)
+		if !ok {
+			t.Errorf("package %s is in no layer of docs/development.md: add it to the Layers table", pkg)
+			continue
+		}
+		for _, imp := range fields[1:] {
+			dep, ours := strings.CutPrefix(imp, module)
+			if !ours {
+				continue
+			}
+			to, ok := layerOf(dep, table)
+			if !ok {
+				continue // reported as a package of its own
+			}
+			switch {
+			case to == testLayer && from != testLayer:
+				t.Errorf("%s (%s) imports test support %s", pkg, name(from), dep)
+			case to > from:
+				t.Errorf("%s (%s) imports %s (%s), a higher layer", pkg, name(from), dep, name(to))
+			}
+		}
+	}
+}
+
+// The check itself: a pattern covers what is below it, an exact entry
+// wins over a pattern, and test support ranks above every layer.
+func TestLayerOf(t *testing.T) {
+	table := map[string]int{"storage/agent/...": 3, "storage/agent": 4, "hack/...": testLayer}
+	for pkg, want := range map[string]int{"storage/agent": 4, "storage/agent/disks": 3, "hack/bench": testLayer} {
+		if got, ok := layerOf(pkg, table); !ok || got != want {
+			t.Errorf("layerOf(%s) = %d, %v; want %d", pkg, got, ok, want)
+		}
+	}
+	if _, ok := layerOf("storage/agentx", table); ok {
+		t.Error("storage/agentx was taken for a package below storage/agent")
+	}
+}
