@@ -27,7 +27,7 @@ func layers(t *testing.T, root string) map[string]int {
 	if !ok {
 		t.Fatal(`docs/development.md has no "## Layers" section`)
 	}
-	row := regexp.MustCompile("(?m)^\\| (\\d+|test) \\|[^|]*\\| (.*) \\|$")
+	row := regexp.MustCompile(`(?m)^\| (\d+|test) \|[^|]*\| (.*) \|$`)
 	pattern := regexp.MustCompile("`([^`]+)`")
 	out := map[string]int{}
 	for _, m := range row.FindAllStringSubmatch(table, -1) {
