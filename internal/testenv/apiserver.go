@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sync"
 	"testing"
 
 	"k8s.io/client-go/rest"
@@ -74,22 +75,20 @@ func StartAPIServer(apiserverFlags map[string]string) (*Env, error) {
 // Stop stops the API server and etcd.
 func (e *Env) Stop() error { return e.cp.Stop() }
 
-var shared *Env
-var sharedErr error
+// The package's API server, started by the first test that asks for it.
+var (
+	sharedOnce sync.Once
+	shared     *Env
+	sharedErr  error
+)
 
-// Main starts one API server for a test package, runs its tests and stops
-// it. Without the binaries, tests that call Get skip outside CI and the
-// package fails in CI.
+// Main runs a test package's tests and stops its API server, if one was
+// started: a run of only the tests that need none starts none.
 func Main(m *testing.M) int {
 	if os.Getenv("STRATA_TEST_LOG") != "" {
 		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
 	} else {
 		ctrl.SetLogger(logr.Discard())
-	}
-	shared, sharedErr = StartAPIServer(nil)
-	if sharedErr != nil && InCI() {
-		fmt.Fprintln(os.Stderr, "testenv:", sharedErr)
-		return 1
 	}
 	code := m.Run()
 	if shared != nil {
@@ -98,12 +97,13 @@ func Main(m *testing.M) int {
 	return code
 }
 
-// Get returns the package's API server, skipping the test (failing it in
-// CI) when there is none.
+// Get returns the package's API server, starting it on first use. Without
+// the binaries the test skips, and fails in CI.
 func Get(t testing.TB) *Env {
 	t.Helper()
+	sharedOnce.Do(func() { shared, sharedErr = StartAPIServer(nil) })
 	if shared == nil {
-		Unavailable(t, sharedErr.Error())
+		Unavailable(t, fmt.Sprintf("starting the API server: %v", sharedErr))
 	}
 	return shared
 }
