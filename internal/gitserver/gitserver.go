@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/strata-gitops/strata/internal/httpserver"
 )
 
 // Handler serves every repository under root. onPush, when set, is called
@@ -27,29 +29,12 @@ func Handler(root string, onPush func(repo string)) (http.Handler, error) {
 		return backend, nil
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		rec := httpserver.NewStatusRecorder(w)
 		backend.ServeHTTP(rec, r)
-		if repo, ok := strings.CutSuffix(r.URL.Path, "/git-receive-pack"); ok && r.Method == http.MethodPost && rec.status == http.StatusOK {
+		if repo, ok := strings.CutSuffix(r.URL.Path, "/git-receive-pack"); ok && r.Method == http.MethodPost && rec.Status == http.StatusOK {
 			onPush(strings.TrimPrefix(repo, "/"))
 		}
 	}), nil
-}
-
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusRecorder) WriteHeader(code int) {
-	s.status = code
-	s.ResponseWriter.WriteHeader(code)
-}
-
-// Flush lets git's streamed responses through.
-func (s *statusRecorder) Flush() {
-	if f, ok := s.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
 }
 
 // InitBare creates a bare repository that accepts pushes over HTTP.

@@ -4,8 +4,12 @@
 package httpserver
 
 import (
+	"context"
+	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"time"
 )
@@ -38,4 +42,54 @@ func LimitInFlight(h http.Handler, n int) http.Handler {
 				"error": fmt.Sprintf("the server is serving %d requests already; retry", n)})
 		}
 	})
+}
+
+// Serve serves h on addr, with TLS when tlsConfig is set, until ctx ends;
+// then it gives requests in flight 5 seconds to finish.
+func Serve(ctx context.Context, addr string, tlsConfig *tls.Config, h http.Handler) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", addr, err)
+	}
+	srv := New(addr, h)
+	srv.TLSConfig = tlsConfig
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+	if tlsConfig != nil {
+		err = srv.ServeTLS(ln, "", "")
+	} else {
+		err = srv.Serve(ln)
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// StatusRecorder remembers the status code a handler answered with.
+type StatusRecorder struct {
+	http.ResponseWriter
+	Status int
+}
+
+// NewStatusRecorder records what is written to w; 200 until told.
+func NewStatusRecorder(w http.ResponseWriter) *StatusRecorder {
+	return &StatusRecorder{ResponseWriter: w, Status: http.StatusOK}
+}
+
+// WriteHeader implements http.ResponseWriter.
+func (r *StatusRecorder) WriteHeader(code int) {
+	r.Status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+// Flush lets streamed responses through.
+func (r *StatusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
 }

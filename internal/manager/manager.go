@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
-	"time"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	notificationv1 "github.com/fluxcd/notification-controller/api/v1"
@@ -180,23 +179,7 @@ func controllerConfig(o Options) config.Controller {
 
 // httpServer runs an HTTP server for as long as the manager runs.
 func httpServer(addr string, h http.Handler) manager.RunnableFunc {
-	return func(ctx context.Context) error {
-		srv := httpserver.New(addr, h)
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			return fmt.Errorf("listening on %s: %w", addr, err)
-		}
-		go func() {
-			<-ctx.Done()
-			shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = srv.Shutdown(shutdown)
-		}()
-		if err := srv.Serve(ln); err != nil && err != http.ErrServerClosed {
-			return err
-		}
-		return nil
-	}
+	return func(ctx context.Context) error { return httpserver.Serve(ctx, addr, nil, h) }
 }
 
 // localAddr turns a bind address like ":9090" into one clients can reach.

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/strata-gitops/strata/internal/httpserver"
 	"github.com/strata-gitops/strata/storage/agent/volumes"
 	"github.com/strata-gitops/strata/storage/nfs"
 )
@@ -122,7 +123,7 @@ func Run(ctx context.Context, c client.Reader, o Options) error {
 	logger.Info("serving the volume API", "listen", o.Listen, "tls", tlsConfig != nil, "base", store.Base, "exporter", o.Exporter, "tenants", len(byTenant))
 	server := New(store, tenants)
 	server.Networks = networks
-	return Serve(ctx, o.Listen, tlsConfig, server.Handler())
+	return httpserver.Serve(ctx, o.Listen, tlsConfig, server.Handler())
 }
 
 // notice logs what the store did to stored data, and records it as a

@@ -5,8 +5,6 @@
 package volumeapi
 
 import (
-	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -319,42 +317,9 @@ func newMetrics(store *volumes.Store) *metrics {
 func (m *metrics) instrument(route string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		rec := httpserver.NewStatusRecorder(w)
 		h.ServeHTTP(rec, r)
-		m.requests.WithLabelValues(route, fmt.Sprint(rec.status)).Inc()
+		m.requests.WithLabelValues(route, fmt.Sprint(rec.Status)).Inc()
 		m.duration.WithLabelValues(route).Observe(time.Since(start).Seconds())
 	})
-}
-
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (r *statusRecorder) WriteHeader(code int) {
-	r.status = code
-	r.ResponseWriter.WriteHeader(code)
-}
-
-// Serve serves the handler on addr, with TLS when a certificate and key
-// are given, until ctx ends.
-func Serve(ctx context.Context, addr string, tlsConfig *tls.Config, h http.Handler) error {
-	srv := httpserver.New(addr, h)
-	srv.TLSConfig = tlsConfig
-	go func() {
-		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(shutdown)
-	}()
-	var err error
-	if tlsConfig != nil {
-		err = srv.ListenAndServeTLS("", "")
-	} else {
-		err = srv.ListenAndServe()
-	}
-	if errors.Is(err, http.ErrServerClosed) {
-		return nil
-	}
-	return err
 }
