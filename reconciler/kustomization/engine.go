@@ -20,7 +20,7 @@ type engine struct {
 	manager  *ssa.ResourceManager
 	client   *guard.Client
 	versions *versionRecorder
-	probe    *newObjectProbe
+	probe    *creationProbe
 }
 
 func (r *Reconciler) engine(obj *kustomizev1.Kustomization) (*engine, error) {
@@ -29,7 +29,7 @@ func (r *Reconciler) engine(obj *kustomizev1.Kustomization) (*engine, error) {
 		return nil, err
 	}
 	versions := newVersionRecorder(c)
-	probe := newNewObjectProbe(versions)
+	probe := newCreationProbe(versions)
 	guarded := guard.NewClient(probe, obj)
 	poller := polling.NewStatusPoller(guarded, guarded.RESTMapper(), polling.Options{})
 	manager := apply.NewResourceManager(guarded, poller)

@@ -17,7 +17,7 @@ import (
 	"github.com/strata-gitops/strata/reconciler/apply"
 )
 
-// newObjectProbe saves a request per object on a first apply. Flux's ssa
+// creationProbe saves a request per object on a first apply. Flux's ssa
 // reads every object and then dry-runs it; for an object the Kustomization
 // never applied, the read is nearly always a 404. The probe answers that
 // read with the dry-run instead: when the server says the dry-run would
@@ -27,7 +27,7 @@ import (
 // read goes to the server and ssa dry-runs on its own, as without the
 // probe. Either way ssa gets the server's answers; only the two requests
 // swap places, inside the window ssa already leaves between them.
-type newObjectProbe struct {
+type creationProbe struct {
 	client.Client
 
 	mu       sync.Mutex
@@ -41,15 +41,16 @@ type dryRun struct {
 	sent, result *unstructured.Unstructured
 }
 
-func newNewObjectProbe(c client.Client) *newObjectProbe {
-	return &newObjectProbe{Client: c}
+// newCreationProbe probes the creations made through c.
+func newCreationProbe(c client.Client) *creationProbe {
+	return &creationProbe{Client: c}
 }
 
 // expect names the objects about to be applied that are not in inv, the
 // inventory of the last apply: those are probably new. Objects excluded
 // from the apply (Flux's reconcile: disabled and ssa: Ignore) are left to
 // ssa, which skips them after its read.
-func (p *newObjectProbe) expect(objects []*unstructured.Unstructured, inv *kustomizev1.ResourceInventory, excluded map[string]string) {
+func (p *creationProbe) expect(objects []*unstructured.Unstructured, inv *kustomizev1.ResourceInventory, excluded map[string]string) {
 	applied := map[string]bool{}
 	if inv != nil {
 		for _, e := range inv.Entries {
@@ -68,13 +69,13 @@ func (p *newObjectProbe) expect(objects []*unstructured.Unstructured, inv *kusto
 }
 
 // forget drops what expect named, once the apply is over.
-func (p *newObjectProbe) forget() {
+func (p *creationProbe) forget() {
 	p.mu.Lock()
 	p.expected, p.dryRuns = nil, nil
 	p.mu.Unlock()
 }
 
-func (p *newObjectProbe) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+func (p *creationProbe) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	id := apply.ObjMetadata(obj)
 	id.Namespace, id.Name = key.Namespace, key.Name
 	desired := p.takeExpected(id)
@@ -96,7 +97,7 @@ func (p *newObjectProbe) Get(ctx context.Context, key client.ObjectKey, obj clie
 
 // Patch answers ssa's dry-run of an object the probe found absent with the
 // probe's dry-run, when ssa sends exactly what the probe sent.
-func (p *newObjectProbe) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+func (p *creationProbe) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 	if u, ok := obj.(*unstructured.Unstructured); ok && patch.Type() == types.ApplyPatchType && isDryRun(opts) {
 		if d, found := p.takeDryRun(apply.ObjMetadata(u)); found && reflect.DeepEqual(d.sent.Object, u.Object) {
 			u.Object = d.result.DeepCopy().Object
@@ -106,7 +107,7 @@ func (p *newObjectProbe) Patch(ctx context.Context, obj client.Object, patch cli
 	return p.Client.Patch(ctx, obj, patch, opts...)
 }
 
-func (p *newObjectProbe) takeExpected(id object.ObjMetadata) *unstructured.Unstructured {
+func (p *creationProbe) takeExpected(id object.ObjMetadata) *unstructured.Unstructured {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	desired := p.expected[id]
@@ -114,7 +115,7 @@ func (p *newObjectProbe) takeExpected(id object.ObjMetadata) *unstructured.Unstr
 	return desired
 }
 
-func (p *newObjectProbe) takeDryRun(id object.ObjMetadata) (dryRun, bool) {
+func (p *creationProbe) takeDryRun(id object.ObjMetadata) (dryRun, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	d, found := p.dryRuns[id]
@@ -123,7 +124,7 @@ func (p *newObjectProbe) takeDryRun(id object.ObjMetadata) (dryRun, bool) {
 }
 
 // resource names gvk's resource in the NotFound answer, as the server would.
-func (p *newObjectProbe) resource(gvk schema.GroupVersionKind) schema.GroupResource {
+func (p *creationProbe) resource(gvk schema.GroupVersionKind) schema.GroupResource {
 	if m, err := p.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
 		return m.Resource.GroupResource()
 	}

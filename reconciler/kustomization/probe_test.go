@@ -44,7 +44,7 @@ type probeFixture struct {
 	c       client.Client
 	ns      string
 	counter *countingClient
-	probe   *newObjectProbe
+	probe   *creationProbe
 	manager *ssa.ResourceManager
 }
 
@@ -55,7 +55,7 @@ func newProbeFixture(t *testing.T) *probeFixture {
 		t.Fatal(err)
 	}
 	f.counter = &countingClient{Client: env.Client}
-	f.probe = newNewObjectProbe(f.counter)
+	f.probe = newCreationProbe(f.counter)
 	f.manager = apply.NewResourceManager(f.probe, polling.NewStatusPoller(f.probe, f.probe.RESTMapper(), polling.Options{}))
 	return f
 }
