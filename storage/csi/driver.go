@@ -1,8 +1,10 @@
 // Package csi is strata's CSI driver, strata.csi.strata.dev: the
-// Identity, Controller and Node services (one file each). The controller
-// service turns volumes and snapshots into LogicalVolume objects that the
-// node's agent makes real; the node service asks its agent for the device
-// and formats, mounts and bind-mounts it. See docs/csi.md.
+// Identity, Controller and Node services (identity.go, controller.go,
+// node.go). For LVM volumes the controller service turns volumes and
+// snapshots into LogicalVolume objects that the node's agent makes real
+// (logicalvolumes.go), and the node service asks its agent for the device
+// and formats, mounts and bind-mounts it; btrfs volumes go to the volume
+// API of their class's agent (btrfs*.go). See docs/csi.md.
 package csi
 
 import (

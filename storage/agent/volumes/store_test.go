@@ -2,7 +2,6 @@ package volumes_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -222,118 +220,6 @@ func TestSnapshotsClonesAndCascadingDelete(t *testing.T) {
 	wantKind(t, s.Delete(ctx, "t", "v", false), volumes.NotFound, "deleting again")
 }
 
-// A crash between creating the subvolume and writing its metadata leaves
-// a directory nobody sees; the next start moves it to quarantine, whole
-// with its subvolume, and the name is free again.
-func TestRestartAfterACrashInCreate(t *testing.T) {
-	ctx := context.Background()
-	s := newStore(t, nil)
-	half := filepath.Join(s.Base, "t", "v")
-	if err := os.MkdirAll(half, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.FS.CreateSubvolume(ctx, filepath.Join(half, "data")); err != nil {
-		t.Fatal(err)
-	}
-	halfSnap := filepath.Join(s.Base, "t", "snapshots", "s")
-	if err := os.MkdirAll(halfSnap, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if vs, _ := s.List("t"); len(vs) != 0 {
-		t.Fatalf("List shows the half-made volume: %+v", vs)
-	}
-	_, err := s.Get("t", "v")
-	wantKind(t, err, volumes.NotFound, "Get of a half-made volume")
-
-	restarted, err := volumes.Open(ctx, s.Base, nil, "node-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var notices []string
-	restarted.Notice = func(reason, message string) { notices = append(notices, reason+": "+message) }
-	if err := restarted.Sweep(ctx, []string{"t"}); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range []string{half, halfSnap} {
-		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
-			t.Fatalf("%s after the sweep: %v", p, err)
-		}
-	}
-	moved, _ := filepath.Glob(filepath.Join(s.Base, ".quarantine", "*", "t", "v", "data"))
-	if len(moved) != 1 {
-		t.Fatalf("the half-made volume is not in quarantine: %v", moved)
-	}
-	if len(notices) != 2 || !strings.Contains(notices[0], "Quarantined: "+half) {
-		t.Fatalf("notices = %q, want one for each of %s and %s", notices, half, halfSnap)
-	}
-	if _, created, err := restarted.Create(ctx, "t", volumes.CreateRequest{Name: "v", SizeBytes: 16 * mib}); err != nil || !created {
-		t.Fatalf("Create after the sweep: %v, %v", created, err)
-	}
-}
-
-// The sweep touches only what the store could have made: configured
-// tenants, names that pass the name rules, never a dot-directory.
-func TestSweepLeavesWhatIsNotTheStoresAlone(t *testing.T) {
-	ctx := context.Background()
-	s := newStore(t, nil)
-	keep := []string{
-		filepath.Join(s.Base, "t", ".snapshots", "1", "snapshot"), // snapper's
-		filepath.Join(s.Base, "t", "not a volume", "file"),
-		filepath.Join(s.Base, "t", "snapshots", ".hidden", "file"),
-		filepath.Join(s.Base, "other-tenant", "v", "file"), // a tenant not configured (any more)
-		filepath.Join(s.Base, ".keep", "x", "file"),
-	}
-	for _, p := range keep {
-		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte("user data"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.Sweep(ctx, []string{"t"}); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range keep {
-		if data, err := os.ReadFile(p); err != nil || string(data) != "user data" {
-			t.Errorf("%s after the sweep: %q, %v", p, data, err)
-		}
-	}
-}
-
-// A base that already holds files and no marker is not the store's: it
-// is refused, and nothing in it changes.
-func TestOpenRefusesABaseThatIsNotTheStores(t *testing.T) {
-	ctx := context.Background()
-	testenv.NeedRoot(t, "btrfs on a loop device")
-	mnt := testenv.BtrfsDisk(t, 1<<30)
-	home := filepath.Join(mnt, "home")
-	user := filepath.Join(home, "alice", "thesis")
-	if err := os.MkdirAll(user, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	_, err := volumes.Open(ctx, home, nil, "node-a")
-	if err == nil || !strings.Contains(err.Error(), home) || !strings.Contains(err.Error(), volumes.MarkerFile) {
-		t.Fatalf("Open of a base with someone's files = %v, want an error naming %s and the marker", err, home)
-	}
-	if _, err := os.Stat(filepath.Join(home, volumes.MarkerFile)); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("the refused base got a marker: %v", err)
-	}
-	if _, err := os.Stat(user); err != nil {
-		t.Fatal(err)
-	}
-	fresh := filepath.Join(mnt, "strata")
-	if _, err := volumes.Open(ctx, fresh, nil, "node-a"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(fresh, volumes.MarkerFile)); err != nil {
-		t.Fatalf("a new base has no marker: %v", err)
-	}
-	if _, err := volumes.Open(ctx, fresh, nil, "node-a"); err != nil {
-		t.Fatalf("opening the store's own base again: %v", err)
-	}
-}
-
 func TestExportsAreServedAndComeBackAfterARestart(t *testing.T) {
 	testenv.NeedTools(t, "ganesha.nfsd", "nfs-cat")
 	ctx := context.Background()
@@ -456,81 +342,4 @@ func TestConcurrentExportsAreAllServedWithTheirOwnIDs(t *testing.T) {
 	if len(have) != n || len(ids) != n {
 		t.Fatalf("Ganesha serves %d exports with %d distinct IDs, want %d of each: %+v", len(have), len(ids), n, have)
 	}
-}
-
-// A tenant's quota bounds its volumes, snapshots and their number on
-// every create, clone, expand and snapshot; another tenant is not bound
-// by it. A subvolume the tenant nests inside a volume escapes the
-// volume's quota until the store adopts it into the tenant's qgroup;
-// from then on the kernel refuses its writes past the tenant's total.
-func TestTenantQuotas(t *testing.T) {
-	ctx := context.Background()
-	s := newStore(t, nil)
-	s.Quotas = map[string]volumes.Quota{"t": {VolumeBytes: 96 * mib, SnapshotBytes: 64 * mib, Snapshots: 2}}
-	create := func(tenant, name string, size int64) error {
-		_, _, err := s.Create(ctx, tenant, volumes.CreateRequest{Name: name, SizeBytes: size})
-		return err
-	}
-	if err := create("t", "a", 64*mib); err != nil {
-		t.Fatal(err)
-	}
-	wantKind(t, create("t", "b", 64*mib), volumes.NoSpace, "a volume over the tenant's quota")
-	if err := create("t", "b", 32*mib); err != nil {
-		t.Fatal(err)
-	}
-	big := int64(40 * mib)
-	_, err := s.Update(ctx, "t", "b", volumes.UpdateRequest{SizeBytes: &big})
-	wantKind(t, err, volumes.NoSpace, "an expand over the tenant's quota")
-	_, _, err = s.Clone(ctx, "t", volumes.CloneRequest{Name: "c", Source: volumes.Source{Volume: "b"}})
-	wantKind(t, err, volumes.NoSpace, "a clone over the tenant's quota")
-	if err := create("u", "a", 200*mib); err != nil {
-		t.Fatalf("another tenant is bound by t's quota: %v", err)
-	}
-
-	if _, _, err := s.CreateSnapshot(ctx, "t", volumes.SnapshotRequest{Name: "s1", Volume: "a"}); err != nil {
-		t.Fatal(err)
-	}
-	_, _, err = s.CreateSnapshot(ctx, "t", volumes.SnapshotRequest{Name: "s2", Volume: "b"})
-	wantKind(t, err, volumes.NoSpace, "a snapshot over the tenant's snapshot bytes")
-	s.Quotas["t"] = volumes.Quota{VolumeBytes: 96 * mib, SnapshotBytes: 1 << 30, Snapshots: 1}
-	_, _, err = s.CreateSnapshot(ctx, "t", volumes.SnapshotRequest{Name: "s2", Volume: "b"})
-	wantKind(t, err, volumes.NoSpace, "a snapshot over the tenant's snapshot count")
-
-	b, err := s.Get("t", "b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	nested := filepath.Join(b.Path, "escape")
-	if err := s.FS.CreateSubvolume(ctx, nested); err != nil {
-		t.Fatal(err)
-	}
-	var notices []string
-	s.Notice = func(reason, message string) { notices = append(notices, reason+": "+message) }
-	if err := s.AdoptNested(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if len(notices) != 1 || !strings.Contains(notices[0], nested) {
-		t.Fatalf("notices %q, want one naming %s", notices, nested)
-	}
-	err = writeFile(filepath.Join(nested, "fill"), 200*mib)
-	if !errors.Is(err, syscall.EDQUOT) {
-		t.Fatalf("writing 200 MiB into a subvolume nested in a volume of a tenant limited to 160 MiB: %v, want EDQUOT", err)
-	}
-}
-
-// writeFile writes size bytes to path and syncs them, so that a quota
-// takes effect within the call.
-func writeFile(path string, size int64) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	chunk := make([]byte, mib)
-	for written := int64(0); written < size; written += mib {
-		if _, err := f.Write(chunk); err != nil {
-			return err
-		}
-	}
-	return f.Sync()
 }

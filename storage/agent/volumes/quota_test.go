@@ -1,0 +1,90 @@
+package volumes_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/strata-gitops/strata/storage/agent/volumes"
+)
+
+// A tenant's quota bounds its volumes, snapshots and their number on
+// every create, clone, expand and snapshot; another tenant is not bound
+// by it. A subvolume the tenant nests inside a volume escapes the
+// volume's quota until the store adopts it into the tenant's qgroup;
+// from then on the kernel refuses its writes past the tenant's total.
+func TestTenantQuotas(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, nil)
+	s.Quotas = map[string]volumes.Quota{"t": {VolumeBytes: 96 * mib, SnapshotBytes: 64 * mib, Snapshots: 2}}
+	create := func(tenant, name string, size int64) error {
+		_, _, err := s.Create(ctx, tenant, volumes.CreateRequest{Name: name, SizeBytes: size})
+		return err
+	}
+	if err := create("t", "a", 64*mib); err != nil {
+		t.Fatal(err)
+	}
+	wantKind(t, create("t", "b", 64*mib), volumes.NoSpace, "a volume over the tenant's quota")
+	if err := create("t", "b", 32*mib); err != nil {
+		t.Fatal(err)
+	}
+	big := int64(40 * mib)
+	_, err := s.Update(ctx, "t", "b", volumes.UpdateRequest{SizeBytes: &big})
+	wantKind(t, err, volumes.NoSpace, "an expand over the tenant's quota")
+	_, _, err = s.Clone(ctx, "t", volumes.CloneRequest{Name: "c", Source: volumes.Source{Volume: "b"}})
+	wantKind(t, err, volumes.NoSpace, "a clone over the tenant's quota")
+	if err := create("u", "a", 200*mib); err != nil {
+		t.Fatalf("another tenant is bound by t's quota: %v", err)
+	}
+
+	if _, _, err := s.CreateSnapshot(ctx, "t", volumes.SnapshotRequest{Name: "s1", Volume: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = s.CreateSnapshot(ctx, "t", volumes.SnapshotRequest{Name: "s2", Volume: "b"})
+	wantKind(t, err, volumes.NoSpace, "a snapshot over the tenant's snapshot bytes")
+	s.Quotas["t"] = volumes.Quota{VolumeBytes: 96 * mib, SnapshotBytes: 1 << 30, Snapshots: 1}
+	_, _, err = s.CreateSnapshot(ctx, "t", volumes.SnapshotRequest{Name: "s2", Volume: "b"})
+	wantKind(t, err, volumes.NoSpace, "a snapshot over the tenant's snapshot count")
+
+	b, err := s.Get("t", "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nested := filepath.Join(b.Path, "escape")
+	if err := s.FS.CreateSubvolume(ctx, nested); err != nil {
+		t.Fatal(err)
+	}
+	var notices []string
+	s.Notice = func(reason, message string) { notices = append(notices, reason+": "+message) }
+	if err := s.AdoptNested(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(notices) != 1 || !strings.Contains(notices[0], nested) {
+		t.Fatalf("notices %q, want one naming %s", notices, nested)
+	}
+	err = writeFile(filepath.Join(nested, "fill"), 200*mib)
+	if !errors.Is(err, syscall.EDQUOT) {
+		t.Fatalf("writing 200 MiB into a subvolume nested in a volume of a tenant limited to 160 MiB: %v, want EDQUOT", err)
+	}
+}
+
+// writeFile writes size bytes to path and syncs them, so that a quota
+// takes effect within the call.
+func writeFile(path string, size int64) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	chunk := make([]byte, mib)
+	for written := int64(0); written < size; written += mib {
+		if _, err := f.Write(chunk); err != nil {
+			return err
+		}
+	}
+	return f.Sync()
+}
