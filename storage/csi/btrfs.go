@@ -211,7 +211,8 @@ func (b *btrfsBackend) clone(ctx context.Context, agent *volumeapi.Client, name 
 // snapshots stays (FailedPrecondition) until they are deleted: a
 // snapshot is data the user asked to keep. The agent checks that under
 // the lock snapshots are made with, so none made meanwhile is lost.
-func (b *btrfsBackend) DeleteVolume(ctx context.Context, id VolumeID, secrets map[string]string) error {
+func (b *btrfsBackend) DeleteVolume(ctx context.Context, id VolumeID, req *csi.DeleteVolumeRequest) error {
+	secrets := req.GetSecrets()
 	agent, _, err := b.agentFor(ctx, id, secrets)
 	if err != nil {
 		return err
@@ -296,7 +297,8 @@ func (b *btrfsBackend) CreateSnapshot(ctx context.Context, id VolumeID, req *csi
 }
 
 // DeleteSnapshot removes a snapshot; one already gone is done.
-func (b *btrfsBackend) DeleteSnapshot(ctx context.Context, id VolumeID, secrets map[string]string) error {
+func (b *btrfsBackend) DeleteSnapshot(ctx context.Context, id VolumeID, req *csi.DeleteSnapshotRequest) error {
+	secrets := req.GetSecrets()
 	agent, _, err := b.agentFor(ctx, id, secrets)
 	if err != nil {
 		return err
@@ -384,7 +386,8 @@ func (b *btrfsBackend) GetCapacity(ctx context.Context, req *csi.GetCapacityRequ
 }
 
 // GetSnapshot reads one snapshot from its class's agent.
-func (b *btrfsBackend) GetSnapshot(ctx context.Context, id VolumeID, secrets map[string]string) (*csi.GetSnapshotResponse, error) {
+func (b *btrfsBackend) GetSnapshot(ctx context.Context, id VolumeID, req *csi.GetSnapshotRequest) (*csi.GetSnapshotResponse, error) {
+	secrets := req.GetSecrets()
 	agent, _, err := b.agentFor(ctx, id, secrets)
 	if err != nil {
 		return nil, err

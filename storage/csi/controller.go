@@ -56,6 +56,7 @@ type Controller struct {
 	Wait    time.Duration
 	changes *notifier
 	btrfs   *btrfsBackend
+	lvm     *lvmBackend
 }
 
 // NewController starts informers for what the service reads and returns
@@ -71,6 +72,7 @@ func NewController(ctx context.Context, cfg *rest.Config, wait time.Duration) (*
 	}
 	ctl := &Controller{Client: c, Cache: informers, Wait: wait, changes: newNotifier()}
 	ctl.btrfs = &btrfsBackend{c: ctl, http: &http.Client{Timeout: wait}}
+	ctl.lvm = &lvmBackend{c: ctl}
 	volumes, err := informers.GetInformer(ctx, &storagev1alpha1.LogicalVolume{})
 	if err != nil {
 		return nil, err
@@ -146,15 +148,18 @@ func (c *Controller) ControllerGetCapabilities(context.Context, *csi.ControllerG
 	return &csi.ControllerGetCapabilitiesResponse{Capabilities: caps}, nil
 }
 
-// CreateVolume implements csi.ControllerServer: a LogicalVolume on a node
-// the topology allows and that has room, then a wait for its agent.
+// CreateVolume implements csi.ControllerServer, by the class's backend.
 func (c *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
 	if err := required("name", req.GetName()); err != nil {
 		return nil, err
 	}
-	if isBtrfs(req.GetParameters()) {
-		return c.btrfs.CreateVolume(ctx, req)
-	}
+	return c.byParameters(req.GetParameters()).CreateVolume(ctx, req)
+}
+
+// CreateVolume makes a LogicalVolume on a node the class selects, the
+// topology allows and that has room, then waits for its agent.
+func (b *lvmBackend) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
+	c := b.c
 	if err := checkCapabilities(req.GetVolumeCapabilities()); err != nil {
 		return nil, err
 	}
@@ -298,19 +303,22 @@ func sameRequest(have, want *storagev1alpha1.LogicalVolume, r *csi.CapacityRange
 	return nil
 }
 
-// DeleteVolume implements csi.ControllerServer. It waits until the agent
-// has removed the volume, so that its space is free when it returns.
+// DeleteVolume implements csi.ControllerServer, by the volume's backend;
+// either waits until the volume is gone, so its space is free on return.
 func (c *Controller) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error) {
 	if err := required("volume ID", req.GetVolumeId()); err != nil {
 		return nil, err
 	}
-	if id, btrfs, err := c.btrfs.route(ctx, req.GetVolumeId(), req.GetSecrets()); err != nil || btrfs {
-		if err == nil {
-			err = c.btrfs.DeleteVolume(ctx, id, req.GetSecrets())
-		}
-		return &csi.DeleteVolumeResponse{}, err
+	b, id, err := c.byID(ctx, req.GetVolumeId(), req.GetSecrets())
+	if err == nil {
+		err = b.DeleteVolume(ctx, id, req)
 	}
-	return &csi.DeleteVolumeResponse{}, c.remove(ctx, req.GetVolumeId(), kindVolume)
+	return &csi.DeleteVolumeResponse{}, err
+}
+
+// DeleteVolume removes the volume's LogicalVolume and waits for its agent.
+func (b *lvmBackend) DeleteVolume(ctx context.Context, _ VolumeID, req *csi.DeleteVolumeRequest) error {
+	return b.c.remove(ctx, req.GetVolumeId(), kindVolume)
 }
 
 // remove deletes the object of a volume or snapshot ID and waits until it
@@ -331,9 +339,8 @@ func (c *Controller) remove(ctx context.Context, id, kind string) error {
 	return err
 }
 
-// ControllerExpandVolume implements csi.ControllerServer: it raises the
-// LogicalVolume's size and waits for the agent to grow the volume. The
-// filesystem is grown by NodeExpandVolume.
+// ControllerExpandVolume implements csi.ControllerServer, by the volume's
+// backend. An LVM volume's filesystem is grown by NodeExpandVolume.
 func (c *Controller) ControllerExpandVolume(ctx context.Context, req *csi.ControllerExpandVolumeRequest) (*csi.ControllerExpandVolumeResponse, error) {
 	if err := required("volume ID", req.GetVolumeId()); err != nil {
 		return nil, err
@@ -341,11 +348,17 @@ func (c *Controller) ControllerExpandVolume(ctx context.Context, req *csi.Contro
 	if req.GetCapacityRange() == nil {
 		return nil, status.Error(codes.InvalidArgument, "capacity range is required")
 	}
-	if id, btrfs, err := c.btrfs.route(ctx, req.GetVolumeId(), req.GetSecrets()); err != nil {
+	b, id, err := c.byID(ctx, req.GetVolumeId(), req.GetSecrets())
+	if err != nil {
 		return nil, err
-	} else if btrfs {
-		return c.btrfs.ControllerExpandVolume(ctx, id, req)
 	}
+	return b.ControllerExpandVolume(ctx, id, req)
+}
+
+// ControllerExpandVolume raises the LogicalVolume's size and waits for its
+// agent to grow the volume.
+func (b *lvmBackend) ControllerExpandVolume(ctx context.Context, _ VolumeID, req *csi.ControllerExpandVolumeRequest) (*csi.ControllerExpandVolumeResponse, error) {
+	c := b.c
 	size, err := volumeSize(req.GetCapacityRange())
 	if err != nil {
 		return nil, err
@@ -376,12 +389,16 @@ func (c *Controller) ValidateVolumeCapabilities(ctx context.Context, req *csi.Va
 	if len(req.GetVolumeCapabilities()) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "volume capabilities are required")
 	}
-	if id, btrfs, err := c.btrfs.route(ctx, req.GetVolumeId(), req.GetSecrets()); err != nil {
+	b, id, err := c.byID(ctx, req.GetVolumeId(), req.GetSecrets())
+	if err != nil {
 		return nil, err
-	} else if btrfs {
-		return c.btrfs.ValidateVolumeCapabilities(ctx, id, req)
 	}
-	if _, err := c.lookup(ctx, req.GetVolumeId(), kindVolume); err != nil {
+	return b.ValidateVolumeCapabilities(ctx, id, req)
+}
+
+// ValidateVolumeCapabilities confirms what an LVM volume can be.
+func (b *lvmBackend) ValidateVolumeCapabilities(ctx context.Context, _ VolumeID, req *csi.ValidateVolumeCapabilitiesRequest) (*csi.ValidateVolumeCapabilitiesResponse, error) {
+	if _, err := b.c.lookup(ctx, req.GetVolumeId(), kindVolume); err != nil {
 		return nil, err
 	}
 	if err := checkCapabilities(req.GetVolumeCapabilities()); err != nil {
@@ -392,17 +409,23 @@ func (c *Controller) ValidateVolumeCapabilities(ctx context.Context, req *csi.Va
 	}}, nil
 }
 
-// CreateSnapshot implements csi.ControllerServer: a thin snapshot, on the
-// source's node, of a volume in a thin device class.
+// CreateSnapshot implements csi.ControllerServer, by the source volume's
+// backend.
 func (c *Controller) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshotRequest) (*csi.CreateSnapshotResponse, error) {
 	if err := required("name", req.GetName(), "source volume ID", req.GetSourceVolumeId()); err != nil {
 		return nil, err
 	}
-	if id, btrfs, err := c.btrfs.route(ctx, req.GetSourceVolumeId(), req.GetSecrets()); err != nil {
+	b, id, err := c.byID(ctx, req.GetSourceVolumeId(), req.GetSecrets())
+	if err != nil {
 		return nil, err
-	} else if btrfs {
-		return c.btrfs.CreateSnapshot(ctx, id, req)
 	}
+	return b.CreateSnapshot(ctx, id, req)
+}
+
+// CreateSnapshot makes a thin snapshot, on the source's node, of a volume
+// in a thin device class.
+func (b *lvmBackend) CreateSnapshot(ctx context.Context, id VolumeID, req *csi.CreateSnapshotRequest) (*csi.CreateSnapshotResponse, error) {
+	c := b.c
 	source, err := c.lookup(ctx, req.GetSourceVolumeId(), kindVolume)
 	if err != nil {
 		return nil, err
@@ -424,7 +447,6 @@ func (c *Controller) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshot
 	if lv, err = c.waitReady(ctx, lv); err != nil {
 		return nil, err
 	}
-	id, _ := ParseVolumeID(req.GetSourceVolumeId())
 	return &csi.CreateSnapshotResponse{Snapshot: &csi.Snapshot{
 		SnapshotId:     VolumeID{StorageClass: id.StorageClass, Name: lv.Name}.String(),
 		SourceVolumeId: req.GetSourceVolumeId(),
@@ -439,22 +461,27 @@ func (c *Controller) DeleteSnapshot(ctx context.Context, req *csi.DeleteSnapshot
 	if err := required("snapshot ID", req.GetSnapshotId()); err != nil {
 		return nil, err
 	}
-	if id, btrfs, err := c.btrfs.route(ctx, req.GetSnapshotId(), req.GetSecrets()); err != nil || btrfs {
-		if err == nil {
-			err = c.btrfs.DeleteSnapshot(ctx, id, req.GetSecrets())
-		}
-		return &csi.DeleteSnapshotResponse{}, err
+	b, id, err := c.byID(ctx, req.GetSnapshotId(), req.GetSecrets())
+	if err == nil {
+		err = b.DeleteSnapshot(ctx, id, req)
 	}
-	return &csi.DeleteSnapshotResponse{}, c.remove(ctx, req.GetSnapshotId(), kindSnapshot)
+	return &csi.DeleteSnapshotResponse{}, err
 }
 
-// GetCapacity implements csi.ControllerServer from the capacity the
-// agents write on their Nodes: one node's when the topology names it,
-// the sum over all nodes otherwise.
+// DeleteSnapshot removes the snapshot's LogicalVolume.
+func (b *lvmBackend) DeleteSnapshot(ctx context.Context, _ VolumeID, req *csi.DeleteSnapshotRequest) error {
+	return b.c.remove(ctx, req.GetSnapshotId(), kindSnapshot)
+}
+
+// GetCapacity implements csi.ControllerServer, by the class's backend.
 func (c *Controller) GetCapacity(ctx context.Context, req *csi.GetCapacityRequest) (*csi.GetCapacityResponse, error) {
-	if isBtrfs(req.GetParameters()) {
-		return c.btrfs.GetCapacity(ctx, req)
-	}
+	return c.byParameters(req.GetParameters()).GetCapacity(ctx, req)
+}
+
+// GetCapacity is what the class's agents write on their Nodes: one node's
+// when the topology names it, the sum over all nodes otherwise.
+func (b *lvmBackend) GetCapacity(ctx context.Context, req *csi.GetCapacityRequest) (*csi.GetCapacityResponse, error) {
+	c := b.c
 	name := req.GetParameters()[storagev1alpha1.DeviceClassParameter]
 	class, err := findClass(ctx, c.Cache, name)
 	if name == "" && status.Code(err) == codes.InvalidArgument {

@@ -12,13 +12,15 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 )
 
 // ListVolumes implements csi.ControllerServer: the volumes of both
 // backends, ordered by ID.
 func (c *Controller) ListVolumes(ctx context.Context, req *csi.ListVolumesRequest) (*csi.ListVolumesResponse, error) {
-	entries, err := fromBoth(ctx, c.btrfs.listVolumes, c.listLogicalVolumes)
+	entries, err := listAll(ctx, c.backends(), backend.listVolumes)
 	if err != nil {
 		return nil, err
 	}
@@ -33,7 +35,7 @@ func (c *Controller) ListVolumes(ctx context.Context, req *csi.ListVolumesReques
 // backends, ordered by ID, or the one snapshot_id names, or those of
 // source_volume_id. An ID that names nothing gives an empty list.
 func (c *Controller) ListSnapshots(ctx context.Context, req *csi.ListSnapshotsRequest) (*csi.ListSnapshotsResponse, error) {
-	snaps, err := fromBoth(ctx, c.btrfs.listSnapshots, c.listLogicalSnapshots)
+	snaps, err := listAll(ctx, c.backends(), backend.listSnapshots)
 	if err != nil {
 		return nil, err
 	}
@@ -53,14 +55,25 @@ func (c *Controller) ListSnapshots(ctx context.Context, req *csi.ListSnapshotsRe
 	return rsp, nil
 }
 
-// fromBoth lists what the btrfs and the LVM backend hold.
-func fromBoth[T any](ctx context.Context, btrfs, lvm func(context.Context) ([]T, error)) ([]T, error) {
-	all, err := btrfs(ctx)
-	if err != nil {
-		return nil, err
+// listAll lists what every backend holds. A backend that cannot be read
+// (an agent down) is left out and logged, so that it does not hide what
+// the others hold; only when none can be read is the call an error.
+func listAll[T any](ctx context.Context, backends []backend, list func(backend, context.Context) ([]T, error)) ([]T, error) {
+	var all []T
+	var errs []error
+	for _, b := range backends {
+		items, err := list(b, ctx)
+		if err != nil {
+			log.FromContext(ctx).Error(err, "listing one backend's volumes; the others are listed")
+			errs = append(errs, err)
+			continue
+		}
+		all = append(all, items...)
 	}
-	more, err := lvm(ctx)
-	return append(all, more...), err
+	if len(errs) == len(backends) {
+		return nil, errs[0] // a status, whose code the CO acts on
+	}
+	return all, nil
 }
 
 // page is the part of a sorted list a call asks for. The token is the
@@ -88,8 +101,9 @@ func page[T any](all []T, token string, max int32, what string) ([]T, string, er
 	return all[start:end], next, nil
 }
 
-// listLogicalVolumes lists the LVM volumes made through CSI.
-func (c *Controller) listLogicalVolumes(ctx context.Context) ([]*csi.ListVolumesResponse_Entry, error) {
+// listVolumes lists the LVM volumes made through CSI.
+func (b *lvmBackend) listVolumes(ctx context.Context) ([]*csi.ListVolumesResponse_Entry, error) {
+	c := b.c
 	lvs, err := c.logicalVolumes(ctx, kindVolume)
 	if err != nil {
 		return nil, err
@@ -105,9 +119,10 @@ func (c *Controller) listLogicalVolumes(ctx context.Context) ([]*csi.ListVolumes
 	return entries, nil
 }
 
-// listLogicalSnapshots lists the LVM snapshots made through CSI, each
+// listSnapshots lists the LVM snapshots made through CSI, each
 // under its source volume's StorageClass, as CreateSnapshot names them.
-func (c *Controller) listLogicalSnapshots(ctx context.Context) ([]*csi.Snapshot, error) {
+func (b *lvmBackend) listSnapshots(ctx context.Context) ([]*csi.Snapshot, error) {
+	c := b.c
 	volumes, err := c.logicalVolumes(ctx, kindVolume)
 	if err != nil {
 		return nil, err
@@ -133,11 +148,16 @@ func (c *Controller) GetSnapshot(ctx context.Context, req *csi.GetSnapshotReques
 	if err := required("snapshot ID", req.GetSnapshotId()); err != nil {
 		return nil, err
 	}
-	if id, btrfs, err := c.btrfs.route(ctx, req.GetSnapshotId(), req.GetSecrets()); err != nil {
+	b, id, err := c.byID(ctx, req.GetSnapshotId(), req.GetSecrets())
+	if err != nil {
 		return nil, err
-	} else if btrfs {
-		return c.btrfs.GetSnapshot(ctx, id, req.GetSecrets())
 	}
+	return b.GetSnapshot(ctx, id, req)
+}
+
+// GetSnapshot reads the snapshot's LogicalVolume.
+func (b *lvmBackend) GetSnapshot(ctx context.Context, _ VolumeID, req *csi.GetSnapshotRequest) (*csi.GetSnapshotResponse, error) {
+	c := b.c
 	lv, err := c.lookup(ctx, req.GetSnapshotId(), kindSnapshot)
 	if err != nil {
 		return nil, err

@@ -21,13 +21,17 @@ func (c *Controller) ControllerPublishVolume(ctx context.Context, req *csi.Contr
 	if req.GetVolumeCapability() == nil {
 		return nil, status.Error(codes.InvalidArgument, "volume capability is required")
 	}
-	id, btrfs, err := c.btrfs.route(ctx, req.GetVolumeId(), req.GetSecrets())
+	b, id, err := c.byID(ctx, req.GetVolumeId(), req.GetSecrets())
 	if err != nil {
 		return nil, err
 	}
-	if btrfs {
-		return c.btrfs.ControllerPublishVolume(ctx, id, req)
-	}
+	return b.ControllerPublishVolume(ctx, id, req)
+}
+
+// ControllerPublishVolume checks that the volume is on the node: an LVM
+// volume needs nothing more.
+func (b *lvmBackend) ControllerPublishVolume(ctx context.Context, _ VolumeID, req *csi.ControllerPublishVolumeRequest) (*csi.ControllerPublishVolumeResponse, error) {
+	c := b.c
 	if err := checkCapability(req.GetVolumeCapability()); err != nil {
 		return nil, err
 	}
@@ -56,12 +60,14 @@ func (c *Controller) ControllerUnpublishVolume(ctx context.Context, req *csi.Con
 	if err := required("volume ID", req.GetVolumeId()); err != nil {
 		return nil, err
 	}
-	id, btrfs, err := c.btrfs.route(ctx, req.GetVolumeId(), req.GetSecrets())
+	b, id, err := c.byID(ctx, req.GetVolumeId(), req.GetSecrets())
 	if err != nil {
 		return nil, err
 	}
-	if btrfs {
-		return c.btrfs.ControllerUnpublishVolume(ctx, id, req)
-	}
+	return b.ControllerUnpublishVolume(ctx, id, req)
+}
+
+// ControllerUnpublishVolume has nothing to undo for an LVM volume.
+func (b *lvmBackend) ControllerUnpublishVolume(context.Context, VolumeID, *csi.ControllerUnpublishVolumeRequest) (*csi.ControllerUnpublishVolumeResponse, error) {
 	return &csi.ControllerUnpublishVolumeResponse{}, nil
 }
