@@ -57,3 +57,39 @@ func (c *Controller) byID(ctx context.Context, volumeID string, secrets map[stri
 	}
 	return c.lvm, id, nil
 }
+
+// nodeBackend serves the node calls for one kind of volume; the Node
+// routes each call once, by the volume context CreateVolume gave it, or,
+// for the calls that carry none, by what is mounted at the volume path.
+type nodeBackend interface {
+	stage(ctx context.Context, req *csi.NodeStageVolumeRequest) error
+	publish(ctx context.Context, req *csi.NodePublishVolumeRequest) error
+	stats(ctx context.Context, req *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error)
+	expand(ctx context.Context, req *csi.NodeExpandVolumeRequest) (*csi.NodeExpandVolumeResponse, error)
+}
+
+// lvmNode and btrfsNode are the node sides of the two backends.
+type (
+	lvmNode   struct{ n *Node }
+	btrfsNode struct{ n *Node }
+)
+
+// byContext is the node backend of a volume, by its volume context.
+func (n *Node) byContext(volumeContext map[string]string) nodeBackend {
+	if volumeContext[BackendContext] == backendBtrfs {
+		return btrfsNode{n}
+	}
+	return lvmNode{n}
+}
+
+// byMount is the node backend of the volume mounted at path.
+func (n *Node) byMount(volumeID, path string) (nodeBackend, error) {
+	btrfs, err := isBtrfsMount(volumeID, path)
+	switch {
+	case err != nil:
+		return nil, err
+	case btrfs:
+		return btrfsNode{n}, nil
+	}
+	return lvmNode{n}, nil
+}

@@ -1,6 +1,7 @@
 package csi
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -21,7 +22,8 @@ import (
 // itself by bind mount when the agent is on this node (no NFS hop), its
 // NFS export otherwise. Where to find it is in the publish context that
 // ControllerPublishVolume returned.
-func (n *Node) stageBtrfs(req *csi.NodeStageVolumeRequest) error {
+func (b btrfsNode) stage(_ context.Context, req *csi.NodeStageVolumeRequest) error {
+	n := b.n
 	if err := btrfsCapabilities([]*csi.VolumeCapability{req.GetVolumeCapability()}); err != nil {
 		return err
 	}
@@ -57,6 +59,16 @@ func (n *Node) stageBtrfs(req *csi.NodeStageVolumeRequest) error {
 	return nil
 }
 
+// stats are the figures of the volume's filesystem as this node sees it.
+func (btrfsNode) stats(_ context.Context, req *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
+	return filesystemStats(req.GetVolumePath())
+}
+
+// expand has nothing to do: the agent's quota is all there is to grow.
+func (btrfsNode) expand(context.Context, *csi.NodeExpandVolumeRequest) (*csi.NodeExpandVolumeResponse, error) {
+	return &csi.NodeExpandVolumeResponse{}, nil
+}
+
 // checkUnder refuses a path that is not a subvolume's data directory
 // under base, symbolic links resolved: the path comes from the agent's
 // answer, and a forged one must not get a host directory mounted into a
@@ -85,7 +97,8 @@ const dataDirName = "data"
 
 // publishBtrfs bind-mounts the staged volume at the target path,
 // read-only when asked, with the pod's fsGroup given the volume's root.
-func (n *Node) publishBtrfs(req *csi.NodePublishVolumeRequest) error {
+func (b btrfsNode) publish(_ context.Context, req *csi.NodePublishVolumeRequest) error {
+	n := b.n
 	capability := req.GetVolumeCapability()
 	if err := btrfsCapabilities([]*csi.VolumeCapability{capability}); err != nil {
 		return err

@@ -62,38 +62,39 @@ func (n *Node) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequ
 	return &csi.NodeGetCapabilitiesResponse{Capabilities: caps}, nil
 }
 
-// NodeStageVolume implements csi.NodeServer: a filesystem volume is
-// formatted if blank and mounted at the staging path; a block volume
-// needs nothing.
+// NodeStageVolume implements csi.NodeServer, by the volume's backend.
 func (n *Node) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
 	if err := required("volume ID", req.GetVolumeId(), "staging target path", req.GetStagingTargetPath()); err != nil {
 		return nil, err
 	}
-	if req.GetVolumeContext()[BackendContext] == backendBtrfs {
-		return &csi.NodeStageVolumeResponse{}, n.stageBtrfs(req)
-	}
+	return &csi.NodeStageVolumeResponse{}, n.byContext(req.GetVolumeContext()).stage(ctx, req)
+}
+
+// stage formats a filesystem volume if blank and mounts it at the staging
+// path; a block volume needs nothing.
+func (b lvmNode) stage(ctx context.Context, req *csi.NodeStageVolumeRequest) error {
 	capability := req.GetVolumeCapability()
 	if err := checkCapability(capability); err != nil {
-		return nil, err
+		return err
 	}
-	vol, err := n.volume(ctx, req.GetVolumeId())
+	vol, err := b.n.volume(ctx, req.GetVolumeId())
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if capability.GetBlock() != nil {
-		return &csi.NodeStageVolumeResponse{}, nil // a block volume is published as its device
+		return nil // a block volume is published as its device
 	}
 	staging := req.GetStagingTargetPath()
 	if err := os.MkdirAll(staging, 0o750); err != nil {
-		return nil, status.Errorf(codes.Internal, "staging path %s: %v", staging, err)
+		return status.Errorf(codes.Internal, "staging path %s: %v", staging, err)
 	}
-	if mounted, err := n.mountedDevice(staging); err != nil {
-		return nil, err
+	if mounted, err := b.n.mountedDevice(staging); err != nil {
+		return err
 	} else if mounted != "" {
 		if !sameDevice(mounted, vol.Device) {
-			return nil, status.Errorf(codes.AlreadyExists, "staging path %s has %s mounted, not %s's device %s", staging, mounted, req.GetVolumeId(), vol.Device)
+			return status.Errorf(codes.AlreadyExists, "staging path %s has %s mounted, not %s's device %s", staging, mounted, req.GetVolumeId(), vol.Device)
 		}
-		return &csi.NodeStageVolumeResponse{}, nil
+		return nil
 	}
 	fstype := capability.GetMount().GetFsType()
 	if fstype == "" {
@@ -105,10 +106,10 @@ func (n *Node) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequ
 		// refuses to mount twice.
 		options = append(options, "nouuid")
 	}
-	if err := n.Mounter.FormatAndMount(vol.Device, staging, fstype, options); err != nil {
-		return nil, status.Errorf(codes.Internal, "formatting (if blank) and mounting %s at %s: %v", vol.Device, staging, err)
+	if err := b.n.Mounter.FormatAndMount(vol.Device, staging, fstype, options); err != nil {
+		return status.Errorf(codes.Internal, "formatting (if blank) and mounting %s at %s: %v", vol.Device, staging, err)
 	}
-	return &csi.NodeStageVolumeResponse{}, nil
+	return nil
 }
 
 // NodeUnstageVolume implements csi.NodeServer.
@@ -122,49 +123,51 @@ func (n *Node) NodeUnstageVolume(_ context.Context, req *csi.NodeUnstageVolumeRe
 	return &csi.NodeUnstageVolumeResponse{}, nil
 }
 
-// NodePublishVolume implements csi.NodeServer: a bind mount of the staged
-// filesystem, or of the block device onto a file, read-only if asked.
+// NodePublishVolume implements csi.NodeServer, by the volume's backend.
 func (n *Node) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
 	if err := required("volume ID", req.GetVolumeId(), "target path", req.GetTargetPath(), "staging target path", req.GetStagingTargetPath()); err != nil {
 		return nil, err
 	}
-	if req.GetVolumeContext()[BackendContext] == backendBtrfs {
-		return &csi.NodePublishVolumeResponse{}, n.publishBtrfs(req)
-	}
+	return &csi.NodePublishVolumeResponse{}, n.byContext(req.GetVolumeContext()).publish(ctx, req)
+}
+
+// publish bind-mounts the staged filesystem, or the block device onto a
+// file, read-only if asked.
+func (b lvmNode) publish(ctx context.Context, req *csi.NodePublishVolumeRequest) error {
 	capability := req.GetVolumeCapability()
 	if err := checkCapability(capability); err != nil {
-		return nil, err
+		return err
 	}
-	vol, err := n.volume(ctx, req.GetVolumeId())
+	vol, err := b.n.volume(ctx, req.GetVolumeId())
 	if err != nil {
-		return nil, err
+		return err
 	}
 	target, source := req.GetTargetPath(), req.GetStagingTargetPath()
 	if capability.GetBlock() != nil {
 		source = vol.Device
 		err = makeFile(target)
 	} else {
-		if staged, serr := n.mountedDevice(source); serr != nil || !sameDevice(staged, vol.Device) {
-			return nil, status.Errorf(codes.FailedPrecondition, "volume %s is not staged at %s: call NodeStageVolume first", req.GetVolumeId(), source)
+		if staged, serr := b.n.mountedDevice(source); serr != nil || !sameDevice(staged, vol.Device) {
+			return status.Errorf(codes.FailedPrecondition, "volume %s is not staged at %s: call NodeStageVolume first", req.GetVolumeId(), source)
 		}
 		if err := applyMountGroup(source, capability.GetMount().GetVolumeMountGroup(), true); err != nil {
-			return nil, err
+			return err
 		}
 		err = os.MkdirAll(target, 0o750)
 	}
 	if err != nil {
-		return nil, status.Errorf(codes.Internal, "target path %s: %v", target, err)
+		return status.Errorf(codes.Internal, "target path %s: %v", target, err)
 	}
-	if mounted, err := n.Mounter.IsMountPoint(target); err != nil {
-		return nil, status.Errorf(codes.Internal, "target path %s: %v", target, err)
+	if mounted, err := b.n.Mounter.IsMountPoint(target); err != nil {
+		return status.Errorf(codes.Internal, "target path %s: %v", target, err)
 	} else if mounted {
-		return &csi.NodePublishVolumeResponse{}, nil
+		return nil
 	}
 	readOnly := req.GetReadonly() || capability.GetAccessMode().GetMode() == csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY
 	if err := bindMount(source, target, readOnly); err != nil {
-		return nil, status.Errorf(codes.Internal, "bind-mounting %s at %s: %v", source, target, err)
+		return status.Errorf(codes.Internal, "bind-mounting %s at %s: %v", source, target, err)
 	}
-	return &csi.NodePublishVolumeResponse{}, nil
+	return nil
 }
 
 // bindMount is `mount --bind` (then a read-only remount, as mount(8) does
@@ -196,23 +199,34 @@ func (n *Node) NodeUnpublishVolume(_ context.Context, req *csi.NodeUnpublishVolu
 	return &csi.NodeUnpublishVolumeResponse{}, nil
 }
 
-// NodeGetVolumeStats implements csi.NodeServer.
+// NodeGetVolumeStats implements csi.NodeServer, by the volume's backend.
 func (n *Node) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
-	if btrfs, err := isBtrfsMount(req.GetVolumeId(), req.GetVolumePath()); err != nil {
+	b, err := n.byMount(req.GetVolumeId(), req.GetVolumePath())
+	if err != nil {
 		return nil, err
-	} else if !btrfs {
-		vol, block, err := n.volumeAt(ctx, req.GetVolumeId(), req.GetVolumePath())
-		if err != nil {
-			return nil, err
-		}
-		if block {
-			return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{
-				{Unit: csi.VolumeUsage_BYTES, Total: int64(vol.Size)}}}, nil
-		}
 	}
+	return b.stats(ctx, req)
+}
+
+// stats is a block volume's size, or its filesystem's figures.
+func (b lvmNode) stats(ctx context.Context, req *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
+	vol, block, err := b.n.volumeAt(ctx, req.GetVolumeId(), req.GetVolumePath())
+	if err != nil {
+		return nil, err
+	}
+	if block {
+		return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{
+			{Unit: csi.VolumeUsage_BYTES, Total: int64(vol.Size)}}}, nil
+	}
+	return filesystemStats(req.GetVolumePath())
+}
+
+// filesystemStats are the bytes and inodes of the filesystem at path, as
+// this node sees it.
+func filesystemStats(path string) (*csi.NodeGetVolumeStatsResponse, error) {
 	var fs unix.Statfs_t
-	if err := unix.Statfs(req.GetVolumePath(), &fs); err != nil {
-		return nil, status.Errorf(codes.Internal, "statfs %s: %v", req.GetVolumePath(), err)
+	if err := unix.Statfs(path, &fs); err != nil {
+		return nil, status.Errorf(codes.Internal, "statfs %s: %v", path, err)
 	}
 	blockSize := fs.Bsize
 	return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{
@@ -222,20 +236,26 @@ func (n *Node) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeSta
 	}}, nil
 }
 
-// NodeExpandVolume implements csi.NodeServer: it grows the filesystem to
-// the volume, which ControllerExpandVolume grew.
+// NodeExpandVolume implements csi.NodeServer, by the volume's backend.
 func (n *Node) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolumeRequest) (*csi.NodeExpandVolumeResponse, error) {
-	if btrfs, err := isBtrfsMount(req.GetVolumeId(), req.GetVolumePath()); err != nil || btrfs {
-		return &csi.NodeExpandVolumeResponse{}, err // the agent's quota is all there is to grow
+	b, err := n.byMount(req.GetVolumeId(), req.GetVolumePath())
+	if err != nil {
+		return nil, err
 	}
-	vol, block, err := n.volumeAt(ctx, req.GetVolumeId(), req.GetVolumePath())
+	return b.expand(ctx, req)
+}
+
+// expand grows the filesystem to the volume, which ControllerExpandVolume
+// grew.
+func (b lvmNode) expand(ctx context.Context, req *csi.NodeExpandVolumeRequest) (*csi.NodeExpandVolumeResponse, error) {
+	vol, block, err := b.n.volumeAt(ctx, req.GetVolumeId(), req.GetVolumePath())
 	if err != nil {
 		return nil, err
 	}
 	if block || req.GetVolumeCapability().GetBlock() != nil {
 		return &csi.NodeExpandVolumeResponse{CapacityBytes: int64(vol.Size)}, nil
 	}
-	if _, err := mount.NewResizeFs(n.Mounter.Exec).Resize(vol.Device, req.GetVolumePath()); err != nil {
+	if _, err := mount.NewResizeFs(b.n.Mounter.Exec).Resize(vol.Device, req.GetVolumePath()); err != nil {
 		hint := ""
 		if strings.Contains(err.Error(), "Permission denied to resize") {
 			hint = " (the kernel lets only a process with CAP_SYS_RESOURCE grow a mounted ext4: give the node service that capability)"
