@@ -74,10 +74,7 @@ func (n *Node) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequ
 // path; a block volume needs nothing.
 func (b lvmNode) stage(ctx context.Context, req *csi.NodeStageVolumeRequest) error {
 	capability := req.GetVolumeCapability()
-	if err := checkCapability(capability); err != nil {
-		return err
-	}
-	vol, err := b.n.volume(ctx, req.GetVolumeId())
+	vol, err := b.volumeFor(ctx, req.GetVolumeId(), capability)
 	if err != nil {
 		return err
 	}
@@ -135,10 +132,7 @@ func (n *Node) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolume
 // file, read-only if asked.
 func (b lvmNode) publish(ctx context.Context, req *csi.NodePublishVolumeRequest) error {
 	capability := req.GetVolumeCapability()
-	if err := checkCapability(capability); err != nil {
-		return err
-	}
-	vol, err := b.n.volume(ctx, req.GetVolumeId())
+	vol, err := b.volumeFor(ctx, req.GetVolumeId(), capability)
 	if err != nil {
 		return err
 	}
@@ -263,6 +257,15 @@ func (b lvmNode) expand(ctx context.Context, req *csi.NodeExpandVolumeRequest) (
 		return nil, status.Errorf(codes.Internal, "growing the filesystem on %s (mounted at %s): %v%s", vol.Device, req.GetVolumePath(), err, hint)
 	}
 	return &csi.NodeExpandVolumeResponse{CapacityBytes: int64(vol.Size)}, nil
+}
+
+// volumeFor checks the capability asked for and asks the agent where the
+// volume is on this node.
+func (b lvmNode) volumeFor(ctx context.Context, volumeID string, capability *csi.VolumeCapability) (*nodeapi.Volume, error) {
+	if err := checkCapability(capability); err != nil {
+		return nil, err
+	}
+	return b.n.volume(ctx, volumeID)
 }
 
 // volume asks the agent where a volume ID's volume is on this node.
