@@ -58,9 +58,7 @@ func StartBtrfs(ctx context.Context, cfg *rest.Config, o Options) (env *Env, err
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	env = &Env{Client: c, Options: o, cancel: cancel, btrfs: &btrfsParts{class: o.Class},
-		ControllerEndpoint: "unix://" + filepath.Join(o.Dir, "controller.sock"),
-		NodeEndpoint:       "unix://" + filepath.Join(o.Dir, "node.sock")}
+	env = &Env{Client: c, Options: o, cancel: cancel, btrfs: &btrfsParts{class: o.Class}}
 	defer func() {
 		if err != nil {
 			_ = env.Stop()
@@ -102,13 +100,9 @@ func StartBtrfs(ctx context.Context, cfg *rest.Config, o Options) (env *Env, err
 	if err := b.writeSanityFiles(o.Dir); err != nil {
 		return env, err
 	}
-	co := stratacsi.Defaults()
-	co.Mode, co.Endpoint, co.Wait = "controller", env.ControllerEndpoint, time.Minute
-	env.run(func() error { return stratacsi.Run(ctx, orDefault(o.ControllerConfig, cfg), co) })
-	no := co
-	no.Mode, no.Endpoint, no.NodeName, no.NodeIP, no.AgentSocket = "node", env.NodeEndpoint, o.Node, "127.0.0.1", filepath.Join(o.Dir, "agent.sock")
-	no.BtrfsBase = vo.Base
-	env.run(func() error { return stratacsi.Run(ctx, nil, no) })
+	if err := env.runStack(ctx, cfg, vo.Base); err != nil {
+		return env, err
+	}
 	return env, env.waitReady(ctx)
 }
 

@@ -29,9 +29,8 @@ import (
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"github.com/strata-gitops/strata/internal/localdisk"
 	"github.com/strata-gitops/strata/internal/loopdev"
+	"github.com/strata-gitops/strata/internal/nodestack"
 	"github.com/strata-gitops/strata/internal/scheme"
-	"github.com/strata-gitops/strata/storage/agent"
-	stratacsi "github.com/strata-gitops/strata/storage/csi"
 )
 
 // Options describe the environment.
@@ -55,13 +54,6 @@ type Options struct {
 	// BtrfsTLS serves the btrfs volume API over TLS, with a certificate
 	// issued at start by a CA the StorageClass names.
 	BtrfsTLS bool
-}
-
-func orDefault(cfg, fallback *rest.Config) *rest.Config {
-	if cfg != nil {
-		return cfg
-	}
-	return fallback
 }
 
 // Defaults is a node "sanity-node" with an 8 GiB disk (sparse) and a thin
@@ -92,9 +84,7 @@ func Start(ctx context.Context, cfg *rest.Config, o Options) (env *Env, err erro
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	env = &Env{Client: c, Options: o, cancel: cancel,
-		ControllerEndpoint: "unix://" + filepath.Join(o.Dir, "controller.sock"),
-		NodeEndpoint:       "unix://" + filepath.Join(o.Dir, "node.sock")}
+	env = &Env{Client: c, Options: o, cancel: cancel}
 	defer func() {
 		if err != nil {
 			_ = env.Stop()
@@ -106,26 +96,27 @@ func Start(ctx context.Context, cfg *rest.Config, o Options) (env *Env, err erro
 	if err = createCluster(ctx, c, o, env.Disk); err != nil {
 		return env, err
 	}
-	ao := agent.Defaults()
-	ao.NodeName, ao.Namespace, ao.Backend = o.Node, o.Node, o.Backend
-	ao.LoopbackDir, ao.MinDeviceSize = filepath.Join(o.Dir, "loopback"), 64<<20
-	ao.MetricsAddr, ao.HealthProbeAddr = "0", "0"
-	ao.APISocket = filepath.Join(o.Dir, "agent.sock")
-	mgr, err := agent.NewManager(ctx, orDefault(o.AgentConfig, cfg), ao)
-	if err != nil {
+	if err := env.runStack(ctx, cfg, ""); err != nil {
 		return env, err
 	}
-	env.run(func() error { return mgr.Start(ctx) })
-	co := stratacsi.Defaults()
-	co.Mode, co.Endpoint, co.Wait = "controller", env.ControllerEndpoint, time.Minute
-	env.run(func() error { return stratacsi.Run(ctx, orDefault(o.ControllerConfig, cfg), co) })
-	no := co
-	no.Mode, no.Endpoint, no.NodeName, no.NodeIP, no.AgentSocket = "node", env.NodeEndpoint, o.Node, "127.0.0.1", ao.APISocket
-	env.run(func() error { return stratacsi.Run(ctx, nil, no) })
 	if err := env.waitReady(ctx); err != nil {
 		return env, err
 	}
 	return env, nil
+}
+
+// runStack runs the node's agent and both CSI services.
+func (e *Env) runStack(ctx context.Context, cfg *rest.Config, btrfsBase string) error {
+	stack, err := nodestack.Build(ctx, cfg, nodestack.Options{Node: e.Node, Namespace: e.Node, Backend: e.Backend, Dir: e.Dir,
+		BtrfsBase: btrfsBase, Wait: time.Minute, AgentConfig: e.AgentConfig, ControllerConfig: e.ControllerConfig})
+	if err != nil {
+		return err
+	}
+	e.ControllerEndpoint, e.NodeEndpoint = stack.ControllerEndpoint, stack.NodeEndpoint
+	for _, part := range stack.Parts {
+		e.run(part)
+	}
+	return nil
 }
 
 func (e *Env) run(f func() error) {

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-gitops/strata/internal/loopdev"
-	"github.com/strata-gitops/strata/storage/agent"
+	"github.com/strata-gitops/strata/internal/nodestack"
 	"github.com/strata-gitops/strata/storage/csi"
 )
 
@@ -73,35 +73,24 @@ func startAgent(ctx context.Context, cfg *rest.Config, c client.Client, o Option
 		detach()
 		return nil, nil, err
 	}
-	ao := agent.Defaults()
-	// Loop files: strata up is for trying strata out, on any kernel.
-	ao.NodeName, ao.Namespace, ao.Backend = NodeName, "strata-system", "loopback"
-	ao.LoopbackDir, ao.MinDeviceSize = filepath.Join(o.StateDir, "loopback"), 64<<20
-	ao.MetricsAddr, ao.HealthProbeAddr = "0", "0"
-	ao.APISocket = filepath.Join(o.StateDir, "agent.sock")
-	mgr, err := agent.NewManager(ctx, cfg, ao)
+	o2 := nodestack.Options{Node: NodeName, Namespace: "strata-system", Dir: o.StateDir,
+		// Loop files: strata up is for trying strata out, on any kernel.
+		Backend: "loopback"}
+	if host != nil {
+		o2.BtrfsBase = host.base()
+	}
+	stack, err := nodestack.Build(ctx, cfg, o2)
 	if err != nil {
 		detach()
 		return nil, nil, err
 	}
-	controller, node := csi.Defaults(), csi.Defaults()
-	controller.Endpoint = "unix://" + filepath.Join(o.StateDir, "csi-controller.sock")
-	node.Mode, node.Endpoint = "node", "unix://"+filepath.Join(o.StateDir, "csi-node.sock")
-	node.NodeName, node.NodeIP, node.AgentSocket = NodeName, "127.0.0.1", ao.APISocket
-	if host != nil {
-		node.BtrfsBase = host.base()
-	}
-	parts := []func() error{
-		func() error { return mgr.Start(ctx) },
-		func() error { return csi.Run(ctx, cfg, controller) },
-		func() error { return csi.Run(ctx, nil, node) },
-	}
+	parts := stack.Parts
 	if host != nil {
 		parts = append(parts, func() error { return <-host.done })
 	}
 	done := runAll(parts...)
-	say("storage agent started as node %s (%s backend) with disks %s and %s", NodeName, ao.Backend, disks["disk_1"], disks["disk_2"])
-	say("CSI driver %s: controller %s, node %s", csi.DriverName, controller.Endpoint, node.Endpoint)
+	say("storage agent started as node %s (%s backend) with disks %s and %s", NodeName, o2.Backend, disks["disk_1"], disks["disk_2"])
+	say("CSI driver %s: controller %s, node %s", csi.DriverName, stack.ControllerEndpoint, stack.NodeEndpoint)
 	return done, detach, nil
 }
 
