@@ -11,6 +11,7 @@ import (
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -55,9 +56,9 @@ func describe(ks *kustomizev1.Kustomization) (string, string) {
 	switch {
 	case c == nil:
 		return "Pending", "waiting for the controller"
-	case c.Status == "True" && c.ObservedGeneration == ks.Generation:
+	case c.Status == metav1.ConditionTrue && c.ObservedGeneration == ks.Generation:
 		return "Ready", c.Message
-	case c.Status == "Unknown":
+	case c.Status == metav1.ConditionUnknown:
 		return "Progressing", c.Message
 	default:
 		return "Not ready", c.Message

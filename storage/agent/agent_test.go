@@ -57,7 +57,7 @@ func TestAgentFromLVMClusterToDevice(t *testing.T) {
 		t.Fatalf("device %q: %v", got.Status.Device, err)
 	}
 	waitClasses(t, c, o.NodeName, func(byName map[string]storagev1alpha1.DeviceClassNodeStatus) error {
-		if st := byName[class]; st.State != agent.StateReady || st.ThinPool == nil {
+		if st := byName[class]; st.State != storagev1alpha1.StateReady || st.ThinPool == nil {
 			return fmt.Errorf("class %+v", st)
 		}
 		return nil
@@ -89,7 +89,7 @@ func TestTheLoopbackManagerIsOnlyUsedByName(t *testing.T) {
 	}
 	runVolumeGroups(t, env, m, nodeName, func(r *agent.VolumeGroupReconciler) { r.NoDeviceMapper = true })
 	waitClasses(t, c, nodeName, func(byName map[string]storagev1alpha1.DeviceClassNodeStatus) error {
-		if st := byName[class]; st.State != agent.StateFailed || !strings.Contains(st.Reason, "no device-mapper") {
+		if st := byName[class]; st.State != storagev1alpha1.StateFailed || !strings.Contains(st.Reason, "no device-mapper") {
 			return fmt.Errorf("class on a node without device-mapper: %+v, want Failed saying so", st)
 		}
 		return nil

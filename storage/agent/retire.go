@@ -149,7 +149,7 @@ func (r *VolumeGroupReconciler) unclaimed(ctx context.Context, classes []storage
 	}
 	var out []string
 	for _, c := range classes {
-		if c.State != StateReady {
+		if c.State != storagev1alpha1.StateReady {
 			continue
 		}
 		lvs, err := r.LVM.LogicalVolumes(ctx, c.VolumeGroup)

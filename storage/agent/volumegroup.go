@@ -30,12 +30,6 @@ import (
 // changed.
 const ManagedTag = "strata.dev/managed"
 
-// Node states of a device class.
-const (
-	StateReady  = "Ready"
-	StateFailed = "Failed"
-)
-
 // VolumeGroupReconciler makes the device classes of the LVMClusters in
 // Namespace real on its node: a tagged volume group per class, extended
 // as devices are added, and its thin pool; it reports them on the node's
@@ -129,7 +123,7 @@ func (r *VolumeGroupReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (
 				continue
 			}
 			st := r.reconcileClass(ctx, &cluster, dc, &state.Status)
-			if st.State == StateFailed {
+			if st.State == storagev1alpha1.StateFailed {
 				failed = append(failed, dc.Name)
 			}
 			state.Status.DeviceClasses = append(state.Status.DeviceClasses, st)
@@ -187,7 +181,7 @@ func selects(sel *corev1.NodeSelector, node *corev1.Node) (bool, error) {
 // failClass is the status of a class that failed before anything was
 // looked at on the node, with an event on its LVMCluster.
 func (r *VolumeGroupReconciler) failClass(cluster *storagev1alpha1.LVMCluster, dc storagev1alpha1.DeviceClass, format string, args ...any) storagev1alpha1.DeviceClassNodeStatus {
-	st := storagev1alpha1.DeviceClassNodeStatus{Node: r.Node, VolumeGroup: dc.Name, State: StateFailed, Reason: fmt.Sprintf(format, args...)}
+	st := storagev1alpha1.DeviceClassNodeStatus{Node: r.Node, VolumeGroup: dc.Name, State: storagev1alpha1.StateFailed, Reason: fmt.Sprintf(format, args...)}
 	r.event(cluster, corev1.EventTypeWarning, "DeviceClassFailed", "%s on %s: %s", dc.Name, r.Node, st.Reason)
 	return st
 }
@@ -230,6 +224,6 @@ func (r *VolumeGroupReconciler) reconcileClass(ctx context.Context, cluster *sto
 	}
 	r.capacity[dc.Name] = capacity
 	st.Unselected = unselected(dc, st.Devices)
-	st.State = StateReady
+	st.State = storagev1alpha1.StateReady
 	return st
 }

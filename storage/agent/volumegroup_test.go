@@ -69,7 +69,7 @@ func TestVolumeGroupsFromLVMCluster(t *testing.T) {
 		if len(a.Devices) != 2 || a.ThinPool.Size.Cmp(*first[thin].ThinPool.Size) <= 0 {
 			return fmt.Errorf("thin class after adding %s: %+v (pool was %s)", d2, a, first[thin].ThinPool.Size)
 		}
-		if b.State != agent.StateReady {
+		if b.State != storagev1alpha1.StateReady {
 			return fmt.Errorf("class after the wipe opt-in: %+v", b)
 		}
 		return nil
@@ -144,10 +144,10 @@ func checkCapacity(t *testing.T, c client.Client, node, class string, want int64
 // firstState: the thin class is made on d1; the class on a disk that
 // holds ext4 is refused for it.
 func firstState(a, b storagev1alpha1.DeviceClassNodeStatus, d1 string) error {
-	if a.State != agent.StateReady || a.ThinPool == nil || fmt.Sprint(a.Devices) != "["+d1+"]" {
+	if a.State != storagev1alpha1.StateReady || a.ThinPool == nil || fmt.Sprint(a.Devices) != "["+d1+"]" {
 		return fmt.Errorf("thin class: %+v", a)
 	}
-	if b.State != agent.StateFailed || !strings.Contains(b.Reason, "holds data: ext4") || len(b.Excluded) != 1 {
+	if b.State != storagev1alpha1.StateFailed || !strings.Contains(b.Reason, "holds data: ext4") || len(b.Excluded) != 1 {
 		return fmt.Errorf("class on a disk with ext4: %+v", b)
 	}
 	return nil
@@ -195,11 +195,11 @@ func TestBlankDisksAreDiscovered(t *testing.T) {
 	}
 	runVolumeGroups(t, env, m, nodeName, func(r *agent.VolumeGroupReconciler) { r.DiscoverLoopDir = dir })
 	waitClasses(t, c, nodeName, func(byName map[string]storagev1alpha1.DeviceClassNodeStatus) error {
-		if none := byName[class+"-none"]; none.State != agent.StateFailed || !strings.Contains(none.Reason, "discoverBlankDisks") {
+		if none := byName[class+"-none"]; none.State != storagev1alpha1.StateFailed || !strings.Contains(none.Reason, "discoverBlankDisks") {
 			return fmt.Errorf("class without paths or the discovery opt-in: %+v, want Failed saying how to name disks", none)
 		}
 		st := byName[class]
-		if st.State != agent.StateReady || fmt.Sprint(st.Devices) != "["+blank+"]" {
+		if st.State != storagev1alpha1.StateReady || fmt.Sprint(st.Devices) != "["+blank+"]" {
 			return fmt.Errorf("class without paths: %+v, want ready on %s", st, blank)
 		}
 		// The node's own disks are listed too; of this test's, only used.
@@ -249,7 +249,7 @@ func TestRemovedClassKeepsItsGroupUntilOptIn(t *testing.T) {
 	}
 	runVolumeGroups(t, env, m, nodeName, nil)
 	waitClasses(t, c, nodeName, func(byName map[string]storagev1alpha1.DeviceClassNodeStatus) error {
-		if byName[gone].State != agent.StateReady || byName[kept].State != agent.StateReady {
+		if byName[gone].State != storagev1alpha1.StateReady || byName[kept].State != storagev1alpha1.StateReady {
 			return fmt.Errorf("classes %+v", byName)
 		}
 		return nil
@@ -365,10 +365,10 @@ func TestClassesThatCannotBeEvaluatedSaySo(t *testing.T) {
 	}
 	runVolumeGroups(t, env, m, nodeName, nil)
 	waitClasses(t, c, nodeName, func(byName map[string]storagev1alpha1.DeviceClassNodeStatus) error {
-		if st := byName[badSel]; st.State != agent.StateFailed || !strings.Contains(st.Reason, "nodeSelector cannot be evaluated") {
+		if st := byName[badSel]; st.State != storagev1alpha1.StateFailed || !strings.Contains(st.Reason, "nodeSelector cannot be evaluated") {
 			return fmt.Errorf("class with a bad nodeSelector: %+v, want Failed naming the selector", st)
 		}
-		if st := byName[notDisk]; st.State != agent.StateFailed || !strings.Contains(st.Reason, "/dev/null: cannot be inspected") || strings.Contains(st.Reason, "not found") {
+		if st := byName[notDisk]; st.State != storagev1alpha1.StateFailed || !strings.Contains(st.Reason, "/dev/null: cannot be inspected") || strings.Contains(st.Reason, "not found") {
 			return fmt.Errorf("class on /dev/null: %+v, want Failed saying it cannot be inspected", st)
 		}
 		return nil

@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fluxcd/pkg/apis/meta"
+
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 )
 
@@ -68,7 +70,7 @@ func readiness(lv *storagev1alpha1.LogicalVolume) (bool, error) {
 		return false, nil
 	}
 	for _, cond := range lv.Status.Conditions {
-		if cond.Type != "Ready" {
+		if cond.Type != meta.ReadyCondition {
 			continue
 		}
 		if cond.Status == metav1.ConditionTrue {
@@ -121,7 +123,7 @@ func notReady(name string, last *storagev1alpha1.LogicalVolume) error {
 	}
 	msg := "no report yet"
 	for _, cond := range last.Status.Conditions {
-		if cond.Type == "Ready" {
+		if cond.Type == meta.ReadyCondition {
 			msg = cond.Message
 		}
 	}

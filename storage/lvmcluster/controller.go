@@ -73,7 +73,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err == nil {
 		err = r.aggregate(ctx, obj)
 	} else {
-		obj.Status.State, obj.Status.Ready = "Failed", false
+		obj.Status.State, obj.Status.Ready = storagev1alpha1.StateFailed, false
 		status.MarkFailed(obj, "StorageClassFailed", err.Error(), false)
 	}
 	obj.Status.ObservedGeneration = obj.Generation
@@ -167,7 +167,7 @@ func (r *Reconciler) aggregate(ctx context.Context, obj *storagev1alpha1.LVMClus
 				}
 				st.Nodes = append(st.Nodes, c)
 				reported = append(reported, c.Node)
-				if c.State != "Ready" {
+				if c.State != storagev1alpha1.StateReady {
 					failed = append(failed, dc.Name+" on "+c.Node+": "+c.Reason)
 				}
 			}
@@ -182,7 +182,7 @@ func (r *Reconciler) aggregate(ctx context.Context, obj *storagev1alpha1.LVMClus
 		obj.Status.State, obj.Status.Ready = "Progressing", false
 		status.MarkReconciling(obj, "waiting for the nodes' agents to report")
 	default:
-		obj.Status.State, obj.Status.Ready = "Ready", true
+		obj.Status.State, obj.Status.Ready = storagev1alpha1.StateReady, true
 		status.MarkReady(obj, meta.SucceededReason, fmt.Sprintf("%d device classes ready on their nodes", len(obj.Spec.Storage.DeviceClasses)))
 	}
 	return nil

@@ -37,3 +37,10 @@ const (
 
 // StorageClassName is the StorageClass of a device class.
 func StorageClassName(class string) string { return "strata-" + class }
+
+// States of a device class on a node (LVMVolumeGroupNodeStatus) and of an
+// LVMCluster as a whole.
+const (
+	StateReady  = "Ready"
+	StateFailed = "Failed"
+)
