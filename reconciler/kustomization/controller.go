@@ -106,13 +106,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 func (r *Reconciler) reconcileRequest(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	obj := &kustomizev1.Kustomization{}
-	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if !obj.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, r.finalize(ctx, obj)
-	}
-	if err := finalizer.Ensure(ctx, r.Client, obj, Finalizer); err != nil {
+	finalize := func(ctx context.Context) error { return r.finalize(ctx, obj) }
+	if proceed, err := finalizer.Begin(ctx, r.Client, req.NamespacedName, obj, Finalizer, finalize); !proceed {
 		return ctrl.Result{}, err
 	}
 	if obj.Spec.Suspend {

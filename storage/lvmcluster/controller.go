@@ -56,13 +56,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // Reconcile ensures the StorageClasses and aggregates the status.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	obj := &storagev1alpha1.LVMCluster{}
-	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if !obj.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, r.finalize(ctx, obj)
-	}
-	if err := finalizer.Ensure(ctx, r, obj, Finalizer); err != nil {
+	finalize := func(ctx context.Context) error { return r.finalize(ctx, obj) }
+	if proceed, err := finalizer.Begin(ctx, r, req.NamespacedName, obj, Finalizer, finalize); !proceed {
 		return ctrl.Result{}, err
 	}
 	before := obj.DeepCopy()
