@@ -7,7 +7,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/strata-gitops/strata/internal/manager"
+	"github.com/strata-gitops/strata/internal/app/manager"
 )
 
 func controllerCommand() *cobra.Command {

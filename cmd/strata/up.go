@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/strata-gitops/strata/internal/up"
+	"github.com/strata-gitops/strata/internal/app/up"
 )
 
 func upCommand() *cobra.Command {

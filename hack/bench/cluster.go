@@ -20,8 +20,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/strata-gitops/strata/internal/controlplane"
-	"github.com/strata-gitops/strata/internal/gitserver"
+	"github.com/strata-gitops/strata/internal/local/controlplane"
+	"github.com/strata-gitops/strata/internal/local/gitserver"
 	"github.com/strata-gitops/strata/internal/netaddr"
 	"github.com/strata-gitops/strata/internal/scheme"
 	"github.com/strata-gitops/strata/internal/status"

@@ -16,7 +16,7 @@ import (
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/strata-gitops/strata/internal/benchstat"
+	"github.com/strata-gitops/strata/internal/testing/benchstat"
 )
 
 type config struct {

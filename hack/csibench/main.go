@@ -32,9 +32,9 @@ import (
 	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/strata-gitops/strata/internal/benchstat"
-	"github.com/strata-gitops/strata/internal/csienv"
-	"github.com/strata-gitops/strata/internal/testenv"
+	"github.com/strata-gitops/strata/internal/testing/benchstat"
+	"github.com/strata-gitops/strata/internal/testing/csienv"
+	"github.com/strata-gitops/strata/internal/testing/testenv"
 )
 
 type config struct {

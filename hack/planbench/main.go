@@ -18,8 +18,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/strata-gitops/strata/internal/benchstat"
-	"github.com/strata-gitops/strata/internal/gitserver"
+	"github.com/strata-gitops/strata/internal/local/gitserver"
+	"github.com/strata-gitops/strata/internal/testing/benchstat"
 	"github.com/strata-gitops/strata/reconciler/plan"
 )
 

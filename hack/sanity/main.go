@@ -19,8 +19,8 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	"github.com/strata-gitops/strata/internal/csienv"
-	"github.com/strata-gitops/strata/internal/testenv"
+	"github.com/strata-gitops/strata/internal/testing/csienv"
+	"github.com/strata-gitops/strata/internal/testing/testenv"
 )
 
 func main() {

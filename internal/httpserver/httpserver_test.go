@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/strata-gitops/strata/internal/httpserver"
-	"github.com/strata-gitops/strata/internal/testenv"
+	"github.com/strata-gitops/strata/internal/testing/testenv"
 )
 
 func TestTheServerBoundsTimeAndConcurrency(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/strata-gitops/strata/internal/manager"
+	"github.com/strata-gitops/strata/internal/app/manager"
 )
 
 // With --default-service-account, a Kustomization that names no service

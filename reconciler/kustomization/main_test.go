@@ -17,8 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/strata-gitops/strata/internal/manager"
-	"github.com/strata-gitops/strata/internal/testenv"
+	"github.com/strata-gitops/strata/internal/app/manager"
+	"github.com/strata-gitops/strata/internal/testing/testenv"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }

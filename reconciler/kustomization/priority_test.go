@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/strata-gitops/strata/internal/testenv"
+	"github.com/strata-gitops/strata/internal/testing/testenv"
 )
 
 // A requeue must not keep the urgent priority the item was taken at: the

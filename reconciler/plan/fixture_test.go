@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strata-gitops/strata/internal/gitserver"
+	"github.com/strata-gitops/strata/internal/local/gitserver"
 )
 
 // fixture is a cluster repository in the layout `flux bootstrap` leaves:

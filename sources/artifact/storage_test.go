@@ -10,7 +10,7 @@ import (
 
 	meta "github.com/fluxcd/pkg/apis/meta"
 
-	"github.com/strata-gitops/strata/internal/testenv"
+	"github.com/strata-gitops/strata/internal/testing/testenv"
 )
 
 func filesOf(contents map[string]string) []File {

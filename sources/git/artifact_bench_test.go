@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/strata-gitops/strata/internal/gitserver"
+	"github.com/strata-gitops/strata/internal/local/gitserver"
 	"github.com/strata-gitops/strata/sources/artifact"
 )
 

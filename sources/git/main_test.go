@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/strata-gitops/strata/internal/testenv"
+	"github.com/strata-gitops/strata/internal/testing/testenv"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }

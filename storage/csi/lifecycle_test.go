@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
-	"github.com/strata-gitops/strata/internal/csienv"
+	"github.com/strata-gitops/strata/internal/testing/csienv"
 	stratacsi "github.com/strata-gitops/strata/storage/csi"
 )
 

@@ -11,8 +11,8 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	"github.com/strata-gitops/strata/internal/csienv"
-	"github.com/strata-gitops/strata/internal/testenv"
+	"github.com/strata-gitops/strata/internal/testing/csienv"
+	"github.com/strata-gitops/strata/internal/testing/testenv"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }

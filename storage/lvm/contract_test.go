@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/strata-gitops/strata/internal/command"
-	"github.com/strata-gitops/strata/internal/testenv"
+	"github.com/strata-gitops/strata/internal/testing/testenv"
 )
 
 // The contract both managers keep, on real loop-device disks. lvm2's

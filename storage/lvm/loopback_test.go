@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strata-gitops/strata/internal/testenv"
+	"github.com/strata-gitops/strata/internal/testing/testenv"
 )
 
 // loopbackGroup is a loopback manager with a real one-disk group.

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-gitops/strata/internal/testenv"
+	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/storage/btrfs"
 	"github.com/strata-gitops/strata/storage/nfs"
 )

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strata-gitops/strata/internal/testenv"
+	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/storage/lvm"
 )
 

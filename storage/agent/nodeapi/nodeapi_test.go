@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
-	"github.com/strata-gitops/strata/internal/testenv"
+	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/storage/agent/nodeapi"
 	"github.com/strata-gitops/strata/storage/lvm"
 )

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/strata-gitops/strata/internal/testenv"
+	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 	"github.com/strata-gitops/strata/storage/agent/volumes"
 )

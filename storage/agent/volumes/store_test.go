@@ -14,7 +14,7 @@ import (
 
 	"github.com/go-logr/logr/testr"
 
-	"github.com/strata-gitops/strata/internal/testenv"
+	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/storage/agent/volumes"
 	"github.com/strata-gitops/strata/storage/nfs"
 )

@@ -27,9 +27,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
-	"github.com/strata-gitops/strata/internal/localdisk"
+	"github.com/strata-gitops/strata/internal/app/nodestack"
+	"github.com/strata-gitops/strata/internal/local/localdisk"
 	"github.com/strata-gitops/strata/internal/loopdev"
-	"github.com/strata-gitops/strata/internal/nodestack"
 	"github.com/strata-gitops/strata/internal/scheme"
 )
 

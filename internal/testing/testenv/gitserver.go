@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/strata-gitops/strata/internal/gitserver"
+	"github.com/strata-gitops/strata/internal/local/gitserver"
 )
 
 // GitServer serves bare repositories over git's smart HTTP protocol on

@@ -17,9 +17,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/strata-gitops/strata/internal/app/up"
 	"github.com/strata-gitops/strata/internal/scheme"
-	"github.com/strata-gitops/strata/internal/testenv"
-	"github.com/strata-gitops/strata/internal/up"
+	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 )
 

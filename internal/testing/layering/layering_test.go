@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/strata-gitops/strata/internal/testing/testenv"
 )
 
 const module = "github.com/strata-gitops/strata/"
@@ -72,10 +74,7 @@ func name(layer int) string {
 // against the table: never up a layer, and never into test support from
 // outside it.
 func TestImportsGoDown(t *testing.T) {
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := testenv.RepoRoot()
 	table := layers(t, root)
 	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "./...")
 	cmd.Dir = root

@@ -5,7 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/strata-gitops/strata/internal/gitserver"
+	"github.com/strata-gitops/strata/internal/local/gitserver"
 )
 
 type repository struct {

@@ -18,10 +18,10 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/strata-gitops/strata/internal/controlplane"
-	"github.com/strata-gitops/strata/internal/gitserver"
+	"github.com/strata-gitops/strata/internal/app/manager"
 	"github.com/strata-gitops/strata/internal/httpserver"
-	"github.com/strata-gitops/strata/internal/manager"
+	"github.com/strata-gitops/strata/internal/local/controlplane"
+	"github.com/strata-gitops/strata/internal/local/gitserver"
 	"github.com/strata-gitops/strata/internal/scheme"
 )
 

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strata-gitops/strata/internal/localdisk"
-	"github.com/strata-gitops/strata/internal/testenv"
+	"github.com/strata-gitops/strata/internal/local/localdisk"
+	"github.com/strata-gitops/strata/internal/testing/testenv"
 )
 
 // MountDisk formats only a blank disk: a disk with another filesystem is

@@ -13,8 +13,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/strata-gitops/strata/internal/app/nodestack"
 	"github.com/strata-gitops/strata/internal/loopdev"
-	"github.com/strata-gitops/strata/internal/nodestack"
 	"github.com/strata-gitops/strata/storage/csi"
 )
 

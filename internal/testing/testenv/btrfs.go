@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/strata-gitops/strata/internal/localdisk"
+	"github.com/strata-gitops/strata/internal/local/localdisk"
 )
 
 // BtrfsDisk mounts a new btrfs filesystem of size bytes, on a loop device,

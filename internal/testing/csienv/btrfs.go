@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/strata-gitops/strata/internal/localdisk"
+	"github.com/strata-gitops/strata/internal/local/localdisk"
 	"github.com/strata-gitops/strata/internal/netaddr"
 	"github.com/strata-gitops/strata/internal/scheme"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"

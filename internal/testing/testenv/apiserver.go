@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/strata-gitops/strata/internal/controlplane"
+	"github.com/strata-gitops/strata/internal/local/controlplane"
 	"github.com/strata-gitops/strata/internal/scheme"
 )
 
