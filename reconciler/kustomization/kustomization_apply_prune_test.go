@@ -75,11 +75,8 @@ func TestPruneDisabledOrphans(t *testing.T) {
 func TestPruneDisabledAnnotationKeepsObject(t *testing.T) {
 	s := newStack(t)
 	keep := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: keep\n  annotations:\n    kustomize.toolkit.fluxcd.io/prune: disabled\n"
-	rev := s.push(map[string]string{"app/keep.yaml": keep, "app/a.yaml": configMap("a")})
-	s.source(rev)
-	s.kustomization("app", "./app", nil)
-	s.waitReady("app", rev)
-	rev = s.push(map[string]string{"app/keep.yaml": ""})
+	s.applied("app", "./app", map[string]string{"app/keep.yaml": keep, "app/a.yaml": configMap("a")})
+	rev := s.push(map[string]string{"app/keep.yaml": ""})
 	s.refresh(rev)
 	s.waitReady("app", rev)
 	if !s.exists(cm("keep")) {
@@ -89,12 +86,9 @@ func TestPruneDisabledAnnotationKeepsObject(t *testing.T) {
 
 func TestReconcileDisabledAnnotationSkipsApply(t *testing.T) {
 	s := newStack(t)
-	rev := s.push(map[string]string{"app/a.yaml": configMap("a", "key", "one")})
-	s.source(rev)
-	s.kustomization("app", "./app", nil)
-	s.waitReady("app", rev)
+	s.applied("app", "./app", map[string]string{"app/a.yaml": configMap("a", "key", "one")})
 	disabled := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  annotations:\n    kustomize.toolkit.fluxcd.io/reconcile: disabled\ndata:\n  key: two\n"
-	rev = s.push(map[string]string{"app/a.yaml": disabled})
+	rev := s.push(map[string]string{"app/a.yaml": disabled})
 	s.refresh(rev)
 	s.waitReady("app", rev)
 	a := cm("a")

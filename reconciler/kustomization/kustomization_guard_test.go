@@ -53,12 +53,9 @@ func (s *stack) warningEvent(reason, fragment string) {
 
 func TestPruneNeverDeletesPVCWithoutOptIn(t *testing.T) {
 	s := newStack(t)
-	rev := s.push(map[string]string{"app/pvc.yaml": pvc("data", "local"), "app/cm.yaml": configMap("a"), "app/keep.yaml": configMap("keep")})
-	s.source(rev)
-	s.kustomization("app", "./app", nil)
-	s.waitReady("app", rev)
+	s.applied("app", "./app", map[string]string{"app/pvc.yaml": pvc("data", "local"), "app/cm.yaml": configMap("a"), "app/keep.yaml": configMap("keep")})
 
-	rev = s.push(map[string]string{"app/pvc.yaml": "", "app/cm.yaml": ""})
+	rev := s.push(map[string]string{"app/pvc.yaml": "", "app/cm.yaml": ""})
 	s.refresh(rev)
 	ks := s.waitReady("app", rev)
 	s.waitCondition("app", kustomization.DataProtectedCondition, metav1.ConditionTrue, kustomization.DeletionBlockedReason,
@@ -103,10 +100,7 @@ func hasCondition(ks *kustomizev1.Kustomization, kind string) bool {
 // delete what the new one now owns.
 func TestRenamedKustomizationKeepsItsObjects(t *testing.T) {
 	s := newStack(t)
-	rev := s.push(map[string]string{"app/pvc.yaml": pvc("data", "local"), "app/cm.yaml": configMap("a")})
-	s.source(rev)
-	s.kustomization("old-name", "./app", nil)
-	s.waitReady("old-name", rev)
+	rev := s.applied("old-name", "./app", map[string]string{"app/pvc.yaml": pvc("data", "local"), "app/cm.yaml": configMap("a")})
 	s.kustomization("new-name", "./app", nil)
 	s.waitReady("new-name", rev)
 	if err := s.c.Delete(context.Background(), s.get("old-name")); err != nil {
@@ -241,10 +235,7 @@ spec:
 func TestPVCVolumeNameDoesNotFailDryRun(t *testing.T) {
 	s := newStack(t)
 	withVolume := strings.Replace(pvc("pinned", "local"), "spec:\n", "spec:\n  volumeName: pv-a\n", 1)
-	rev := s.push(map[string]string{"app/pinned.yaml": withVolume, "app/bound.yaml": pvc("bound", "local")})
-	s.source(rev)
-	s.kustomization("app", "./app", nil)
-	s.waitReady("app", rev)
+	s.applied("app", "./app", map[string]string{"app/pinned.yaml": withVolume, "app/bound.yaml": pvc("bound", "local")})
 
 	bound := claim("bound")
 	s.exists(bound)
@@ -252,7 +243,7 @@ func TestPVCVolumeNameDoesNotFailDryRun(t *testing.T) {
 	if err := s.c.Update(context.Background(), bound, client.FieldOwner("kube-controller-manager")); err != nil {
 		t.Fatal(err)
 	}
-	rev = s.push(map[string]string{
+	rev := s.push(map[string]string{
 		"app/pinned.yaml": pvc("pinned", "local", "rev", "two"),
 		"app/bound.yaml":  pvc("bound", "local", "rev", "two"),
 	})

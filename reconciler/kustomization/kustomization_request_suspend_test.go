@@ -22,10 +22,7 @@ import (
 // record the request as handled.
 func TestRequestedAtCorrectsDrift(t *testing.T) {
 	s := newStack(t)
-	rev := s.push(map[string]string{"app/a.yaml": configMap("a", "key", "git")})
-	s.source(rev)
-	s.kustomization("app", "./app", nil)
-	s.waitReady("app", rev)
+	s.applied("app", "./app", map[string]string{"app/a.yaml": configMap("a", "key", "git")})
 	a := cm("a")
 	s.exists(a)
 	a.Data["key"] = "hand-edited"
@@ -44,10 +41,7 @@ func TestRequestedAtCorrectsDrift(t *testing.T) {
 
 func TestSuspendedKustomizationIsLeftAlone(t *testing.T) {
 	s := newStack(t)
-	rev := s.push(map[string]string{"app/a.yaml": configMap("a", "key", "one")})
-	s.source(rev)
-	s.kustomization("app", "./app", nil)
-	s.waitReady("app", rev)
+	rev := s.applied("app", "./app", map[string]string{"app/a.yaml": configMap("a", "key", "one")})
 	ks := s.get("app")
 	ks.Spec.Suspend = true
 	if err := s.c.Update(context.Background(), ks); err != nil {
@@ -81,10 +75,7 @@ func TestSuspendedKustomizationIsLeftAlone(t *testing.T) {
 // any interval (both are an hour here).
 func TestPushThenReceiverHookApplies(t *testing.T) {
 	s := newStack(t)
-	rev := s.push(map[string]string{"app/a.yaml": configMap("a", "key", "one")})
-	s.source(rev)
-	s.kustomization("app", "./app", nil)
-	s.waitReady("app", rev)
+	s.applied("app", "./app", map[string]string{"app/a.yaml": configMap("a", "key", "one")})
 	if err := s.c.Create(context.Background(), &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "webhook-token", Namespace: s.ns},
 		StringData: map[string]string{"token": "t0ken"},

@@ -162,6 +162,17 @@ func (s *stack) waitHandled(name, at string) {
 	})
 }
 
+// applied pushes files, makes a Kustomization name of path and waits until
+// it applied them; it returns the revision.
+func (s *stack) applied(name, path string, files map[string]string) string {
+	s.t.Helper()
+	rev := s.push(files)
+	s.source(rev)
+	s.kustomization(name, path, nil)
+	s.waitReady(name, rev)
+	return rev
+}
+
 // kustomization creates a Kustomization of path built from the repository.
 func (s *stack) kustomization(name, path string, mutate func(*kustomizev1.Kustomization)) *kustomizev1.Kustomization {
 	s.t.Helper()

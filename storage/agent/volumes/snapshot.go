@@ -40,15 +40,8 @@ func (s *Store) CreateSnapshot(ctx context.Context, tenant string, req SnapshotR
 	if err := s.checkSnapshotQuota(tenant, v.SizeBytes); err != nil {
 		return Snapshot{}, false, err
 	}
-	groups, err := s.tenantGroups(ctx, tenant)
-	if err != nil {
-		return Snapshot{}, false, err
-	}
 	dir := s.snapshotDir(tenant, req.Name)
-	if err := s.prepareDir(dir); err != nil {
-		return Snapshot{}, false, err
-	}
-	if err := s.FS.Snapshot(ctx, v.Path, filepath.Join(dir, dataDir), true, groups...); err != nil {
+	if err := s.snapshotTo(ctx, tenant, v.Path, dir, true); err != nil {
 		return Snapshot{}, false, err
 	}
 	snap = Snapshot{Name: req.Name, Volume: req.Volume, SizeBytes: v.SizeBytes, CreatedAt: time.Now().UTC()}
@@ -56,6 +49,20 @@ func (s *Store) CreateSnapshot(ctx context.Context, tenant string, req SnapshotR
 		return Snapshot{}, false, err
 	}
 	return s.fillSnapshot(tenant, snap), true, nil
+}
+
+// snapshotTo makes dir, clearing what a crash left there, and a snapshot
+// of the subvolume src in it, read-only or writable, in the tenant's quota
+// group from the start.
+func (s *Store) snapshotTo(ctx context.Context, tenant, src, dir string, readOnly bool) error {
+	groups, err := s.tenantGroups(ctx, tenant)
+	if err != nil {
+		return err
+	}
+	if err := s.prepareDir(dir); err != nil {
+		return err
+	}
+	return s.FS.Snapshot(ctx, src, filepath.Join(dir, dataDir), readOnly, groups...)
 }
 
 // GetSnapshot returns one snapshot.
@@ -156,15 +163,8 @@ func (s *Store) Clone(ctx context.Context, tenant string, req CloneRequest) (v V
 	if err := s.checkVolumeQuota(tenant, req.Name, size); err != nil {
 		return Volume{}, false, err
 	}
-	groups, err := s.tenantGroups(ctx, tenant)
-	if err != nil {
-		return Volume{}, false, err
-	}
 	dir := s.volumeDir(tenant, req.Name)
-	if err := s.prepareDir(dir); err != nil {
-		return Volume{}, false, err
-	}
-	if err := s.FS.Snapshot(ctx, src.Path, filepath.Join(dir, dataDir), false, groups...); err != nil {
+	if err := s.snapshotTo(ctx, tenant, src.Path, dir, false); err != nil {
 		return Volume{}, false, err
 	}
 	source := req.Source
