@@ -18,6 +18,7 @@ import (
 	"github.com/strata-gitops/strata/storage/agent/disks"
 	"github.com/strata-gitops/strata/storage/agent/nodeapi"
 	"github.com/strata-gitops/strata/storage/lvm"
+	"github.com/strata-gitops/strata/storage/lvmcluster/volumegroups"
 )
 
 // Options configure one node's agent.
@@ -29,7 +30,7 @@ type Options struct {
 	Backend       string
 	LoopbackDir   string
 	MinDeviceSize uint64
-	// DiscoverLoopDir: see VolumeGroupReconciler.DiscoverLoopDir.
+	// DiscoverLoopDir: see volumegroups.Reconciler.DiscoverLoopDir.
 	DiscoverLoopDir string
 	FullThreshold   float64
 	MetricsAddr     string
@@ -85,7 +86,7 @@ func NewManager(_ context.Context, cfg *rest.Config, o Options) (manager.Manager
 		return nil, err
 	}
 	events := mgr.GetEventRecorder("strata-agent")
-	vg := &VolumeGroupReconciler{Client: mgr.GetClient(), Node: o.NodeName, Namespace: o.Namespace, LVM: m,
+	vg := &volumegroups.Reconciler{Client: mgr.GetClient(), Node: o.NodeName, Namespace: o.Namespace, LVM: m,
 		NoDeviceMapper: o.Backend == "lvm2" && !lvm.KernelHasDeviceMapper(),
 		Disks:          disks.NewInspector(m), MinDeviceSize: o.MinDeviceSize, DiscoverLoopDir: o.DiscoverLoopDir, FullThreshold: o.FullThreshold, Events: events}
 	if err := vg.SetupWithManager(mgr); err != nil {
@@ -97,7 +98,7 @@ func NewManager(_ context.Context, cfg *rest.Config, o Options) (manager.Manager
 		return nil, err
 	}
 	if o.APISocket != "" {
-		api := &nodeapi.Server{LVM: m, ManagedTag: ManagedTag, Locate: locator(mgr.GetClient(), lv.Classes)}
+		api := &nodeapi.Server{LVM: m, ManagedTag: volumegroups.ManagedTag, Locate: locator(mgr.GetClient(), lv.Classes)}
 		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return nodeapi.Serve(ctx, o.APISocket, api) })); err != nil {
 			return nil, err
 		}

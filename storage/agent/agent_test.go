@@ -15,7 +15,6 @@ import (
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/storage/agent"
-	"github.com/strata-gitops/strata/storage/lvm"
 )
 
 // The assembled agent, end to end on a loop disk: an LVMCluster becomes a
@@ -27,7 +26,7 @@ func TestAgentFromLVMClusterToDevice(t *testing.T) {
 	c, ctx := env.Client, context.Background()
 	o := agent.Defaults()
 	o.NodeName = fmt.Sprintf("agent-node-%d", counter.Add(1))
-	o.Namespace = ownNamespace(t, c, o.NodeName)
+	o.Namespace = testenv.Namespace(t, c, o.NodeName)
 	o.Backend, o.LoopbackDir, o.MinDeviceSize = "loopback", t.TempDir(), 64*mib
 	o.MetricsAddr, o.HealthProbeAddr = "0", "0"
 	t.Cleanup(func() { testenv.DetachLoopDevicesUnder(t, o.LoopbackDir) })
@@ -56,7 +55,7 @@ func TestAgentFromLVMClusterToDevice(t *testing.T) {
 	if info, err := os.Stat(got.Status.Device); err != nil || info.Mode()&os.ModeDevice == 0 {
 		t.Fatalf("device %q: %v", got.Status.Device, err)
 	}
-	waitClasses(t, c, o.NodeName, func(byName map[string]storagev1alpha1.DeviceClassNodeStatus) error {
+	testenv.WaitDeviceClasses(t, c, o.NodeName, func(byName map[string]storagev1alpha1.DeviceClassNodeStatus) error {
 		if st := byName[class]; st.State != storagev1alpha1.StateReady || st.ThinPool == nil {
 			return fmt.Errorf("class %+v", st)
 		}
@@ -64,9 +63,9 @@ func TestAgentFromLVMClusterToDevice(t *testing.T) {
 	})
 }
 
-// Loop files are never chosen for the user: the old "auto" is refused,
-// and an lvm2 agent on a kernel without device-mapper fails its classes,
-// saying so, rather than keeping data in loop files.
+// Loop files are never chosen for the user: lvm2 is the default and the
+// old "auto" is refused. (An lvm2 agent on a kernel without device-mapper
+// fails its classes: see volumegroups' TestNoDeviceMapperFailsTheClasses.)
 func TestTheLoopbackManagerIsOnlyUsedByName(t *testing.T) {
 	o := agent.Defaults()
 	if o.Backend != "lvm2" {
@@ -75,26 +74,5 @@ func TestTheLoopbackManagerIsOnlyUsedByName(t *testing.T) {
 	o.Backend = "auto"
 	if _, err := agent.VolumeManager(o); err == nil || !strings.Contains(err.Error(), "loopback") {
 		t.Fatalf("VolumeManager(auto) = %v, want a refusal naming loopback", err)
-	}
-
-	env, m, nodeName := vgNode(t, "nodm")
-	c, ctx := env.Client, context.Background()
-	class := fmt.Sprintf("nodm-%d-%d", os.Getpid(), counter.Add(1))
-	disk := testenv.LoopDisk(t, 128*mib)
-	cluster := &storagev1alpha1.LVMCluster{ObjectMeta: metav1.ObjectMeta{Name: nodeName, Namespace: nodeName},
-		Spec: storagev1alpha1.LVMClusterSpec{Storage: storagev1alpha1.Storage{DeviceClasses: []storagev1alpha1.DeviceClass{
-			{Name: class, DeviceSelector: &storagev1alpha1.DeviceSelector{Paths: []storagev1alpha1.DevicePath{storagev1alpha1.DevicePath(disk)}}}}}}}
-	if err := c.Create(ctx, cluster); err != nil {
-		t.Fatal(err)
-	}
-	runVolumeGroups(t, env, m, nodeName, func(r *agent.VolumeGroupReconciler) { r.NoDeviceMapper = true })
-	waitClasses(t, c, nodeName, func(byName map[string]storagev1alpha1.DeviceClassNodeStatus) error {
-		if st := byName[class]; st.State != storagev1alpha1.StateFailed || !strings.Contains(st.Reason, "no device-mapper") {
-			return fmt.Errorf("class on a node without device-mapper: %+v, want Failed saying so", st)
-		}
-		return nil
-	})
-	if _, err := lvm.FindVolumeGroupOf(ctx, m, class); err == nil {
-		t.Fatal("a volume group was made on a node whose lvm2 cannot make logical volumes")
 	}
 }

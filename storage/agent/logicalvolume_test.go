@@ -51,7 +51,7 @@ func newNode(t *testing.T, m lvm.Manager) *node {
 	n := &node{t: t, c: env.Client, m: m, name: fmt.Sprintf("node-%d", counter.Add(1))}
 	n.thin, n.thick = fmt.Sprintf("lvthin%d%s", os.Getpid(), n.name), fmt.Sprintf("lvthick%d%s", os.Getpid(), n.name)
 	ctx := context.Background()
-	ownNamespace(t, n.c, n.name)
+	testenv.Namespace(t, n.c, n.name)
 	for _, vg := range []string{n.thin, n.thick} {
 		disk := testenv.LoopDisk(t, 256*mib)
 		if err := m.CreateVolumeGroup(ctx, vg, []string{disk}, []string{"strata.dev/managed"}); err != nil {
@@ -126,16 +126,6 @@ func (n *node) deleteAndWait(obj *storagev1alpha1.LogicalVolume) {
 		}
 		return nil
 	})
-}
-
-func loopback(t *testing.T) *lvm.Loopback {
-	t.Helper()
-	m, err := lvm.NewLoopback(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { testenv.DetachLoopDevicesUnder(t, m.Dir) })
-	return m
 }
 
 // A volume's whole life through its LogicalVolume: created, grown,
@@ -274,4 +264,14 @@ func TestVolumesNotTaggedForTheObjectAreNeverTouched(t *testing.T) {
 			t.Fatalf("the volume that was not the object's, after the object went: %+v, %v; want it there at 8 MiB", vol, err)
 		}
 	}
+}
+
+// loopback is a loopback volume manager of the test's own.
+func loopback(t *testing.T) *lvm.Loopback {
+	t.Helper()
+	m, err := lvm.NewLoopback(testenv.LoopbackDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }

@@ -1,4 +1,4 @@
-package agent
+package volumegroups
 
 import (
 	"cmp"
@@ -21,7 +21,7 @@ import (
 // usableDevices inspects the class's devices, wipes those the opt-in
 // allows (once each) and returns the ones to put in the group. A required
 // path that cannot be used fails the class.
-func (r *VolumeGroupReconciler) usableDevices(ctx context.Context, cluster *storagev1alpha1.LVMCluster, dc storagev1alpha1.DeviceClass,
+func (r *Reconciler) usableDevices(ctx context.Context, cluster *storagev1alpha1.LVMCluster, dc storagev1alpha1.DeviceClass,
 	node *storagev1alpha1.NodeStatus, st *storagev1alpha1.DeviceClassNodeStatus) ([]string, error) {
 	sel := dc.DeviceSelector
 	if sel == nil {
@@ -45,7 +45,7 @@ func (r *VolumeGroupReconciler) usableDevices(ctx context.Context, cluster *stor
 // selected inspects the paths the class names: a required one that is
 // missing or refused fails the class; a refused one is wiped when the
 // class allows it and a wipe cures it, once per device.
-func (r *VolumeGroupReconciler) selected(ctx context.Context, cluster *storagev1alpha1.LVMCluster, dc storagev1alpha1.DeviceClass,
+func (r *Reconciler) selected(ctx context.Context, cluster *storagev1alpha1.LVMCluster, dc storagev1alpha1.DeviceClass,
 	sel *storagev1alpha1.DeviceSelector, policy disks.Policy, groups []lvm.VolumeGroup,
 	node *storagev1alpha1.NodeStatus, st *storagev1alpha1.DeviceClassNodeStatus) ([]string, error) {
 	force := sel.ForceWipeDevicesAndDestroyAllData != nil && *sel.ForceWipeDevicesAndDestroyAllData
@@ -105,7 +105,7 @@ const notFound = "not found"
 
 // inspect reads the device at path, or says why it cannot: notFound, or
 // why what is there cannot be read as a disk.
-func (r *VolumeGroupReconciler) inspect(ctx context.Context, path string) (disks.Device, string) {
+func (r *Reconciler) inspect(ctx context.Context, path string) (disks.Device, string) {
 	found, err := r.Disks.Devices(ctx, path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) || err == nil && len(found) == 0:
@@ -145,7 +145,7 @@ func unselected(dc storagev1alpha1.DeviceClass, devices []string) []string {
 // /dev/disk/by-id path where udev made one. It is never wiped, whatever forceWipeDevicesAndDestroyAllData
 // says: only a disk named in Git is. Each disk looked at and not taken is
 // listed with why.
-func (r *VolumeGroupReconciler) discovered(ctx context.Context, dc storagev1alpha1.DeviceClass, policy disks.Policy,
+func (r *Reconciler) discovered(ctx context.Context, dc storagev1alpha1.DeviceClass, policy disks.Policy,
 	groups []lvm.VolumeGroup, st *storagev1alpha1.DeviceClassNodeStatus) ([]string, error) {
 	found, err := r.Disks.Candidates(ctx, r.DiscoverLoopDir)
 	if err != nil {
@@ -185,7 +185,7 @@ func wipedBefore(node *storagev1alpha1.NodeStatus, d disks.Device) bool {
 }
 
 // wipe erases a device's signatures and records the wipe first-hand.
-func (r *VolumeGroupReconciler) wipe(ctx context.Context, cluster *storagev1alpha1.LVMCluster, d disks.Device,
+func (r *Reconciler) wipe(ctx context.Context, cluster *storagev1alpha1.LVMCluster, d disks.Device,
 	node *storagev1alpha1.NodeStatus) ([]string, error) {
 	removed, err := r.Disks.Wipe(ctx, d)
 	if err != nil {

@@ -1,4 +1,4 @@
-package agent
+package volumegroups
 
 import (
 	"strings"
@@ -23,7 +23,7 @@ func TestThinCapacity(t *testing.T) {
 
 // Above the threshold a pool takes no new volume, whatever the ratio says.
 func TestFullPoolsTakeNoNewVolume(t *testing.T) {
-	r := &VolumeGroupReconciler{}
+	r := &Reconciler{}
 	for _, tc := range []struct {
 		data, metadata float64
 		want           string

@@ -1,4 +1,4 @@
-package agent
+package volumegroups
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 
 // ensureGroup creates the tagged group or extends it; it never removes a
 // device from it.
-func (r *VolumeGroupReconciler) ensureGroup(ctx context.Context, cluster *storagev1alpha1.LVMCluster, name string, vg lvm.VolumeGroup, usable []string) error {
+func (r *Reconciler) ensureGroup(ctx context.Context, cluster *storagev1alpha1.LVMCluster, name string, vg lvm.VolumeGroup, usable []string) error {
 	if vg.Name == "" {
 		if len(usable) == 0 {
 			return fmt.Errorf("no usable device for volume group %s: every device considered is listed in excluded with why; "+
@@ -38,7 +38,7 @@ func (r *VolumeGroupReconciler) ensureGroup(ctx context.Context, cluster *storag
 
 // ensureThinPool creates the pool at sizePercent of the group, grows its
 // data when the group grew and its metadata when the spec asks for more.
-func (r *VolumeGroupReconciler) ensureThinPool(ctx context.Context, vgName string, cfg storagev1alpha1.ThinPoolConfig) error {
+func (r *Reconciler) ensureThinPool(ctx context.Context, vgName string, cfg storagev1alpha1.ThinPoolConfig) error {
 	vg, err := lvm.FindVolumeGroupOf(ctx, r.LVM, vgName)
 	if err != nil {
 		return err

@@ -1,4 +1,9 @@
-package agent
+// Package volumegroups is the node side of LVMCluster: on its node it
+// turns the device classes into volume groups and thin pools, reports
+// them with the node's capacity, and retires the groups whose class went.
+// One file per phase: devices (discover, select, wipe), group (volume
+// group, thin pool), capacity, retire.
+package volumegroups
 
 import (
 	"context"
@@ -19,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
@@ -30,11 +36,11 @@ import (
 // changed.
 const ManagedTag = "strata.dev/managed"
 
-// VolumeGroupReconciler makes the device classes of the LVMClusters in
+// Reconciler makes the device classes of the LVMClusters in
 // Namespace real on its node: a tagged volume group per class, extended
 // as devices are added, and its thin pool; it reports them on the node's
 // LVMVolumeGroupNodeStatus.
-type VolumeGroupReconciler struct {
+type Reconciler struct {
 	client.Client
 	Node      string
 	Namespace string
@@ -52,15 +58,13 @@ type VolumeGroupReconciler struct {
 	// NoDeviceMapper says the kernel has no device-mapper, so lvm2 can
 	// make no logical volume here: every class fails, saying so.
 	NoDeviceMapper bool
-
-	capacity map[string]uint64 // per class, from the current reconcile
 }
 
 // SetupWithManager reconciles the node's whole state on any change of an
 // LVMCluster in the namespace or of a LogicalVolume on the node (which
 // changes the capacity left), and every resyncPeriod, since pools fill
 // as data is written.
-func (r *VolumeGroupReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	node := reconcile.Request{NamespacedName: client.ObjectKey{Namespace: r.Namespace, Name: r.Node}}
 	toNode := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{node}
@@ -80,8 +84,14 @@ func (r *VolumeGroupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("volumegroup-"+r.Node).
 		Watches(&storagev1alpha1.LVMCluster{}, toNode).
-		Watches(&storagev1alpha1.LogicalVolume{}, afterVolumes, builder.WithPredicates(onNode(r.Node))).
+		Watches(&storagev1alpha1.LogicalVolume{}, afterVolumes, builder.WithPredicates(predicate.NewPredicateFuncs(r.onThisNode))).
 		Complete(r)
+}
+
+// onThisNode passes the LogicalVolumes bound to this node.
+func (r *Reconciler) onThisNode(o client.Object) bool {
+	lv, ok := o.(*storagev1alpha1.LogicalVolume)
+	return ok && lv.Spec.NodeName == r.Node
 }
 
 const (
@@ -93,7 +103,7 @@ const (
 )
 
 // Reconcile converges every device class selected for this node.
-func (r *VolumeGroupReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
 	node := &corev1.Node{}
 	if err := r.Get(ctx, client.ObjectKey{Name: r.Node}, node); err != nil {
 		return ctrl.Result{}, fmt.Errorf("node %s: %w", r.Node, err)
@@ -108,7 +118,7 @@ func (r *VolumeGroupReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (
 	}
 	before := state.DeepCopy()
 	state.Status.DeviceClasses = nil
-	r.capacity = map[string]uint64{}
+	capacity := map[string]uint64{} // per class, for the Node's annotations
 	var failed []string
 	for _, cluster := range clusters.Items {
 		for _, dc := range cluster.Spec.Storage.DeviceClasses {
@@ -122,7 +132,7 @@ func (r *VolumeGroupReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (
 			if !selected {
 				continue
 			}
-			st := r.reconcileClass(ctx, &cluster, dc, &state.Status)
+			st := r.reconcileClass(ctx, &cluster, dc, &state.Status, capacity)
 			if st.State == storagev1alpha1.StateFailed {
 				failed = append(failed, dc.Name)
 			}
@@ -149,7 +159,7 @@ func (r *VolumeGroupReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (
 	if err := r.Status().Patch(ctx, state, client.MergeFrom(before)); err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.annotateCapacity(ctx, node); err != nil {
+	if err := r.annotateCapacity(ctx, node, capacity); err != nil {
 		return ctrl.Result{}, err
 	}
 	if len(failed) > 0 {
@@ -160,7 +170,7 @@ func (r *VolumeGroupReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (
 }
 
 // nodeStatus returns the node's status object, creating it.
-func (r *VolumeGroupReconciler) nodeStatus(ctx context.Context) (*storagev1alpha1.LVMVolumeGroupNodeStatus, error) {
+func (r *Reconciler) nodeStatus(ctx context.Context) (*storagev1alpha1.LVMVolumeGroupNodeStatus, error) {
 	st := &storagev1alpha1.LVMVolumeGroupNodeStatus{ObjectMeta: metav1.ObjectMeta{Name: r.Node, Namespace: r.Namespace}}
 	err := r.Get(ctx, client.ObjectKeyFromObject(st), st)
 	if err == nil || !apierrors.IsNotFound(err) {
@@ -180,15 +190,16 @@ func selects(sel *corev1.NodeSelector, node *corev1.Node) (bool, error) {
 
 // failClass is the status of a class that failed before anything was
 // looked at on the node, with an event on its LVMCluster.
-func (r *VolumeGroupReconciler) failClass(cluster *storagev1alpha1.LVMCluster, dc storagev1alpha1.DeviceClass, format string, args ...any) storagev1alpha1.DeviceClassNodeStatus {
+func (r *Reconciler) failClass(cluster *storagev1alpha1.LVMCluster, dc storagev1alpha1.DeviceClass, format string, args ...any) storagev1alpha1.DeviceClassNodeStatus {
 	st := storagev1alpha1.DeviceClassNodeStatus{Node: r.Node, VolumeGroup: dc.Name, State: storagev1alpha1.StateFailed, Reason: fmt.Sprintf(format, args...)}
 	r.event(cluster, corev1.EventTypeWarning, "DeviceClassFailed", "%s on %s: %s", dc.Name, r.Node, st.Reason)
 	return st
 }
 
-// reconcileClass converges one class and says how it stands.
-func (r *VolumeGroupReconciler) reconcileClass(ctx context.Context, cluster *storagev1alpha1.LVMCluster, dc storagev1alpha1.DeviceClass,
-	node *storagev1alpha1.NodeStatus) storagev1alpha1.DeviceClassNodeStatus {
+// reconcileClass converges one class, notes the capacity a new volume of
+// it can have here, and says how the class stands.
+func (r *Reconciler) reconcileClass(ctx context.Context, cluster *storagev1alpha1.LVMCluster, dc storagev1alpha1.DeviceClass,
+	node *storagev1alpha1.NodeStatus, capacity map[string]uint64) storagev1alpha1.DeviceClassNodeStatus {
 	st := storagev1alpha1.DeviceClassNodeStatus{Node: r.Node, VolumeGroup: dc.Name}
 	fail := func(format string, args ...any) storagev1alpha1.DeviceClassNodeStatus {
 		failed := r.failClass(cluster, dc, format, args...)
@@ -218,11 +229,11 @@ func (r *VolumeGroupReconciler) reconcileClass(ctx context.Context, cluster *sto
 			return fail("%v", err)
 		}
 	}
-	capacity, err := r.describe(ctx, dc, &st)
+	free, err := r.describe(ctx, dc, &st)
 	if err != nil {
 		return fail("%v", err)
 	}
-	r.capacity[dc.Name] = capacity
+	capacity[dc.Name] = free
 	st.Unselected = unselected(dc, st.Devices)
 	st.State = storagev1alpha1.StateReady
 	return st

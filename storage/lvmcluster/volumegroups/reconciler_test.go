@@ -1,4 +1,4 @@
-package agent_test
+package volumegroups_test
 
 import (
 	"context"
@@ -19,9 +19,9 @@ import (
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
-	"github.com/strata-gitops/strata/storage/agent"
 	"github.com/strata-gitops/strata/storage/agent/disks"
 	"github.com/strata-gitops/strata/storage/lvm"
+	"github.com/strata-gitops/strata/storage/lvmcluster/volumegroups"
 )
 
 // An LVMCluster in the API becomes tagged volume groups and a thin pool
@@ -39,11 +39,11 @@ func TestVolumeGroupsFromLVMCluster(t *testing.T) {
 	}
 	runVolumeGroups(t, env, m, nodeName, nil)
 
-	first := waitClasses(t, c, nodeName, func(byName map[string]storagev1alpha1.DeviceClassNodeStatus) error {
+	first := testenv.WaitDeviceClasses(t, c, nodeName, func(byName map[string]storagev1alpha1.DeviceClassNodeStatus) error {
 		return firstState(byName[thin], byName[plain], d1)
 	})
 	group, err := lvm.FindVolumeGroupOf(ctx, m, thin)
-	if err != nil || !group.HasTag(agent.ManagedTag) {
+	if err != nil || !group.HasTag(volumegroups.ManagedTag) {
 		t.Fatalf("group %+v: %v", group, err)
 	}
 	if pool := first[thin].ThinPool.Size.Value(); pool < int64(group.Size)*45/100 || pool > int64(group.Size)*55/100 {
@@ -64,7 +64,7 @@ func TestVolumeGroupsFromLVMCluster(t *testing.T) {
 		classes[0].DeviceSelector.Paths = append(classes[0].DeviceSelector.Paths, storagev1alpha1.DevicePath(d2))
 		classes[1].DeviceSelector.ForceWipeDevicesAndDestroyAllData = ptr.To(true)
 	})
-	waitClasses(t, c, nodeName, func(byName map[string]storagev1alpha1.DeviceClassNodeStatus) error {
+	testenv.WaitDeviceClasses(t, c, nodeName, func(byName map[string]storagev1alpha1.DeviceClassNodeStatus) error {
 		a, b := byName[thin], byName[plain]
 		if len(a.Devices) != 2 || a.ThinPool.Size.Cmp(*first[thin].ThinPool.Size) <= 0 {
 			return fmt.Errorf("thin class after adding %s: %+v (pool was %s)", d2, a, first[thin].ThinPool.Size)
@@ -92,7 +92,7 @@ func TestVolumeGroupsFromLVMCluster(t *testing.T) {
 	testenv.Update(t, c, cluster, func(l *storagev1alpha1.LVMCluster) {
 		l.Spec.Storage.DeviceClasses[0].DeviceSelector.Paths = []storagev1alpha1.DevicePath{storagev1alpha1.DevicePath(d2)}
 	})
-	waitClasses(t, c, nodeName, func(byName map[string]storagev1alpha1.DeviceClassNodeStatus) error {
+	testenv.WaitDeviceClasses(t, c, nodeName, func(byName map[string]storagev1alpha1.DeviceClassNodeStatus) error {
 		if a := byName[thin]; len(a.Devices) != 2 || fmt.Sprint(a.Unselected) != "["+d1+"]" {
 			return fmt.Errorf("thin class after %s left its paths: %+v", d1, a)
 		}
@@ -153,23 +153,6 @@ func firstState(a, b storagev1alpha1.DeviceClassNodeStatus, d1 string) error {
 	return nil
 }
 
-func waitClasses(t *testing.T, c client.Client, node string, check func(map[string]storagev1alpha1.DeviceClassNodeStatus) error) map[string]storagev1alpha1.DeviceClassNodeStatus {
-	t.Helper()
-	var byName map[string]storagev1alpha1.DeviceClassNodeStatus
-	testenv.Eventually(t, timeout, func() error {
-		st := &storagev1alpha1.LVMVolumeGroupNodeStatus{}
-		if err := c.Get(context.Background(), client.ObjectKey{Namespace: node, Name: node}, st); err != nil {
-			return err
-		}
-		byName = map[string]storagev1alpha1.DeviceClassNodeStatus{}
-		for _, dc := range st.Status.DeviceClasses {
-			byName[dc.VolumeGroup] = dc
-		}
-		return check(byName)
-	})
-	return byName
-}
-
 // A class that opts in to discovery takes the node's blank disks, here
 // the loop devices whose files are under the discovery directory: the
 // blank one, not the one holding ext4 (listed with why), and no loop
@@ -193,8 +176,8 @@ func TestBlankDisksAreDiscovered(t *testing.T) {
 	if err := c.Create(ctx, cluster); err != nil {
 		t.Fatal(err)
 	}
-	runVolumeGroups(t, env, m, nodeName, func(r *agent.VolumeGroupReconciler) { r.DiscoverLoopDir = dir })
-	waitClasses(t, c, nodeName, func(byName map[string]storagev1alpha1.DeviceClassNodeStatus) error {
+	runVolumeGroups(t, env, m, nodeName, func(r *volumegroups.Reconciler) { r.DiscoverLoopDir = dir })
+	testenv.WaitDeviceClasses(t, c, nodeName, func(byName map[string]storagev1alpha1.DeviceClassNodeStatus) error {
 		if none := byName[class+"-none"]; none.State != storagev1alpha1.StateFailed || !strings.Contains(none.Reason, "discoverBlankDisks") {
 			return fmt.Errorf("class without paths or the discovery opt-in: %+v, want Failed saying how to name disks", none)
 		}
@@ -248,7 +231,7 @@ func TestRemovedClassKeepsItsGroupUntilOptIn(t *testing.T) {
 		t.Fatal(err)
 	}
 	runVolumeGroups(t, env, m, nodeName, nil)
-	waitClasses(t, c, nodeName, func(byName map[string]storagev1alpha1.DeviceClassNodeStatus) error {
+	testenv.WaitDeviceClasses(t, c, nodeName, func(byName map[string]storagev1alpha1.DeviceClassNodeStatus) error {
 		if byName[gone].State != storagev1alpha1.StateReady || byName[kept].State != storagev1alpha1.StateReady {
 			return fmt.Errorf("classes %+v", byName)
 		}
@@ -327,7 +310,7 @@ func vgNode(t *testing.T, prefix string) (*testenv.Env, *lvm.Loopback, string) {
 	// The pid too: groups are tagged with the namespace, and another test
 	// run on this machine must not find its own among them.
 	name := fmt.Sprintf("%s-node-%d-%d", prefix, os.Getpid(), counter.Add(1))
-	ownNamespace(t, env.Client, name)
+	testenv.Namespace(t, env.Client, name)
 	if err := env.Client.Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
 		t.Fatal(err)
 	}
@@ -335,9 +318,9 @@ func vgNode(t *testing.T, prefix string) (*testenv.Env, *lvm.Loopback, string) {
 }
 
 // runVolumeGroups runs the node's volume-group reconciler, as tweak sets it.
-func runVolumeGroups(t *testing.T, env *testenv.Env, m lvm.Manager, node string, tweak func(*agent.VolumeGroupReconciler)) {
+func runVolumeGroups(t *testing.T, env *testenv.Env, m lvm.Manager, node string, tweak func(*volumegroups.Reconciler)) {
 	testenv.RunManager(t, env, func(mgr manager.Manager) error {
-		r := &agent.VolumeGroupReconciler{Client: mgr.GetClient(), Node: node, Namespace: node, LVM: m,
+		r := &volumegroups.Reconciler{Client: mgr.GetClient(), Node: node, Namespace: node, LVM: m,
 			Disks: disks.NewInspector(m), MinDeviceSize: 64 * mib}
 		if tweak != nil {
 			tweak(r)
@@ -364,7 +347,7 @@ func TestClassesThatCannotBeEvaluatedSaySo(t *testing.T) {
 		t.Fatal(err)
 	}
 	runVolumeGroups(t, env, m, nodeName, nil)
-	waitClasses(t, c, nodeName, func(byName map[string]storagev1alpha1.DeviceClassNodeStatus) error {
+	testenv.WaitDeviceClasses(t, c, nodeName, func(byName map[string]storagev1alpha1.DeviceClassNodeStatus) error {
 		if st := byName[badSel]; st.State != storagev1alpha1.StateFailed || !strings.Contains(st.Reason, "nodeSelector cannot be evaluated") {
 			return fmt.Errorf("class with a bad nodeSelector: %+v, want Failed naming the selector", st)
 		}
@@ -373,4 +356,30 @@ func TestClassesThatCannotBeEvaluatedSaySo(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// An lvm2 agent on a kernel without device-mapper fails its classes,
+// saying so, and makes no group: it never keeps data in loop files
+// unasked.
+func TestNoDeviceMapperFailsTheClasses(t *testing.T) {
+	env, m, nodeName := vgNode(t, "nodm")
+	c, ctx := env.Client, context.Background()
+	class := fmt.Sprintf("nodm-%d-%d", os.Getpid(), counter.Add(1))
+	disk := testenv.LoopDisk(t, 128*mib)
+	cluster := &storagev1alpha1.LVMCluster{ObjectMeta: metav1.ObjectMeta{Name: nodeName, Namespace: nodeName},
+		Spec: storagev1alpha1.LVMClusterSpec{Storage: storagev1alpha1.Storage{DeviceClasses: []storagev1alpha1.DeviceClass{
+			{Name: class, DeviceSelector: &storagev1alpha1.DeviceSelector{Paths: []storagev1alpha1.DevicePath{storagev1alpha1.DevicePath(disk)}}}}}}}
+	if err := c.Create(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	runVolumeGroups(t, env, m, nodeName, func(r *volumegroups.Reconciler) { r.NoDeviceMapper = true })
+	testenv.WaitDeviceClasses(t, c, nodeName, func(byName map[string]storagev1alpha1.DeviceClassNodeStatus) error {
+		if st := byName[class]; st.State != storagev1alpha1.StateFailed || !strings.Contains(st.Reason, "no device-mapper") {
+			return fmt.Errorf("class on a node without device-mapper: %+v, want Failed saying so", st)
+		}
+		return nil
+	})
+	if _, err := lvm.FindVolumeGroupOf(ctx, m, class); err == nil {
+		t.Fatal("a volume group was made on a node whose lvm2 cannot make logical volumes")
+	}
 }

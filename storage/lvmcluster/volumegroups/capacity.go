@@ -1,4 +1,4 @@
-package agent
+package volumegroups
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 
 // describe fills the class's sizes, devices and pool usage, and returns
 // the capacity a new volume of the class can have on this node.
-func (r *VolumeGroupReconciler) describe(ctx context.Context, dc storagev1alpha1.DeviceClass, st *storagev1alpha1.DeviceClassNodeStatus) (uint64, error) {
+func (r *Reconciler) describe(ctx context.Context, dc storagev1alpha1.DeviceClass, st *storagev1alpha1.DeviceClassNodeStatus) (uint64, error) {
 	vg, err := lvm.FindVolumeGroupOf(ctx, r.LVM, dc.Name)
 	if err != nil {
 		return 0, err
@@ -46,7 +46,7 @@ func (r *VolumeGroupReconciler) describe(ctx context.Context, dc storagev1alpha1
 // fullness says why no new thin volume may go into the pool, if so: its
 // data or metadata is fuller than the threshold. Overprovisioning alone
 // would keep offering a pool that is about to run out (TopoLVM #1101).
-func (r *VolumeGroupReconciler) fullness(pool lvm.LogicalVolume) string {
+func (r *Reconciler) fullness(pool lvm.LogicalVolume) string {
 	limit := r.FullThreshold
 	if limit == 0 {
 		limit = 90
@@ -76,14 +76,14 @@ func thinCapacity(pool lvm.LogicalVolume, lvs []lvm.LogicalVolume, ratio int32) 
 	return total - min(promised, total)
 }
 
-func (r *VolumeGroupReconciler) minSize() uint64 {
+func (r *Reconciler) minSize() uint64 {
 	if r.MinDeviceSize == 0 {
 		return 1 << 30
 	}
 	return r.MinDeviceSize
 }
 
-func (r *VolumeGroupReconciler) event(obj client.Object, kind, reason, format string, args ...any) {
+func (r *Reconciler) event(obj client.Object, kind, reason, format string, args ...any) {
 	if r.Events != nil {
 		r.Events.Eventf(obj, nil, kind, reason, reason, format, args...)
 	}
@@ -102,7 +102,7 @@ func bytesQuantity(n uint64) *resource.Quantity {
 
 // annotateCapacity writes each class's capacity on the Node and drops
 // the annotations of classes no longer here.
-func (r *VolumeGroupReconciler) annotateCapacity(ctx context.Context, node *corev1.Node) error {
+func (r *Reconciler) annotateCapacity(ctx context.Context, node *corev1.Node, capacity map[string]uint64) error {
 	patch := client.MergeFrom(node.DeepCopy())
 	if node.Annotations == nil {
 		node.Annotations = map[string]string{}
@@ -112,7 +112,7 @@ func (r *VolumeGroupReconciler) annotateCapacity(ctx context.Context, node *core
 			delete(node.Annotations, k)
 		}
 	}
-	for class, bytes := range r.capacity {
+	for class, bytes := range capacity {
 		node.Annotations[storagev1alpha1.CapacityAnnotationPrefix+class] = fmt.Sprint(bytes)
 	}
 	return r.Patch(ctx, node, patch)

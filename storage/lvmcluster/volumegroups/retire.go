@@ -1,4 +1,4 @@
-package agent
+package volumegroups
 
 import (
 	"context"
@@ -21,7 +21,7 @@ import (
 // and it holds no logical volume but its thin pool. The last is read
 // from lvm2 itself: after an etcd restore the objects are gone and the
 // data is not.
-func (r *VolumeGroupReconciler) retain(ctx context.Context, clusters []storagev1alpha1.LVMCluster,
+func (r *Reconciler) retain(ctx context.Context, clusters []storagev1alpha1.LVMCluster,
 	state *storagev1alpha1.LVMVolumeGroupNodeStatus) ([]storagev1alpha1.RetainedGroup, error) {
 	groups, err := r.LVM.VolumeGroups(ctx)
 	if err != nil {
@@ -50,7 +50,7 @@ func (r *VolumeGroupReconciler) retain(ctx context.Context, clusters []storagev1
 
 // whyKeep says why a group whose class is gone must stay; empty when
 // nothing keeps it.
-func (r *VolumeGroupReconciler) whyKeep(ctx context.Context, vg lvm.VolumeGroup, clusters []storagev1alpha1.LVMCluster) (string, error) {
+func (r *Reconciler) whyKeep(ctx context.Context, vg lvm.VolumeGroup, clusters []storagev1alpha1.LVMCluster) (string, error) {
 	owner := tagValue(vg.Tags, clusterTagPrefix)
 	if owner == "" {
 		return fmt.Sprintf("its device class is gone from this node; the group and its data are kept (it was made before groups named their LVMCluster, "+
@@ -86,7 +86,7 @@ func (r *VolumeGroupReconciler) whyKeep(ctx context.Context, vg lvm.VolumeGroup,
 
 // removeGroup removes a group every check let go, and says so in the log
 // and in an event, with what it held.
-func (r *VolumeGroupReconciler) removeGroup(ctx context.Context, vg lvm.VolumeGroup, state *storagev1alpha1.LVMVolumeGroupNodeStatus) error {
+func (r *Reconciler) removeGroup(ctx context.Context, vg lvm.VolumeGroup, state *storagev1alpha1.LVMVolumeGroupNodeStatus) error {
 	owner := tagValue(vg.Tags, clusterTagPrefix)
 	ctrl.LoggerFrom(ctx).Info("removing volume group: its device class is gone, its LVMCluster allows data loss, and it holds no volume",
 		"volumeGroup", vg.Name, "devices", vg.Devices, "lvmcluster", owner)
@@ -116,10 +116,10 @@ func tagValue(tags []string, prefix string) string {
 
 // namespaceTag marks the groups made for the LVMClusters of this agent's
 // namespace: only those can be retained or removed here.
-func (r *VolumeGroupReconciler) namespaceTag() string { return "strata.dev/namespace=" + r.Namespace }
+func (r *Reconciler) namespaceTag() string { return "strata.dev/namespace=" + r.Namespace }
 
 // volumesOf names the LogicalVolumes on this node in a class's group.
-func (r *VolumeGroupReconciler) volumesOf(ctx context.Context, class string) ([]string, error) {
+func (r *Reconciler) volumesOf(ctx context.Context, class string) ([]string, error) {
 	objs := &storagev1alpha1.LogicalVolumeList{}
 	if err := r.List(ctx, objs); err != nil {
 		return nil, err
@@ -136,7 +136,7 @@ func (r *VolumeGroupReconciler) volumesOf(ctx context.Context, class string) ([]
 // unclaimed lists the volumes in this node's classes' groups that no
 // LogicalVolume bound to this node names. They are reported, never
 // removed: a volume may hold data whatever the API says.
-func (r *VolumeGroupReconciler) unclaimed(ctx context.Context, classes []storagev1alpha1.DeviceClassNodeStatus) ([]string, error) {
+func (r *Reconciler) unclaimed(ctx context.Context, classes []storagev1alpha1.DeviceClassNodeStatus) ([]string, error) {
 	objs := &storagev1alpha1.LogicalVolumeList{}
 	if err := r.List(ctx, objs); err != nil {
 		return nil, err
