@@ -15,7 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
-	"github.com/strata-gitops/strata/storage/agent/volumes"
+	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
 )
 
 // StorageClass parameters of the btrfs backend. A class with AgentURL is
@@ -92,7 +92,7 @@ func btrfsSize(r *csi.CapacityRange) (int64, error) {
 			want = limit
 		}
 	}
-	want = max(want, volumes.DefaultMinSize)
+	want = max(want, wire.DefaultMinSize)
 	size := (want + 4095) / 4096 * 4096
 	if limit > 0 && size > limit {
 		return 0, status.Errorf(codes.OutOfRange, "capacity range: %d bytes required, at least %d, above the limit of %d", r.GetRequiredBytes(), size, limit)
@@ -101,8 +101,8 @@ func btrfsSize(r *csi.CapacityRange) (int64, error) {
 }
 
 // tuning reads a class's volume parameters.
-func tuning(params map[string]string) (volumes.Tuning, error) {
-	t := volumes.Tuning{Compression: params["compression"], Mode: params["mode"]}
+func tuning(params map[string]string) (wire.Tuning, error) {
+	t := wire.Tuning{Compression: params["compression"], Mode: params["mode"]}
 	ints := map[string]**int{"uid": &t.UID, "gid": &t.GID}
 	for key, into := range ints {
 		if v := params[key]; v != "" {
@@ -152,11 +152,11 @@ func (b *btrfsBackend) CreateVolume(ctx context.Context, req *csi.CreateVolumeRe
 		return nil, err
 	}
 	name := objectName(req.GetName())
-	var v volumes.Volume
+	var v wire.Volume
 	if src := req.GetVolumeContentSource(); src != nil {
 		v, err = b.clone(ctx, agent, name, src, size, req.GetCapacityRange())
 	} else {
-		v, err = agent.CreateVolume(ctx, volumes.CreateRequest{Name: name, SizeBytes: size, Tuning: t})
+		v, err = agent.CreateVolume(ctx, wire.CreateRequest{Name: name, SizeBytes: size, Tuning: t})
 	}
 	if err != nil {
 		return nil, agentError(err, "volume "+req.GetName())
@@ -170,8 +170,8 @@ func (b *btrfsBackend) CreateVolume(ctx context.Context, req *csi.CreateVolumeRe
 }
 
 // clone makes a volume from a snapshot or volume of the same agent.
-func (b *btrfsBackend) clone(ctx context.Context, agent *volumeapi.Client, name string, src *csi.VolumeContentSource, size int64, r *csi.CapacityRange) (volumes.Volume, error) {
-	var source volumes.Source
+func (b *btrfsBackend) clone(ctx context.Context, agent *volumeapi.Client, name string, src *csi.VolumeContentSource, size int64, r *csi.CapacityRange) (wire.Volume, error) {
+	var source wire.Source
 	var sourceID string
 	switch {
 	case src.GetSnapshot() != nil:
@@ -179,32 +179,32 @@ func (b *btrfsBackend) clone(ctx context.Context, agent *volumeapi.Client, name 
 	case src.GetVolume() != nil:
 		sourceID = src.GetVolume().GetVolumeId()
 	default:
-		return volumes.Volume{}, status.Error(codes.InvalidArgument, "volume content source is neither a snapshot nor a volume")
+		return wire.Volume{}, status.Error(codes.InvalidArgument, "volume content source is neither a snapshot nor a volume")
 	}
 	id, err := ParseVolumeID(sourceID)
 	if err != nil {
-		return volumes.Volume{}, status.Error(codes.NotFound, err.Error())
+		return wire.Volume{}, status.Error(codes.NotFound, err.Error())
 	}
 	var sourceSize int64
 	if src.GetSnapshot() != nil {
 		source.Snapshot = id.Name
 		snap, err := agent.GetSnapshot(ctx, id.Name)
 		if err != nil {
-			return volumes.Volume{}, agentError(err, "source snapshot "+sourceID)
+			return wire.Volume{}, agentError(err, "source snapshot "+sourceID)
 		}
 		sourceSize = snap.SizeBytes
 	} else {
 		source.Volume = id.Name
 		v, err := agent.GetVolume(ctx, id.Name)
 		if err != nil {
-			return volumes.Volume{}, agentError(err, "source volume "+sourceID)
+			return wire.Volume{}, agentError(err, "source volume "+sourceID)
 		}
 		sourceSize = v.SizeBytes
 	}
 	if limit := r.GetLimitBytes(); limit > 0 && sourceSize > limit {
-		return volumes.Volume{}, status.Errorf(codes.OutOfRange, "source %s is %d bytes, more than the limit of %d", sourceID, sourceSize, limit)
+		return wire.Volume{}, status.Errorf(codes.OutOfRange, "source %s is %d bytes, more than the limit of %d", sourceID, sourceSize, limit)
 	}
-	return agent.Clone(ctx, volumes.CloneRequest{Name: name, Source: source, SizeBytes: max(size, sourceSize)})
+	return agent.Clone(ctx, wire.CloneRequest{Name: name, Source: source, SizeBytes: max(size, sourceSize)})
 }
 
 // DeleteVolume removes the volume with its exports. A volume with
@@ -258,7 +258,7 @@ func (b *btrfsBackend) ControllerExpandVolume(ctx context.Context, id VolumeID, 
 		return nil, agentError(err, "volume "+id.String())
 	}
 	if v.SizeBytes < size {
-		if v, err = agent.UpdateVolume(ctx, id.Name, volumes.UpdateRequest{SizeBytes: &size}); err != nil {
+		if v, err = agent.UpdateVolume(ctx, id.Name, wire.UpdateRequest{SizeBytes: &size}); err != nil {
 			return nil, agentError(err, "volume "+id.String())
 		}
 	}
@@ -289,7 +289,7 @@ func (b *btrfsBackend) CreateSnapshot(ctx context.Context, id VolumeID, req *csi
 	if err != nil {
 		return nil, err
 	}
-	snap, err := agent.CreateSnapshot(ctx, volumes.SnapshotRequest{Name: objectName(req.GetName()), Volume: id.Name})
+	snap, err := agent.CreateSnapshot(ctx, wire.SnapshotRequest{Name: objectName(req.GetName()), Volume: id.Name})
 	if err != nil {
 		return nil, agentError(err, "snapshot "+req.GetName())
 	}

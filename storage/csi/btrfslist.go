@@ -11,7 +11,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
-	"github.com/strata-gitops/strata/storage/agent/volumes"
+	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
 )
 
 // eachAgent calls do once for every agent and tenant of the btrfs
@@ -78,7 +78,7 @@ func (b *btrfsBackend) listSnapshots(ctx context.Context) ([]*csi.Snapshot, erro
 }
 
 // btrfsSnapshot is a snapshot of a class's agent as CSI names it.
-func btrfsSnapshot(class string, snap volumes.Snapshot) *csi.Snapshot {
+func btrfsSnapshot(class string, snap wire.Snapshot) *csi.Snapshot {
 	return &csi.Snapshot{
 		SnapshotId:     VolumeID{StorageClass: class, Name: snap.Name}.String(),
 		SourceVolumeId: VolumeID{StorageClass: class, Name: snap.Volume}.String(),

@@ -11,7 +11,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/strata-gitops/strata/storage/agent/volumes"
+	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
 )
 
 // Client calls an agent's API as one tenant.
@@ -92,25 +92,25 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 }
 
 // CreateVolume creates a volume, or returns the one of that name and size.
-func (c *Client) CreateVolume(ctx context.Context, req volumes.CreateRequest) (v volumes.Volume, err error) {
+func (c *Client) CreateVolume(ctx context.Context, req wire.CreateRequest) (v wire.Volume, err error) {
 	return v, c.do(ctx, http.MethodPost, "/v1/volumes", req, &v)
 }
 
 // GetVolume returns a volume.
-func (c *Client) GetVolume(ctx context.Context, name string) (v volumes.Volume, err error) {
+func (c *Client) GetVolume(ctx context.Context, name string) (v wire.Volume, err error) {
 	return v, c.do(ctx, http.MethodGet, "/v1/volumes/"+url.PathEscape(name), nil, &v)
 }
 
 // ListVolumes returns the tenant's volumes by name.
-func (c *Client) ListVolumes(ctx context.Context) ([]volumes.Volume, error) {
+func (c *Client) ListVolumes(ctx context.Context) ([]wire.Volume, error) {
 	var out struct {
-		Volumes []volumes.Volume `json:"volumes"`
+		Volumes []wire.Volume `json:"volumes"`
 	}
 	return out.Volumes, c.do(ctx, http.MethodGet, "/v1/volumes", nil, &out)
 }
 
 // UpdateVolume expands or retunes a volume.
-func (c *Client) UpdateVolume(ctx context.Context, name string, req volumes.UpdateRequest) (v volumes.Volume, err error) {
+func (c *Client) UpdateVolume(ctx context.Context, name string, req wire.UpdateRequest) (v wire.Volume, err error) {
 	return v, c.do(ctx, http.MethodPatch, "/v1/volumes/"+url.PathEscape(name), req, &v)
 }
 
@@ -125,24 +125,24 @@ func (c *Client) DeleteVolume(ctx context.Context, name string, cascade bool) er
 }
 
 // CreateSnapshot creates a read-only snapshot of a volume.
-func (c *Client) CreateSnapshot(ctx context.Context, req volumes.SnapshotRequest) (s volumes.Snapshot, err error) {
+func (c *Client) CreateSnapshot(ctx context.Context, req wire.SnapshotRequest) (s wire.Snapshot, err error) {
 	return s, c.do(ctx, http.MethodPost, "/v1/snapshots", req, &s)
 }
 
 // GetSnapshot returns a snapshot.
-func (c *Client) GetSnapshot(ctx context.Context, name string) (s volumes.Snapshot, err error) {
+func (c *Client) GetSnapshot(ctx context.Context, name string) (s wire.Snapshot, err error) {
 	return s, c.do(ctx, http.MethodGet, "/v1/snapshots/"+url.PathEscape(name), nil, &s)
 }
 
 // ListSnapshots returns the tenant's snapshots, of one volume when
 // volume is not empty.
-func (c *Client) ListSnapshots(ctx context.Context, volume string) ([]volumes.Snapshot, error) {
+func (c *Client) ListSnapshots(ctx context.Context, volume string) ([]wire.Snapshot, error) {
 	path := "/v1/snapshots"
 	if volume != "" {
 		path = "/v1/volumes/" + url.PathEscape(volume) + "/snapshots"
 	}
 	var out struct {
-		Snapshots []volumes.Snapshot `json:"snapshots"`
+		Snapshots []wire.Snapshot `json:"snapshots"`
 	}
 	return out.Snapshots, c.do(ctx, http.MethodGet, path, nil, &out)
 }
@@ -153,17 +153,17 @@ func (c *Client) DeleteSnapshot(ctx context.Context, name string) error {
 }
 
 // Clone makes a writable volume from a volume or snapshot.
-func (c *Client) Clone(ctx context.Context, req volumes.CloneRequest) (v volumes.Volume, err error) {
+func (c *Client) Clone(ctx context.Context, req wire.CloneRequest) (v wire.Volume, err error) {
 	return v, c.do(ctx, http.MethodPost, "/v1/clones", req, &v)
 }
 
 // AddExport lets an NFS client mount a volume.
-func (c *Client) AddExport(ctx context.Context, name, client string) (v volumes.Volume, err error) {
+func (c *Client) AddExport(ctx context.Context, name, client string) (v wire.Volume, err error) {
 	return v, c.do(ctx, http.MethodPost, "/v1/volumes/"+url.PathEscape(name)+"/exports", exportRequest{Client: client}, &v)
 }
 
 // RemoveExport takes an NFS client's access to a volume away.
-func (c *Client) RemoveExport(ctx context.Context, name, client string) (v volumes.Volume, err error) {
+func (c *Client) RemoveExport(ctx context.Context, name, client string) (v wire.Volume, err error) {
 	return v, c.do(ctx, http.MethodDelete, "/v1/volumes/"+url.PathEscape(name)+"/exports/"+client, nil, &v)
 }
 

@@ -6,12 +6,6 @@ import (
 	"time"
 )
 
-// SnapshotRequest asks for a read-only snapshot of a volume.
-type SnapshotRequest struct {
-	Name   string `json:"name"`
-	Volume string `json:"volume"`
-}
-
 // CreateSnapshot makes a read-only snapshot. Repeating it returns the
 // snapshot made before when it is of the same volume.
 func (s *Store) CreateSnapshot(ctx context.Context, tenant string, req SnapshotRequest) (snap Snapshot, created bool, err error) {
@@ -126,14 +120,6 @@ func (s *Store) DeleteSnapshot(ctx context.Context, tenant, name string) error {
 		return err
 	}
 	return s.removeDir(ctx, dir)
-}
-
-// CloneRequest asks for a writable copy of a volume or a snapshot as a
-// new volume, at least as large as its source.
-type CloneRequest struct {
-	Name      string `json:"name"`
-	Source    Source `json:"source"`
-	SizeBytes int64  `json:"sizeBytes,omitempty"`
 }
 
 // Clone makes a volume from a volume or snapshot: a writable btrfs

@@ -21,16 +21,11 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
-	"time"
 
 	"github.com/strata-gitops/strata/internal/atomicfile"
 	"github.com/strata-gitops/strata/storage/btrfs"
 	"github.com/strata-gitops/strata/storage/nfs"
 )
-
-// DefaultMinSize is the smallest volume: btrfs needs some room for
-// metadata before any file fits.
-const DefaultMinSize = 1 << 20
 
 // Store is the volumes of every tenant on one btrfs filesystem.
 type Store struct {
@@ -90,46 +85,6 @@ func Open(ctx context.Context, base string, exporter nfs.Exporter, node string) 
 		return nil, err
 	}
 	return &Store{Base: base, FS: fs, Exporter: exporter, Node: node, MinSize: DefaultMinSize}, nil
-}
-
-// Source is what a clone was made from: a volume or a snapshot.
-type Source struct {
-	Volume   string `json:"volume,omitempty"`
-	Snapshot string `json:"snapshot,omitempty"`
-}
-
-// Volume is one volume as its metadata records it, with where it is and
-// how much it holds.
-type Volume struct {
-	Name             string    `json:"name"`
-	SizeBytes        int64     `json:"sizeBytes"`
-	Compression      string    `json:"compression,omitempty"`
-	CompressionLevel int       `json:"compressionLevel,omitempty"`
-	NoCOW            bool      `json:"nocow,omitempty"`
-	UID              int       `json:"uid"`
-	GID              int       `json:"gid"`
-	Mode             string    `json:"mode"`
-	Source           *Source   `json:"source,omitempty"`
-	Clients          []string  `json:"clients,omitempty"`
-	ExportID         uint16    `json:"exportId,omitempty"`
-	CreatedAt        time.Time `json:"createdAt"`
-
-	// Filled in when read, not stored.
-	Path      string `json:"path"`
-	Node      string `json:"node,omitempty"`
-	UsedBytes int64  `json:"usedBytes"`
-	// ExportPath is what an NFS client mounts, when exported.
-	ExportPath string `json:"exportPath,omitempty"`
-}
-
-// Snapshot is one read-only snapshot of a volume.
-type Snapshot struct {
-	Name      string    `json:"name"`
-	Volume    string    `json:"volume"`
-	SizeBytes int64     `json:"sizeBytes"`
-	CreatedAt time.Time `json:"createdAt"`
-	Path      string    `json:"path"`
-	UsedBytes int64     `json:"usedBytes"`
 }
 
 const (

@@ -16,31 +16,10 @@ import (
 	"github.com/strata-gitops/strata/storage/btrfs"
 )
 
-// Tuning is how a volume stores data and who owns its root.
-type Tuning struct {
-	// Compression is zstd, lzo or zlib; empty for none.
-	Compression string `json:"compression,omitempty"`
-	// CompressionLevel is 1-15 for zstd and 1-9 for zlib; 0 is the default.
-	CompressionLevel int `json:"compressionLevel,omitempty"`
-	// NoCOW turns copy-on-write off (chattr +C), for databases and images.
-	NoCOW bool `json:"nocow,omitempty"`
-	UID   *int `json:"uid,omitempty"`
-	GID   *int `json:"gid,omitempty"`
-	// Mode is the root directory's permissions in octal, 0755 when empty.
-	Mode string `json:"mode,omitempty"`
-}
-
-// CreateRequest asks for a new volume.
-type CreateRequest struct {
-	Name      string `json:"name"`
-	SizeBytes int64  `json:"sizeBytes"`
-	Tuning
-}
-
 var compressionLevels = map[string]int{"": 0, "zstd": 15, "zlib": 9, "lzo": 0}
 
-// check refuses tuning the filesystem would refuse, before anything is made.
-func (t Tuning) check() error {
+// checkTuning refuses tuning the filesystem would refuse, before anything is made.
+func checkTuning(t Tuning) error {
 	top, ok := compressionLevels[t.Compression]
 	switch {
 	case !ok:
@@ -55,7 +34,7 @@ func (t Tuning) check() error {
 	case t.UID != nil && *t.UID < 0, t.GID != nil && *t.GID < 0:
 		return invalid("uid and gid must not be negative")
 	}
-	_, err := t.mode()
+	_, err := tuningMode(t)
 	return err
 }
 
@@ -66,7 +45,7 @@ func orNone(s string) string {
 	return s
 }
 
-func (t Tuning) mode() (uint32, error) {
+func tuningMode(t Tuning) (uint32, error) {
 	if t.Mode == "" {
 		return 0o755, nil
 	}
@@ -84,7 +63,7 @@ func (s *Store) Create(ctx context.Context, tenant string, req CreateRequest) (v
 	if err := s.checkNew("volume", req.Name, req.SizeBytes); err != nil {
 		return Volume{}, false, err
 	}
-	if err := req.check(); err != nil {
+	if err := checkTuning(req.Tuning); err != nil {
 		return Volume{}, false, err
 	}
 	defer s.locks.lock(tenant + "/" + req.Name)()
@@ -189,7 +168,7 @@ func (s *Store) apply(ctx context.Context, dir string, v *Volume, t Tuning, fres
 		}
 		v.NoCOW = true
 	}
-	mode, _ := t.mode()
+	mode, _ := tuningMode(t)
 	v.UID, v.GID, v.Mode = deref(t.UID), deref(t.GID), fmt.Sprintf("%04o", mode)
 	if err := os.Chown(data, v.UID, v.GID); err != nil {
 		return err
@@ -267,14 +246,6 @@ func (s *Store) records(tenant string) ([]Volume, error) {
 	return volumes, nil
 }
 
-// UpdateRequest changes a volume: a larger size, or other compression.
-// Fields left nil stay as they are.
-type UpdateRequest struct {
-	SizeBytes        *int64  `json:"sizeBytes,omitempty"`
-	Compression      *string `json:"compression,omitempty"`
-	CompressionLevel *int    `json:"compressionLevel,omitempty"`
-}
-
 // Update expands or retunes a volume. A volume never shrinks: data that
 // does not fit a smaller quota would be stranded.
 func (s *Store) Update(ctx context.Context, tenant, name string, req UpdateRequest) (Volume, error) {
@@ -309,7 +280,7 @@ func (s *Store) Update(ctx context.Context, tenant, name string, req UpdateReque
 	if req.CompressionLevel != nil {
 		t.CompressionLevel = *req.CompressionLevel
 	}
-	if err := t.check(); err != nil {
+	if err := checkTuning(t); err != nil {
 		return Volume{}, err
 	}
 	v.SizeBytes = size
