@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
+	"github.com/strata-gitops/strata/internal/testing/lvmtest"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/storage/agent"
 	"github.com/strata-gitops/strata/storage/lvm"
@@ -131,7 +132,7 @@ func (n *node) deleteAndWait(obj *storagev1alpha1.LogicalVolume) {
 // A volume's whole life through its LogicalVolume: created, grown,
 // snapshotted, refused for space, removed with its object.
 func TestLogicalVolumeLifecycle(t *testing.T) {
-	m := loopback(t)
+	m := lvmtest.Loopback(t)
 	n := newNode(t, m)
 	n.start()
 	ctx := context.Background()
@@ -196,7 +197,7 @@ func (c *crashing) CreateVolume(ctx context.Context, vg string, spec lvm.VolumeS
 // A crash between making the volume and recording it neither loses nor
 // duplicates it: the retry finds it and records it.
 func TestLogicalVolumeCreationSurvivesACrash(t *testing.T) {
-	m := &crashing{Manager: loopback(t)}
+	m := &crashing{Manager: lvmtest.Loopback(t)}
 	n := newNode(t, m)
 	n.start()
 	v := n.wait(n.volume(n.thick, "16Mi", ""), "True", meta.SucceededReason)
@@ -214,7 +215,7 @@ func TestLogicalVolumeCreationSurvivesACrash(t *testing.T) {
 
 // The agent leaves other nodes' LogicalVolumes alone.
 func TestOtherNodesVolumesAreLeftAlone(t *testing.T) {
-	n := newNode(t, loopback(t))
+	n := newNode(t, lvmtest.Loopback(t))
 	n.start()
 	name := fmt.Sprintf("%s-elsewhere", n.name)
 	foreign := &storagev1alpha1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -240,7 +241,7 @@ func TestOtherNodesVolumesAreLeftAlone(t *testing.T) {
 // for another LogicalVolume, is never adopted, grown or removed, even
 // when its colliding object is deleted.
 func TestVolumesNotTaggedForTheObjectAreNeverTouched(t *testing.T) {
-	m := loopback(t)
+	m := lvmtest.Loopback(t)
 	n := newNode(t, m)
 	n.start()
 	ctx := context.Background()
@@ -264,14 +265,4 @@ func TestVolumesNotTaggedForTheObjectAreNeverTouched(t *testing.T) {
 			t.Fatalf("the volume that was not the object's, after the object went: %+v, %v; want it there at 8 MiB", vol, err)
 		}
 	}
-}
-
-// loopback is a loopback volume manager of the test's own.
-func loopback(t *testing.T) *lvm.Loopback {
-	t.Helper()
-	m, err := lvm.NewLoopback(testenv.LoopbackDir(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
 }

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
+	"github.com/strata-gitops/strata/internal/testing/lvmtest"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/storage/agent/disks"
 	"github.com/strata-gitops/strata/storage/lvm"
@@ -314,7 +315,7 @@ func vgNode(t *testing.T, prefix string) (*testenv.Env, *lvm.Loopback, string) {
 	if err := env.Client.Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
 		t.Fatal(err)
 	}
-	return env, loopback(t), name
+	return env, lvmtest.Loopback(t), name
 }
 
 // runVolumeGroups runs the node's volume-group reconciler, as tweak sets it.
