@@ -2,8 +2,10 @@ package csi
 
 import (
 	"context"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // backend serves the controller calls for one kind of volume: LVM
@@ -32,8 +34,15 @@ var (
 )
 
 // lvmBackend keeps volumes as LogicalVolume objects that each node's
-// agent makes real in its volume groups.
-type lvmBackend struct{ c *Controller }
+// agent makes real in its volume groups. Its LogicalVolume service
+// (logicalvolumes.go) creates them, waits for their agents, and is woken
+// by changes instead of polling.
+type lvmBackend struct {
+	Client  client.Client
+	Cache   client.Reader
+	Wait    time.Duration
+	changes *notifier
+}
 
 // backends are every backend, for the calls that list what all hold.
 func (c *Controller) backends() []backend { return []backend{c.lvm, c.btrfs} }

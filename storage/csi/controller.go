@@ -42,8 +42,9 @@ const (
 )
 
 // Controller is the CSI Controller service. It keeps no state of its own:
-// every volume and snapshot is a LogicalVolume object, which the agent of
-// its node makes real and reports on.
+// it checks each call and routes it to the backend of its volume (an LVM
+// volume is a LogicalVolume object its node's agent makes real; a btrfs
+// volume lives on its class's agent).
 type Controller struct {
 	csi.UnimplementedControllerServer
 	// Client writes, and reads what must be current.
@@ -53,10 +54,9 @@ type Controller struct {
 	Cache client.Reader
 	// Wait bounds how long a call waits for an agent. The CO retries a
 	// call that timed out, and the retry finds the object made before.
-	Wait    time.Duration
-	changes *notifier
-	btrfs   *btrfsBackend
-	lvm     *lvmBackend
+	Wait  time.Duration
+	btrfs *btrfsBackend
+	lvm   *lvmBackend
 }
 
 // NewController starts informers for what the service reads and returns
@@ -70,16 +70,16 @@ func NewController(ctx context.Context, cfg *rest.Config, wait time.Duration) (*
 	if err != nil {
 		return nil, err
 	}
-	ctl := &Controller{Client: c, Cache: informers, Wait: wait, changes: newNotifier()}
+	ctl := &Controller{Client: c, Cache: informers, Wait: wait}
 	ctl.btrfs = &btrfsBackend{c: ctl, http: &http.Client{Timeout: wait}}
-	ctl.lvm = &lvmBackend{c: ctl}
+	ctl.lvm = &lvmBackend{Client: c, Cache: informers, Wait: wait, changes: newNotifier()}
 	volumes, err := informers.GetInformer(ctx, &storagev1alpha1.LogicalVolume{})
 	if err != nil {
 		return nil, err
 	}
 	changed := func(obj any) {
 		if key, err := toolscache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-			ctl.changes.changed(key)
+			ctl.lvm.changes.changed(key)
 		}
 	}
 	if _, err := volumes.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
@@ -159,11 +159,10 @@ func (c *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 // CreateVolume makes a LogicalVolume on a node the class selects, the
 // topology allows and that has room, then waits for its agent.
 func (b *lvmBackend) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
-	c := b.c
 	if err := checkCapabilities(req.GetVolumeCapabilities()); err != nil {
 		return nil, err
 	}
-	class, err := findClass(ctx, c.Cache, req.GetParameters()[storagev1alpha1.DeviceClassParameter])
+	class, err := findClass(ctx, b.Cache, req.GetParameters()[storagev1alpha1.DeviceClassParameter])
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +170,7 @@ func (b *lvmBackend) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 	if err != nil {
 		return nil, err
 	}
-	source, err := c.contentSource(ctx, req.GetVolumeContentSource())
+	source, err := b.contentSource(ctx, req.GetVolumeContentSource())
 	if err != nil {
 		return nil, err
 	}
@@ -190,16 +189,16 @@ func (b *lvmBackend) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 			return nil, err
 		}
 	}
-	lv, err := c.getOrCreate(ctx, want, req.GetCapacityRange(), func() (string, error) {
+	lv, err := b.getOrCreate(ctx, want, req.GetCapacityRange(), func() (string, error) {
 		if source != nil {
 			return source.Spec.NodeName, allowed(source.Spec.NodeName, req.GetAccessibilityRequirements())
 		}
-		return placeVolume(ctx, c.Cache, class.Name, size.Value(), req.GetAccessibilityRequirements())
+		return placeVolume(ctx, b.Cache, class.Name, size.Value(), req.GetAccessibilityRequirements())
 	})
 	if err != nil {
 		return nil, err
 	}
-	if lv, err = c.waitCreated(ctx, lv); err != nil {
+	if lv, err = b.waitCreated(ctx, lv); err != nil {
 		return nil, err
 	}
 	return &csi.CreateVolumeResponse{Volume: &csi.Volume{
@@ -224,14 +223,14 @@ func newLogicalVolume(csiName, kind, class string, size resource.Quantity) *stor
 }
 
 // contentSource is the LogicalVolume a new volume starts from, if any.
-func (c *Controller) contentSource(ctx context.Context, src *csi.VolumeContentSource) (*storagev1alpha1.LogicalVolume, error) {
+func (b *lvmBackend) contentSource(ctx context.Context, src *csi.VolumeContentSource) (*storagev1alpha1.LogicalVolume, error) {
 	switch {
 	case src == nil:
 		return nil, nil
 	case src.GetSnapshot() != nil:
-		return c.lookup(ctx, src.GetSnapshot().GetSnapshotId(), kindSnapshot)
+		return b.lookup(ctx, src.GetSnapshot().GetSnapshotId(), kindSnapshot)
 	case src.GetVolume() != nil:
-		return c.lookup(ctx, src.GetVolume().GetVolumeId(), kindVolume)
+		return b.lookup(ctx, src.GetVolume().GetVolumeId(), kindVolume)
 	}
 	return nil, status.Error(codes.InvalidArgument, "volume content source is neither a snapshot nor a volume")
 }
@@ -256,21 +255,21 @@ func fitsSource(want, source *storagev1alpha1.LogicalVolume, r *csi.CapacityRang
 // getOrCreate returns the LogicalVolume of want's name, creating it on the
 // node place picks if there is none. An existing one must be what was
 // asked for, or the call fails with AlreadyExists.
-func (c *Controller) getOrCreate(ctx context.Context, want *storagev1alpha1.LogicalVolume, r *csi.CapacityRange, place func() (string, error)) (*storagev1alpha1.LogicalVolume, error) {
+func (b *lvmBackend) getOrCreate(ctx context.Context, want *storagev1alpha1.LogicalVolume, r *csi.CapacityRange, place func() (string, error)) (*storagev1alpha1.LogicalVolume, error) {
 	have := &storagev1alpha1.LogicalVolume{}
-	err := c.Cache.Get(ctx, client.ObjectKeyFromObject(want), have)
+	err := b.Cache.Get(ctx, client.ObjectKeyFromObject(want), have)
 	if apierrors.IsNotFound(err) {
 		if want.Spec.NodeName == "" {
 			if want.Spec.NodeName, err = place(); err != nil {
 				return nil, err
 			}
 		}
-		err = c.Client.Create(ctx, want)
+		err = b.Client.Create(ctx, want)
 		if err == nil {
 			return want, nil
 		}
 		if apierrors.IsAlreadyExists(err) { // a concurrent call made it
-			err = c.Client.Get(ctx, client.ObjectKeyFromObject(want), have)
+			err = b.Client.Get(ctx, client.ObjectKeyFromObject(want), have)
 		}
 	}
 	if err != nil {
@@ -318,24 +317,24 @@ func (c *Controller) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequ
 
 // DeleteVolume removes the volume's LogicalVolume and waits for its agent.
 func (b *lvmBackend) DeleteVolume(ctx context.Context, _ VolumeID, req *csi.DeleteVolumeRequest) error {
-	return b.c.remove(ctx, req.GetVolumeId(), kindVolume)
+	return b.remove(ctx, req.GetVolumeId(), kindVolume)
 }
 
 // remove deletes the object of a volume or snapshot ID and waits until it
 // is gone. An ID that names nothing of this kind is already gone.
-func (c *Controller) remove(ctx context.Context, id, kind string) error {
-	lv, err := c.lookup(ctx, id, kind)
+func (b *lvmBackend) remove(ctx context.Context, id, kind string) error {
+	lv, err := b.lookup(ctx, id, kind)
 	if status.Code(err) == codes.NotFound {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	err = c.Client.Delete(ctx, lv, client.Preconditions{UID: &lv.UID})
+	err = b.Client.Delete(ctx, lv, client.Preconditions{UID: &lv.UID})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return apiError(err, lv.Name)
 	}
-	_, err = c.waitFor(ctx, lv.Name, func(lv *storagev1alpha1.LogicalVolume) (bool, error) { return lv == nil, nil })
+	_, err = b.waitFor(ctx, lv.Name, func(lv *storagev1alpha1.LogicalVolume) (bool, error) { return lv == nil, nil })
 	return err
 }
 
@@ -358,23 +357,22 @@ func (c *Controller) ControllerExpandVolume(ctx context.Context, req *csi.Contro
 // ControllerExpandVolume raises the LogicalVolume's size and waits for its
 // agent to grow the volume.
 func (b *lvmBackend) ControllerExpandVolume(ctx context.Context, _ VolumeID, req *csi.ControllerExpandVolumeRequest) (*csi.ControllerExpandVolumeResponse, error) {
-	c := b.c
 	size, err := volumeSize(req.GetCapacityRange())
 	if err != nil {
 		return nil, err
 	}
-	lv, err := c.lookup(ctx, req.GetVolumeId(), kindVolume)
+	lv, err := b.lookup(ctx, req.GetVolumeId(), kindVolume)
 	if err != nil {
 		return nil, err
 	}
 	if lv.Spec.Size.Cmp(size) < 0 {
 		patch := client.MergeFrom(lv.DeepCopy())
 		lv.Spec.Size = size
-		if err := c.Client.Patch(ctx, lv, patch); err != nil {
+		if err := b.Client.Patch(ctx, lv, patch); err != nil {
 			return nil, apiError(err, lv.Name)
 		}
 	}
-	if lv, err = c.waitReady(ctx, lv); err != nil {
+	if lv, err = b.waitReady(ctx, lv); err != nil {
 		return nil, err
 	}
 	block := req.GetVolumeCapability().GetBlock() != nil
@@ -398,7 +396,7 @@ func (c *Controller) ValidateVolumeCapabilities(ctx context.Context, req *csi.Va
 
 // ValidateVolumeCapabilities confirms what an LVM volume can be.
 func (b *lvmBackend) ValidateVolumeCapabilities(ctx context.Context, _ VolumeID, req *csi.ValidateVolumeCapabilitiesRequest) (*csi.ValidateVolumeCapabilitiesResponse, error) {
-	if _, err := b.c.lookup(ctx, req.GetVolumeId(), kindVolume); err != nil {
+	if _, err := b.lookup(ctx, req.GetVolumeId(), kindVolume); err != nil {
 		return nil, err
 	}
 	if err := checkCapabilities(req.GetVolumeCapabilities()); err != nil {
@@ -425,12 +423,11 @@ func (c *Controller) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshot
 // CreateSnapshot makes a thin snapshot, on the source's node, of a volume
 // in a thin device class.
 func (b *lvmBackend) CreateSnapshot(ctx context.Context, id VolumeID, req *csi.CreateSnapshotRequest) (*csi.CreateSnapshotResponse, error) {
-	c := b.c
-	source, err := c.lookup(ctx, req.GetSourceVolumeId(), kindVolume)
+	source, err := b.lookup(ctx, req.GetSourceVolumeId(), kindVolume)
 	if err != nil {
 		return nil, err
 	}
-	class, err := findClass(ctx, c.Cache, source.Spec.DeviceClass)
+	class, err := findClass(ctx, b.Cache, source.Spec.DeviceClass)
 	if err != nil {
 		return nil, err
 	}
@@ -440,11 +437,11 @@ func (b *lvmBackend) CreateSnapshot(ctx context.Context, id VolumeID, req *csi.C
 	}
 	want := newLogicalVolume(req.GetName(), kindSnapshot, class.Name, source.Spec.Size)
 	want.Spec.NodeName, want.Spec.Source = source.Spec.NodeName, source.Name
-	lv, err := c.getOrCreate(ctx, want, nil, nil)
+	lv, err := b.getOrCreate(ctx, want, nil, nil)
 	if err != nil {
 		return nil, err
 	}
-	if lv, err = c.waitReady(ctx, lv); err != nil {
+	if lv, err = b.waitReady(ctx, lv); err != nil {
 		return nil, err
 	}
 	return &csi.CreateSnapshotResponse{Snapshot: &csi.Snapshot{
@@ -470,7 +467,7 @@ func (c *Controller) DeleteSnapshot(ctx context.Context, req *csi.DeleteSnapshot
 
 // DeleteSnapshot removes the snapshot's LogicalVolume.
 func (b *lvmBackend) DeleteSnapshot(ctx context.Context, _ VolumeID, req *csi.DeleteSnapshotRequest) error {
-	return b.c.remove(ctx, req.GetSnapshotId(), kindSnapshot)
+	return b.remove(ctx, req.GetSnapshotId(), kindSnapshot)
 }
 
 // GetCapacity implements csi.ControllerServer, by the class's backend.
@@ -481,9 +478,8 @@ func (c *Controller) GetCapacity(ctx context.Context, req *csi.GetCapacityReques
 // GetCapacity is what the class's agents write on their Nodes: one node's
 // when the topology names it, the sum over all nodes otherwise.
 func (b *lvmBackend) GetCapacity(ctx context.Context, req *csi.GetCapacityRequest) (*csi.GetCapacityResponse, error) {
-	c := b.c
 	name := req.GetParameters()[storagev1alpha1.DeviceClassParameter]
-	class, err := findClass(ctx, c.Cache, name)
+	class, err := findClass(ctx, b.Cache, name)
 	if name == "" && status.Code(err) == codes.InvalidArgument {
 		// No default class: a volume without parameters has no room anywhere.
 		return &csi.GetCapacityResponse{}, nil
@@ -491,7 +487,7 @@ func (b *lvmBackend) GetCapacity(ctx context.Context, req *csi.GetCapacityReques
 	if err != nil {
 		return nil, err
 	}
-	capacity, err := nodeCapacity(ctx, c.Cache, class.Name)
+	capacity, err := nodeCapacity(ctx, b.Cache, class.Name)
 	if err != nil {
 		return nil, err
 	}

@@ -103,8 +103,7 @@ func page[T any](all []T, token string, max int32, what string) ([]T, string, er
 
 // listVolumes lists the LVM volumes made through CSI.
 func (b *lvmBackend) listVolumes(ctx context.Context) ([]*csi.ListVolumesResponse_Entry, error) {
-	c := b.c
-	lvs, err := c.logicalVolumes(ctx, kindVolume)
+	lvs, err := b.logicalVolumes(ctx, kindVolume)
 	if err != nil {
 		return nil, err
 	}
@@ -122,8 +121,7 @@ func (b *lvmBackend) listVolumes(ctx context.Context) ([]*csi.ListVolumesRespons
 // listSnapshots lists the LVM snapshots made through CSI, each
 // under its source volume's StorageClass, as CreateSnapshot names them.
 func (b *lvmBackend) listSnapshots(ctx context.Context) ([]*csi.Snapshot, error) {
-	c := b.c
-	volumes, err := c.logicalVolumes(ctx, kindVolume)
+	volumes, err := b.logicalVolumes(ctx, kindVolume)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +129,7 @@ func (b *lvmBackend) listSnapshots(ctx context.Context) ([]*csi.Snapshot, error)
 	for _, lv := range volumes {
 		sourceIDs[lv.Name] = logicalVolumeID(&lv)
 	}
-	snaps, err := c.logicalVolumes(ctx, kindSnapshot)
+	snaps, err := b.logicalVolumes(ctx, kindSnapshot)
 	if err != nil {
 		return nil, err
 	}
@@ -157,14 +155,13 @@ func (c *Controller) GetSnapshot(ctx context.Context, req *csi.GetSnapshotReques
 
 // GetSnapshot reads the snapshot's LogicalVolume.
 func (b *lvmBackend) GetSnapshot(ctx context.Context, _ VolumeID, req *csi.GetSnapshotRequest) (*csi.GetSnapshotResponse, error) {
-	c := b.c
-	lv, err := c.lookup(ctx, req.GetSnapshotId(), kindSnapshot)
+	lv, err := b.lookup(ctx, req.GetSnapshotId(), kindSnapshot)
 	if err != nil {
 		return nil, err
 	}
 	var source VolumeID
 	volume := &storagev1alpha1.LogicalVolume{}
-	err = c.Cache.Get(ctx, client.ObjectKey{Name: lv.Spec.Source}, volume)
+	err = b.Cache.Get(ctx, client.ObjectKey{Name: lv.Spec.Source}, volume)
 	if err == nil {
 		source = logicalVolumeID(volume)
 	}
@@ -193,9 +190,9 @@ func logicalSnapshot(lv *storagev1alpha1.LogicalVolume, source VolumeID, sourceK
 	return snap
 }
 
-func (c *Controller) logicalVolumes(ctx context.Context, kind string) ([]storagev1alpha1.LogicalVolume, error) {
+func (b *lvmBackend) logicalVolumes(ctx context.Context, kind string) ([]storagev1alpha1.LogicalVolume, error) {
 	lvs := &storagev1alpha1.LogicalVolumeList{}
-	if err := c.Cache.List(ctx, lvs, client.MatchingLabels{KindLabel: kind}); err != nil {
+	if err := b.Cache.List(ctx, lvs, client.MatchingLabels{KindLabel: kind}); err != nil {
 		return nil, apiError(err, "list")
 	}
 	return lvs.Items, nil

@@ -19,15 +19,15 @@ import (
 
 // lookup returns the LogicalVolume of a volume or snapshot ID, or
 // codes.NotFound.
-func (c *Controller) lookup(ctx context.Context, id, kind string) (*storagev1alpha1.LogicalVolume, error) {
+func (b *lvmBackend) lookup(ctx context.Context, id, kind string) (*storagev1alpha1.LogicalVolume, error) {
 	parsed, err := ParseVolumeID(id)
 	if err != nil {
 		return nil, status.Error(codes.NotFound, err.Error())
 	}
 	lv := &storagev1alpha1.LogicalVolume{}
-	err = c.Cache.Get(ctx, client.ObjectKey{Name: parsed.Name}, lv)
+	err = b.Cache.Get(ctx, client.ObjectKey{Name: parsed.Name}, lv)
 	if apierrors.IsNotFound(err) { // or not yet in the cache
-		err = c.Client.Get(ctx, client.ObjectKey{Name: parsed.Name}, lv)
+		err = b.Client.Get(ctx, client.ObjectKey{Name: parsed.Name}, lv)
 	}
 	if err != nil {
 		return nil, apiError(err, parsed.Name)
@@ -40,9 +40,9 @@ func (c *Controller) lookup(ctx context.Context, id, kind string) (*storagev1alp
 
 // waitReady waits until the agent reports the volume at its size, in a
 // version no older than the one given (the cache may lag behind a write).
-func (c *Controller) waitReady(ctx context.Context, written *storagev1alpha1.LogicalVolume) (*storagev1alpha1.LogicalVolume, error) {
+func (b *lvmBackend) waitReady(ctx context.Context, written *storagev1alpha1.LogicalVolume) (*storagev1alpha1.LogicalVolume, error) {
 	name := written.Name
-	return c.waitFor(ctx, name, func(lv *storagev1alpha1.LogicalVolume) (bool, error) {
+	return b.waitFor(ctx, name, func(lv *storagev1alpha1.LogicalVolume) (bool, error) {
 		switch {
 		case lv == nil || lv.Generation < written.Generation: // not in the cache yet
 			return false, nil
@@ -56,10 +56,10 @@ func (c *Controller) waitReady(ctx context.Context, written *storagev1alpha1.Log
 // waitCreated is waitReady for a new volume. One its node had no room for
 // is given up, so that a retry can place it elsewhere; only a volume the
 // agent never made (no device, no size reported) is.
-func (c *Controller) waitCreated(ctx context.Context, written *storagev1alpha1.LogicalVolume) (*storagev1alpha1.LogicalVolume, error) {
-	lv, err := c.waitReady(ctx, written)
+func (b *lvmBackend) waitCreated(ctx context.Context, written *storagev1alpha1.LogicalVolume) (*storagev1alpha1.LogicalVolume, error) {
+	lv, err := b.waitReady(ctx, written)
 	if status.Code(err) == codes.ResourceExhausted && lv != nil && lv.Status.Device == "" && lv.Status.CurrentSize == nil {
-		_ = c.Client.Delete(ctx, lv, client.Preconditions{UID: &lv.UID})
+		_ = b.Client.Delete(ctx, lv, client.Preconditions{UID: &lv.UID})
 	}
 	return lv, err
 }
@@ -89,14 +89,14 @@ const noSpaceReason = "NoSpace"
 // waitFor follows one LogicalVolume in the cache until done says so,
 // done fails, or the wait runs out. done sees nil when the cache has no
 // such object.
-func (c *Controller) waitFor(ctx context.Context, name string, done func(*storagev1alpha1.LogicalVolume) (bool, error)) (*storagev1alpha1.LogicalVolume, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.Wait)
+func (b *lvmBackend) waitFor(ctx context.Context, name string, done func(*storagev1alpha1.LogicalVolume) (bool, error)) (*storagev1alpha1.LogicalVolume, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.Wait)
 	defer cancel()
 	var last *storagev1alpha1.LogicalVolume
 	for {
-		changed := c.changes.next(name) // before the read, so no change is missed
+		changed := b.changes.next(name) // before the read, so no change is missed
 		lv := &storagev1alpha1.LogicalVolume{}
-		if err := c.Cache.Get(ctx, client.ObjectKey{Name: name}, lv); apierrors.IsNotFound(err) {
+		if err := b.Cache.Get(ctx, client.ObjectKey{Name: name}, lv); apierrors.IsNotFound(err) {
 			lv = nil
 		} else if err != nil {
 			return last, apiError(err, name)

@@ -31,11 +31,10 @@ func (c *Controller) ControllerPublishVolume(ctx context.Context, req *csi.Contr
 // ControllerPublishVolume checks that the volume is on the node: an LVM
 // volume needs nothing more.
 func (b *lvmBackend) ControllerPublishVolume(ctx context.Context, _ VolumeID, req *csi.ControllerPublishVolumeRequest) (*csi.ControllerPublishVolumeResponse, error) {
-	c := b.c
 	if err := checkCapability(req.GetVolumeCapability()); err != nil {
 		return nil, err
 	}
-	lv, err := c.lookup(ctx, req.GetVolumeId(), kindVolume)
+	lv, err := b.lookup(ctx, req.GetVolumeId(), kindVolume)
 	if err != nil {
 		return nil, err
 	}
@@ -43,7 +42,7 @@ func (b *lvmBackend) ControllerPublishVolume(ctx context.Context, _ VolumeID, re
 	if err != nil {
 		return nil, err
 	}
-	if err := c.Cache.Get(ctx, client.ObjectKey{Name: node}, &corev1.Node{}); apierrors.IsNotFound(err) {
+	if err := b.Cache.Get(ctx, client.ObjectKey{Name: node}, &corev1.Node{}); apierrors.IsNotFound(err) {
 		return nil, status.Errorf(codes.NotFound, "node %s not found", node)
 	} else if err != nil {
 		return nil, apiError(err, lv.Name)
