@@ -162,3 +162,36 @@ func TestParallelRendersShareOneTree(t *testing.T) {
 		}
 	}
 }
+
+// A kustomization file is parsed, not searched: a schema comment's URL is
+// no remote base, while a parent reference in a directory it uses is.
+func TestReadsOnlyItsPath(t *testing.T) {
+	root := t.TempDir()
+	write := func(p, content string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, p), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	schema := "# yaml-language-server: $schema=https://json.schemastore.org/kustomization\n"
+	write("apps/local/kustomization.yaml", schema+"resources:\n- app.yaml\n- sub\nconfigMapGenerator:\n- name: c\n  files:\n  - cfg=conf/a.conf\n")
+	write("apps/local/sub/kustomization.yaml", schema+"resources:\n- b.yaml\n")
+	write("apps/parent/kustomization.yaml", "resources:\n- sub\n")
+	write("apps/parent/sub/kustomization.yaml", "resources:\n- ../../../shared\n")
+	write("apps/remote/kustomization.yaml", "resources:\n- https://github.com/example/repo//deploy?ref=v1\n")
+	write("apps/gitssh/kustomization.yaml", "resources:\n- git@github.com:example/repo.git\n")
+	write("apps/plain/app.yaml", "kind: ConfigMap\n")
+	write("apps/broken/kustomization.yaml", "resources: [unclosed\n")
+	for path, want := range map[string]bool{
+		"./apps/local": true, "./apps/plain": true,
+		"./apps/parent": false, "./apps/remote": false, "./apps/gitssh": false, "./apps/broken": false,
+	} {
+		ks := &kustomizev1.Kustomization{Spec: kustomizev1.KustomizationSpec{Path: path}}
+		if got := build.ReadsOnlyItsPath(ks, root); got != want {
+			t.Errorf("ReadsOnlyItsPath(%s) = %v, want %v", path, got, want)
+		}
+	}
+}

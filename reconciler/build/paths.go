@@ -1,28 +1,121 @@
 package build
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"sigs.k8s.io/kustomize/api/konfig"
+	"sigs.k8s.io/kustomize/api/types"
+	"sigs.k8s.io/yaml"
 )
 
 // ReadsOnlyItsPath is true when rendering ks reads only files under its
-// spec.path in root: no components, no values from the cluster, and a
-// kustomization file (if any) with no parent or remote references. Such a
-// render cannot change while no file under the path changes.
+// spec.path in root: no components, no values from the cluster, and
+// kustomization files (that one and those of the directories it uses)
+// whose references are all local and inside the path. Such a render
+// cannot change while no file under the path changes. The files are
+// parsed, not searched: a schema comment's URL is no remote base.
 func ReadsOnlyItsPath(ks *kustomizev1.Kustomization, root string) bool {
 	if len(ks.Spec.Components) > 0 || (ks.Spec.PostBuild != nil && len(ks.Spec.PostBuild.SubstituteFrom) > 0) {
 		return false
 	}
 	dir := filepath.Join(root, filepath.Clean("/"+ks.Spec.Path))
-	for _, name := range konfig.RecognizedKustomizationFileNames() {
-		data, err := os.ReadFile(filepath.Join(dir, name))
-		if err == nil && (bytes.Contains(data, []byte("..")) || bytes.Contains(data, []byte("://"))) {
+	return referencesStayIn(dir, dir, map[string]bool{})
+}
+
+// referencesStayIn checks the kustomization file of dir, and of every
+// directory it references, for a reference that is remote or leaves top.
+// A file that cannot be read or parsed counts as reading anything.
+func referencesStayIn(top, dir string, seen map[string]bool) bool {
+	seen[dir] = true
+	k, found, err := readKustomization(dir)
+	if err != nil {
+		return false
+	}
+	if !found {
+		return true // plain manifests: Flux makes the kustomization itself
+	}
+	for _, ref := range references(k) {
+		if isRemote(ref) {
+			return false
+		}
+		p := filepath.Join(dir, ref)
+		if rel, err := filepath.Rel(top, p); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+			return false
+		}
+		if info, err := os.Stat(p); err == nil && info.IsDir() && !seen[p] && !referencesStayIn(top, p, seen) {
 			return false
 		}
 	}
 	return true
+}
+
+// readKustomization reads dir's kustomization file, if it has one.
+func readKustomization(dir string) (*types.Kustomization, bool, error) {
+	for _, name := range konfig.RecognizedKustomizationFileNames() {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if os.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		k := &types.Kustomization{}
+		return k, true, yaml.Unmarshal(data, k)
+	}
+	return nil, false, nil
+}
+
+// references lists every file or directory a kustomization reads.
+func references(k *types.Kustomization) []string {
+	// The deprecated fields are read too: repositories still use them.
+	refs := slices.Concat(k.Resources, k.Components, k.Bases, k.Crds, k.Configurations, k.Generators, k.Transformers, k.Validators) //nolint:staticcheck
+	for _, p := range k.PatchesStrategicMerge {                                                                                     //nolint:staticcheck
+		if s := string(p); !strings.Contains(s, "\n") { // else an inline patch
+			refs = append(refs, s)
+		}
+	}
+	for _, p := range slices.Concat(k.Patches, k.PatchesJson6902) { //nolint:staticcheck
+		refs = append(refs, p.Path)
+	}
+	for _, r := range k.Replacements {
+		refs = append(refs, r.Path)
+	}
+	for _, g := range k.ConfigMapGenerator {
+		refs = append(refs, generatorFiles(g.KvPairSources)...)
+	}
+	for _, g := range k.SecretGenerator {
+		refs = append(refs, generatorFiles(g.KvPairSources)...)
+	}
+	if p := k.OpenAPI["path"]; p != "" {
+		refs = append(refs, p)
+	}
+	return refs
+}
+
+// generatorFiles are the files a ConfigMap or Secret generator reads;
+// a file source may be written key=path.
+func generatorFiles(s types.KvPairSources) []string {
+	files := append(slices.Clone(s.EnvSources), s.EnvSource)
+	for _, f := range s.FileSources {
+		if _, p, ok := strings.Cut(f, "="); ok {
+			f = p
+		}
+		files = append(files, f)
+	}
+	return files
+}
+
+// isRemote says whether a reference is a URL or a git address, which
+// kustomize fetches.
+func isRemote(ref string) bool {
+	for _, prefix := range []string{"git@", "github.com/", "gitlab.com/", "bitbucket.org/"} {
+		if strings.HasPrefix(ref, prefix) {
+			return true
+		}
+	}
+	return strings.Contains(ref, "://")
 }

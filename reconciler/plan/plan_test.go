@@ -440,3 +440,21 @@ func TestBtrfsClassMoveIsARecreate(t *testing.T) {
 		}
 	}
 }
+
+// TestChangedOnlySkipsPathsWithSchemaComments: most public repositories
+// begin their kustomization files with a yaml-language-server schema
+// comment; its URL is no remote base, so an untouched path is skipped.
+func TestChangedOnlySkipsPathsWithSchemaComments(t *testing.T) {
+	files := fixture()
+	files["monitoring/kustomization.yaml"] = "# yaml-language-server: $schema=https://json.schemastore.org/kustomization\n" +
+		"apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- dashboards.yaml\n"
+	r := newRepo(t, files)
+	r.branch("bump", edit(t, "apps/db.yaml", "storage: 5Gi", "storage: 8Gi"))
+	status := map[string]string{}
+	for _, ks := range run(t, r, "bump", true).Kustomizations {
+		status[ks.Name] = ks.Status
+	}
+	if status["monitoring"] != "skipped" {
+		t.Fatalf("monitoring, untouched and with a schema comment, is %q in a changed-only plan (all: %v); want skipped", status["monitoring"], status)
+	}
+}
