@@ -45,11 +45,19 @@ func planCommand() *cobra.Command {
 			"each change by risk: destroys-data, recreate, disruptive, blocked (by the data-loss guard),\n" +
 			"safe. --head WORKTREE plans the working tree, uncommitted changes included. --kubeconfig\n" +
 			"also dry-runs the head revision against a cluster and reports drift. See docs/plan.md.\n\n" +
-			"Exit codes: 0 no change; 1 changes (--fail-on changes, the default); 2 destructive changes\n" +
-			"(--fail-on destructive, where other changes exit 0); 3 error. --fail-on never exits 0\n" +
-			"unless there is an error.",
-		Args: cobra.NoArgs,
+			"Exit codes: 0 no change; 1 changes (--fail-on changes, the default); 2 destructive changes,\n" +
+			"blocked deletions included (--fail-on destructive, where other changes exit 0); 3 error,\n" +
+			"usage errors included. --fail-on never exits 0 unless there is an error.",
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return &exitCodeError{plan.ExitError, fmt.Errorf("strata plan takes no arguments (have %q): name revisions with --base and --head", args)}
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Base == "" {
+				return &exitCodeError{plan.ExitError, fmt.Errorf("--base is required: the revision the change is planned against, e.g. origin/main")}
+			}
 			key, err := parseKey(source)
 			if err != nil {
 				return &exitCodeError{plan.ExitError, err}
@@ -85,7 +93,9 @@ func planCommand() *cobra.Command {
 	f.BoolVar(&o.ChangedOnly, "changed-only", false, "render only Kustomizations whose inputs changed (same changes; unchanged Kustomizations are not counted)")
 	f.IntVar(&limit, "markdown-limit", plan.DefaultMarkdownLimit, "largest markdown output in characters; further Kustomizations are folded into a count")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "also compare the head revision with this cluster (server-side dry-run, live inventory) and report drift")
-	_ = cmd.MarkFlagRequired("base")
+	// A usage error is an error (exit 3), not "changes" (exit 1): a CI gate
+	// must not read a mistyped flag as a plan.
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitCodeError{plan.ExitError, err} })
 	return cmd
 }
 

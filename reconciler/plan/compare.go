@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path"
 	"reflect"
+	"slices"
 	"sort"
+	"strings"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
@@ -81,11 +84,39 @@ func Run(ctx context.Context, o Options) (*Plan, error) {
 		<-done
 	}
 
+	if err := checkSourceUsed(o.Source, root, baseSide, headSide); err != nil {
+		return nil, err
+	}
 	p := &Plan{Schema: Schema, Base: Revision{o.Base, base.commit}, Head: Revision{o.Head, head.commit},
 		Summary: Summary{Risk: map[string]int{}}}
 	c := &comparison{ctx: ctx, base: baseSide, head: headSide, plan: p, live: o.Live}
 	c.run()
 	return p, nil
+}
+
+// checkSourceUsed refuses a plan in which every Kustomization found
+// under the path is built from another source than --source: it would
+// render nothing and pass as "no change".
+func checkSourceUsed(source graph.Key, root *kustomizev1.Kustomization, sides ...*side) error {
+	found, others := 0, map[string]bool{}
+	for _, s := range sides {
+		for k := range s.ks {
+			if k == keyOfKs(root) {
+				continue
+			}
+			found++
+			reason, foreign := s.foreign[k]
+			if !foreign {
+				return nil
+			}
+			others[reason] = true
+		}
+	}
+	if found == 0 {
+		return nil
+	}
+	return fmt.Errorf("--source %s: no Kustomization under --path is built from it (%s); set --source to the GitRepository that serves this repository",
+		source.Namespace+"/"+source.Name, strings.Join(slices.Sorted(maps.Keys(others)), "; "))
 }
 
 // rootKustomization stands for the bootstrap Kustomization: named after

@@ -126,9 +126,12 @@ func (o ObjectRef) String() string {
 	return o.Kind + "/" + o.Namespace + "/" + o.Name
 }
 
-// Destructive reports whether the plan destroys data or recreates objects.
+// Destructive reports whether the plan destroys data, recreates objects,
+// or tries to delete data the guard keeps: a change whose intent is to
+// delete data stops a --fail-on destructive gate even though the cluster
+// would keep the data.
 func (p *Plan) Destructive() bool {
-	return p.Summary.Risk[DestroysData] > 0 || p.Summary.Risk[Recreate] > 0
+	return p.Summary.Risk[DestroysData] > 0 || p.Summary.Risk[Recreate] > 0 || p.Summary.Risk[Blocked] > 0
 }
 
 // HasChanges reports whether anything would be applied or deleted.

@@ -278,7 +278,9 @@ func TestExitCodes(t *testing.T) {
 		{"safe", "never", plan.ExitNoChange},
 		{"recreate", "destructive", plan.ExitDestructive},
 		{"recreate", "changes", plan.ExitChanges},
-		{"destructive", "destructive", plan.ExitNoChange}, // blocked: the guard keeps the volume
+		// Blocked: the guard would keep the volume, but the change means to
+		// delete it, and the gate must stop it for a reviewer to decide.
+		{"destructive", "destructive", plan.ExitDestructive},
 	} {
 		if got := run(t, r, tc.head, false).ExitCode(tc.failOn); got != tc.want {
 			t.Errorf("%s with --fail-on %s: exit %d, want %d", tc.head, tc.failOn, got, tc.want)
@@ -456,5 +458,19 @@ func TestChangedOnlySkipsPathsWithSchemaComments(t *testing.T) {
 	}
 	if status["monitoring"] != "skipped" {
 		t.Fatalf("monitoring, untouched and with a schema comment, is %q in a changed-only plan (all: %v); want skipped", status["monitoring"], status)
+	}
+}
+
+// TestASourceThatMatchesNothingIsAnError: a --source that no Kustomization
+// under the path is built from would render nothing and pass as "no
+// change"; it is an error that names the sources in use.
+func TestASourceThatMatchesNothingIsAnError(t *testing.T) {
+	r := newRepo(t, fixture())
+	_, err := plan.Run(context.Background(), plan.Options{
+		RepoDir: r.dir, Base: "main", Head: "main", Path: "./clusters/homelab", SourceRoot: ".",
+		Source: graph.Key{Namespace: "flux-system", Name: "not-this-repository"},
+	})
+	if err == nil || !strings.Contains(err.Error(), "--source flux-system/not-this-repository") {
+		t.Fatalf("plan with a source nothing uses = %v, want an error naming --source", err)
 	}
 }
