@@ -474,3 +474,27 @@ func TestASourceThatMatchesNothingIsAnError(t *testing.T) {
 		t.Fatalf("plan with a source nothing uses = %v, want an error naming --source", err)
 	}
 }
+
+// TestWorktreeWithARelativeOrInnerRepo: --repo may be "." or any directory
+// inside the clone; the working tree is still read from the clone's top.
+func TestWorktreeWithARelativeOrInnerRepo(t *testing.T) {
+	r := newRepo(t, fixture())
+	for name, content := range edit(t, "apps/db.yaml", "storage: 5Gi", "storage: 8Gi") {
+		if err := os.WriteFile(filepath.Join(r.dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Chdir(r.dir)
+	for _, repoDir := range []string{".", "apps"} {
+		p, err := plan.Run(context.Background(), plan.Options{
+			RepoDir: repoDir, Base: "main", Head: plan.WorkTree, Path: "./clusters/homelab", SourceRoot: ".",
+			Source: graph.Key{Namespace: "flux-system", Name: "flux-system"},
+		})
+		if err != nil {
+			t.Fatalf("--repo %s: %v", repoDir, err)
+		}
+		if len(p.Errors) > 0 || p.Summary.Deleted > 0 || p.Summary.Changed != 1 {
+			t.Fatalf("--repo %s: errors %v, %d deleted, %d changed; want the one uncommitted change", repoDir, p.Errors, p.Summary.Deleted, p.Summary.Changed)
+		}
+	}
+}

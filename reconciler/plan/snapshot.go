@@ -35,7 +35,13 @@ type snapshot struct {
 // when there is one: thousands of small files are written per side.
 func checkout(repo *gogit.Repository, repoDir, ref, sourceRoot string) (*snapshot, error) {
 	if ref == WorkTree {
-		return &snapshot{ref: ref, root: filepath.Join(repoDir, sourceRoot), remove: func() {}}, nil
+		// --source-root is relative to the clone's top, as for a commit,
+		// whichever directory inside the clone --repo names.
+		gitDir, err := findGitDir(repoDir)
+		if err != nil {
+			return nil, err
+		}
+		return &snapshot{ref: ref, root: filepath.Join(filepath.Dir(gitDir), sourceRoot), remove: func() {}}, nil
 	}
 	hash, err := repo.ResolveRevision(plumbing.Revision(ref))
 	if err != nil {
