@@ -259,6 +259,10 @@ func (c *comparison) kustomization(k graph.Key, wave int, blocked string) Kustom
 		out.Status, out.Reason, out.Wave = "not-rendered", reason, 0
 		return out
 	}
+	if reason := c.unknownBecause(k); reason != "" {
+		out.Status, out.Reason, out.Wave = "unknown", reason, 0
+		return out
+	}
 	baseR, headR := c.base.renders[k], c.head.renders[k]
 	if err := c.renderError(k, baseKs, baseR, headKs, headR); err != "" {
 		out.Status, out.Reason = "error", err
@@ -293,6 +297,28 @@ func (c *comparison) kustomization(k graph.Key, wave int, blocked string) Kustom
 		out.Status = "unchanged"
 	}
 	return out
+}
+
+// unknownBecause says why a Kustomization found on one side only cannot be
+// judged: a Kustomization above it failed to render on the other side, so
+// whether it is still declared there is unknown. It is then neither added
+// nor removed, and none of its objects is created or deleted: a broken
+// parent never reads as a mass deletion.
+func (c *comparison) unknownBecause(k graph.Key) string {
+	for _, sides := range []struct {
+		have, lack *side
+		name       string
+	}{{c.base, c.head, "head"}, {c.head, c.base, "base"}} {
+		if sides.have.ks[k] == nil || sides.lack.ks[k] != nil {
+			continue
+		}
+		for p, ok := sides.have.parent[k]; ok; p, ok = sides.have.parent[p] {
+			if r := sides.lack.renders[p]; r != nil && r.err != nil {
+				return fmt.Sprintf("Kustomization %s, which declares it, failed to render on the %s side, so whether it is still declared is unknown; nothing of it is created or deleted", p, sides.name)
+			}
+		}
+	}
+	return ""
 }
 
 // renderError reports a render failure on either side; the Kustomization

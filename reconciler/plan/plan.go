@@ -67,7 +67,9 @@ type Kustomization struct {
 	// (cycle, missing dependency) or is not rendered.
 	Wave int `json:"wave"`
 	// Status: "changed", "unchanged", "added", "removed", "error",
-	// "not-rendered", "skipped" (--changed-only: inputs unchanged).
+	// "not-rendered", "skipped" (--changed-only: inputs unchanged),
+	// "unknown" (on one side only, below a Kustomization that failed to
+	// render on the other).
 	Status    string   `json:"status"`
 	Reason    string   `json:"reason,omitempty"`
 	DependsOn []string `json:"dependsOn,omitempty"`

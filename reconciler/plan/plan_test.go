@@ -498,3 +498,31 @@ func TestWorktreeWithARelativeOrInnerRepo(t *testing.T) {
 		}
 	}
 }
+
+// TestABrokenParentDeletesNothing: a YAML error in one ks.yaml makes the
+// Kustomization that holds it fail to render; the Kustomizations it
+// declared are then unknown on the head side, not removed, and nothing of
+// theirs is deleted.
+func TestABrokenParentDeletesNothing(t *testing.T) {
+	r := newRepo(t, fixture())
+	r.branch("broken", map[string]string{"clusters/homelab/monitoring.yaml": "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: [unclosed\n"})
+	p := run(t, r, "broken", false)
+	if len(p.Errors) == 0 {
+		t.Fatal("a plan over a broken ks.yaml reports no error")
+	}
+	if p.Summary.Deleted != 0 {
+		t.Fatalf("a broken parent reads as %d deletions", p.Summary.Deleted)
+	}
+	unknown := 0
+	for _, ks := range p.Kustomizations {
+		if ks.Status == "removed" {
+			t.Errorf("Kustomization %s/%s is removed below a parent that failed to render", ks.Namespace, ks.Name)
+		}
+		if ks.Status == "unknown" {
+			unknown++
+		}
+	}
+	if unknown == 0 {
+		t.Fatalf("no Kustomization is reported unknown: %+v", p.Kustomizations)
+	}
+}

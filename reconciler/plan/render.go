@@ -26,6 +26,8 @@ type side struct {
 	renders map[graph.Key]*rendered
 	// foreign holds Kustomizations built from another source.
 	foreign map[graph.Key]string
+	// parent is the Kustomization whose render declared each one.
+	parent map[graph.Key]graph.Key
 }
 
 type rendered struct {
@@ -45,7 +47,7 @@ type rendered struct {
 // Kustomizations need no render.
 func renderSide(ctx context.Context, snap *snapshot, root *kustomizev1.Kustomization, source graph.Key, skip func(*kustomizev1.Kustomization) bool) *side {
 	s := &side{snap: snap, objects: newRepoObjects(), ks: map[graph.Key]*kustomizev1.Kustomization{},
-		renders: map[graph.Key]*rendered{}, foreign: map[graph.Key]string{}}
+		renders: map[graph.Key]*rendered{}, foreign: map[graph.Key]string{}, parent: map[graph.Key]graph.Key{}}
 	level := []*kustomizev1.Kustomization{root}
 	s.ks[keyOfKs(root)] = root
 	var late []*kustomizev1.Kustomization
@@ -118,6 +120,7 @@ func (s *side) renderAll(ctx context.Context, level []*kustomizev1.Kustomization
 				continue
 			}
 			s.ks[key] = child
+			s.parent[key] = keyOfKs(ks)
 			if src := sourceOf(child); src != source {
 				s.foreign[key] = foreignReason(child, src, source)
 				continue

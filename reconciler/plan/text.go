@@ -118,7 +118,7 @@ func summaryLine(p *Plan) string {
 
 func kustomizationState(ks Kustomization) string {
 	switch ks.Status {
-	case "error", "not-rendered":
+	case "error", "not-rendered", "unknown":
 		return ks.Status + ": " + ks.Reason
 	case "unchanged":
 		return "no changes"
