@@ -328,11 +328,12 @@ func (c *comparison) renderError(k graph.Key, baseKs *kustomizev1.Kustomization,
 		name string
 		ks   *kustomizev1.Kustomization
 		r    *rendered
-	}{{"base", baseKs, baseR}, {"head", headKs, headR}} {
+		snap *snapshot
+	}{{"base", baseKs, baseR, c.base.snap}, {"head", headKs, headR, c.head.snap}} {
 		if s.ks == nil || s.r == nil || s.r.err == nil {
 			continue
 		}
-		msg := fmt.Sprintf("render failed at %s (%s): %s", s.name, path.Clean(s.ks.Spec.Path), s.r.err)
+		msg := fmt.Sprintf("render failed at %s (%s): %s", s.name, path.Clean(s.ks.Spec.Path), s.snap.relative(s.r.err.Error()))
 		if errors.Is(s.r.err, build.ErrPathNotFound) {
 			msg += " (for strata plan: spec.path is relative to --source-root, the directory the GitRepository serves)"
 		}

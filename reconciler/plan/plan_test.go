@@ -513,6 +513,13 @@ func TestABrokenParentDeletesNothing(t *testing.T) {
 	if p.Summary.Deleted != 0 {
 		t.Fatalf("a broken parent reads as %d deletions", p.Summary.Deleted)
 	}
+	// Paths are the repository's, not the checkout's temporary directory,
+	// so the PR comment is the same on every run.
+	for _, e := range p.Errors {
+		if strings.Contains(e, "strata-plan-") || strings.Contains(e, os.TempDir()) {
+			t.Errorf("error names the checkout's temporary directory: %s", e)
+		}
+	}
 	unknown := 0
 	for _, ks := range p.Kustomizations {
 		if ks.Status == "removed" {

@@ -25,9 +25,21 @@ const WorkTree = "WORKTREE"
 type snapshot struct {
 	ref    string
 	commit string // empty for the working tree
+	top    string // the checkout: the repository's top directory
 	root   string // the source root: the checkout plus --source-root
 	files  map[string]bool
 	remove func()
+}
+
+// relative writes the paths of the checkout in msg relative to the
+// repository, so that a message is the same on every run (a checkout's
+// temporary directory is new each time) and names the file as the
+// reviewer knows it.
+func (s *snapshot) relative(msg string) string {
+	if s.top == "" {
+		return msg
+	}
+	return strings.ReplaceAll(strings.ReplaceAll(msg, s.top+string(filepath.Separator), ""), s.top, ".")
 }
 
 // checkout writes the tree of ref into a temporary directory, or uses the
@@ -41,7 +53,8 @@ func checkout(repo *gogit.Repository, repoDir, ref, sourceRoot string) (*snapsho
 		if err != nil {
 			return nil, err
 		}
-		return &snapshot{ref: ref, root: filepath.Join(filepath.Dir(gitDir), sourceRoot), remove: func() {}}, nil
+		top := filepath.Dir(gitDir)
+		return &snapshot{ref: ref, top: top, root: filepath.Join(top, sourceRoot), remove: func() {}}, nil
 	}
 	hash, err := repo.ResolveRevision(plumbing.Revision(ref))
 	if err != nil {
@@ -59,7 +72,7 @@ func checkout(repo *gogit.Repository, repoDir, ref, sourceRoot string) (*snapsho
 	if err != nil {
 		return nil, err
 	}
-	s := &snapshot{ref: ref, commit: hash.String(), root: filepath.Join(dir, sourceRoot), files: map[string]bool{},
+	s := &snapshot{ref: ref, commit: hash.String(), top: dir, root: filepath.Join(dir, sourceRoot), files: map[string]bool{},
 		remove: func() { _ = os.RemoveAll(dir) }}
 	if err := writeTree(tree, dir, s.files); err != nil {
 		s.remove()
