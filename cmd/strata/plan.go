@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -35,7 +37,7 @@ func (e *exitCodeError) Error() string {
 
 func planCommand() *cobra.Command {
 	var o plan.Options
-	var source, format, failOn, kubeconfig string
+	var source, format, failOn, kubeconfig, substituteFrom string
 	var limit int
 	cmd := &cobra.Command{
 		Use:   "plan --repo DIR --base REF --head REF",
@@ -66,6 +68,11 @@ func planCommand() *cobra.Command {
 			if !validChoice(format, "text", "markdown", "json") || !validChoice(failOn, "never", "changes", "destructive") {
 				return &exitCodeError{plan.ExitError, fmt.Errorf("--format must be text, markdown or json and --fail-on never, changes or destructive (have %q, %q)", format, failOn)}
 			}
+			if substituteFrom != "" {
+				if o.SubstituteFrom, err = readObjects(substituteFrom); err != nil {
+					return &exitCodeError{plan.ExitError, err}
+				}
+			}
 			if kubeconfig != "" {
 				if o.Live, err = liveClient(kubeconfig); err != nil {
 					return &exitCodeError{plan.ExitError, err}
@@ -92,11 +99,40 @@ func planCommand() *cobra.Command {
 	f.StringVar(&failOn, "fail-on", "changes", "never, changes or destructive: what gives a non-zero exit code")
 	f.BoolVar(&o.ChangedOnly, "changed-only", false, "render only Kustomizations whose inputs changed (same changes; unchanged Kustomizations are not counted)")
 	f.IntVar(&limit, "markdown-limit", plan.DefaultMarkdownLimit, "largest markdown output in characters; further Kustomizations are folded into a count")
+	f.StringVar(&substituteFrom, "substitute-from", "", "YAML file of ConfigMaps and Secrets that postBuild.substituteFrom reads but the repository does not define (made at bootstrap, say)")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "also compare the head revision with this cluster (server-side dry-run, live inventory) and report drift")
 	// A usage error is an error (exit 3), not "changes" (exit 1): a CI gate
 	// must not read a mistyped flag as a plan.
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitCodeError{plan.ExitError, err} })
 	return cmd
+}
+
+// readObjects reads the ConfigMaps and Secrets of a YAML file.
+func readObjects(path string) ([]*unstructured.Unstructured, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--substitute-from: %w", err)
+	}
+	defer f.Close()
+	var objects []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		err := dec.Decode(&u.Object)
+		if errors.Is(err, io.EOF) {
+			return objects, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("--substitute-from %s: %w", path, err)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		if k := u.GetKind(); u.GetAPIVersion() != "v1" || (k != "ConfigMap" && k != "Secret") {
+			return nil, fmt.Errorf("--substitute-from %s: %s %s is not a v1 ConfigMap or Secret", path, k, u.GetName())
+		}
+		objects = append(objects, u)
+	}
 }
 
 func liveClient(kubeconfig string) (client.Client, error) {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"io"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/strata-gitops/strata/reconciler/plan"
@@ -24,5 +26,24 @@ func TestPlanUsageErrorsExitThree(t *testing.T) {
 		if code := exitCode(err); code != plan.ExitError {
 			t.Errorf("%s: exit %d (%v), want %d", name, code, err, plan.ExitError)
 		}
+	}
+}
+
+func TestReadObjects(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "vars.yaml")
+	if err := os.WriteFile(good, []byte("apiVersion: v1\nkind: Secret\nmetadata:\n  name: cluster-secrets\n  namespace: flux-system\nstringData:\n  token: x\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cluster-vars\n  namespace: flux-system\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	objs, err := readObjects(good)
+	if err != nil || len(objs) != 2 {
+		t.Fatalf("readObjects = %d objects, %v", len(objs), err)
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readObjects(bad); err == nil {
+		t.Fatal("a Deployment in --substitute-from was accepted")
 	}
 }

@@ -37,6 +37,9 @@ type Options struct {
 	SourceRoot string
 	// Source is the GitRepository that stands for this repository.
 	Source graph.Key
+	// SubstituteFrom are ConfigMaps and Secrets that postBuild.substituteFrom
+	// may read besides the repository's own (--substitute-from).
+	SubstituteFrom []*unstructured.Unstructured
 	// ChangedOnly renders only Kustomizations whose inputs changed.
 	ChangedOnly bool
 	// Live, when set, is the cluster to compare the head revision with.
@@ -69,18 +72,19 @@ func Run(ctx context.Context, o Options) (*Plan, error) {
 			return nil, err
 		}
 	}
+	outside := outsideObjects(o)
 	var baseSide, headSide *side
 	if baseSkip != nil {
-		baseSide = renderSide(ctx, base, root, o.Source, baseSkip)
-		headSide = renderSide(ctx, head, root, o.Source, sameAsBase(baseSide, headSkip))
+		baseSide = renderSide(ctx, base, root, o.Source, outside, baseSkip)
+		headSide = renderSide(ctx, head, root, o.Source, outside, sameAsBase(baseSide, headSkip))
 		renderMissing(ctx, baseSide, headSide, o.Source)
 	} else {
 		done := make(chan struct{})
 		go func() {
-			baseSide = renderSide(ctx, base, root, o.Source, nil)
+			baseSide = renderSide(ctx, base, root, o.Source, outside, nil)
 			close(done)
 		}()
-		headSide = renderSide(ctx, head, root, o.Source, nil)
+		headSide = renderSide(ctx, head, root, o.Source, outside, nil)
 		<-done
 	}
 
@@ -92,6 +96,25 @@ func Run(ctx context.Context, o Options) (*Plan, error) {
 	c := &comparison{ctx: ctx, base: baseSide, head: headSide, plan: p, live: o.Live}
 	c.run()
 	return p, nil
+}
+
+// outsideObjects serves what substituteFrom may read from outside the
+// repository: the --substitute-from objects, then, with --kubeconfig, the
+// cluster.
+func outsideObjects(o Options) client.Reader {
+	var rs readers
+	if len(o.SubstituteFrom) > 0 {
+		file := newRepoObjects()
+		file.add(o.SubstituteFrom)
+		rs = append(rs, file)
+	}
+	if o.Live != nil {
+		rs = append(rs, o.Live)
+	}
+	if len(rs) == 0 {
+		return nil
+	}
+	return rs
 }
 
 // checkSourceUsed refuses a plan in which every Kustomization found
@@ -264,6 +287,11 @@ func (c *comparison) kustomization(k graph.Key, wave int, blocked string) Kustom
 		return out
 	}
 	baseR, headR := c.base.renders[k], c.head.renders[k]
+	if reason := needsCluster(baseKs, baseR, headKs, headR); reason != "" {
+		out.Status, out.Reason, out.Wave = "not-rendered", reason, 0
+		c.plan.Warnings = append(c.plan.Warnings, fmt.Sprintf("Kustomization %s: %s", k, reason))
+		return out
+	}
 	if err := c.renderError(k, baseKs, baseR, headKs, headR); err != "" {
 		out.Status, out.Reason = "error", err
 		c.plan.Errors = append(c.plan.Errors, fmt.Sprintf("Kustomization %s: %s", k, err))
@@ -297,6 +325,24 @@ func (c *comparison) kustomization(k graph.Key, wave int, blocked string) Kustom
 		out.Status = "unchanged"
 	}
 	return out
+}
+
+// needsCluster says why a Kustomization cannot be rendered offline: its
+// substituteFrom names a ConfigMap or Secret that the repository does
+// not define, on either side. It is then not rendered on either side and
+// the rest of the plan stands.
+func needsCluster(baseKs *kustomizev1.Kustomization, baseR *rendered, headKs *kustomizev1.Kustomization, headR *rendered) string {
+	for _, s := range []struct {
+		name string
+		ks   *kustomizev1.Kustomization
+		r    *rendered
+	}{{"base", baseKs, baseR}, {"head", headKs, headR}} {
+		if s.r.needsCluster(s.ks) {
+			return fmt.Sprintf("not rendered: postBuild.substituteFrom needs an object the repository does not define (%s: %v); "+
+				"supply it with --substitute-from FILE, or read it from the cluster with --kubeconfig", s.name, s.r.err)
+		}
+	}
+	return ""
 }
 
 // unknownBecause says why a Kustomization found on one side only cannot be

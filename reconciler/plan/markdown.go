@@ -25,6 +25,12 @@ func WriteMarkdown(w io.Writer, p *Plan, limit int) error {
 	for _, r := range RiskClasses {
 		fmt.Fprintf(&b, "| %s | %d | %s |\n", riskBadge(r), p.Summary.Risk[r], riskMeaning[r])
 	}
+	if len(p.Warnings) > 0 {
+		b.WriteString("\n### Warnings\n\n")
+		for _, w := range p.Warnings {
+			fmt.Fprintf(&b, "- %s\n", w)
+		}
+	}
 	if len(p.Errors) > 0 {
 		b.WriteString("\n### Errors\n\n")
 		for _, e := range p.Errors {

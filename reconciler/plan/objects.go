@@ -24,6 +24,10 @@ type repoObjects struct {
 	client.Client // nil: only Get and List are served
 	mu            sync.RWMutex
 	byKey         map[objKey]*unstructured.Unstructured
+	// outside serves the ConfigMaps and Secrets the repository does not
+	// define (--substitute-from, the cluster with --kubeconfig); nil for
+	// none.
+	outside client.Reader
 }
 
 // objKey identifies an object across revisions; the API version may
@@ -66,6 +70,9 @@ func (r *repoObjects) Get(_ context.Context, key client.ObjectKey, obj client.Ob
 	found, ok := r.byKey[objKey{gvk.Group, gvk.Kind, key.Namespace, key.Name}]
 	r.mu.RUnlock()
 	if !ok {
+		if r.outside != nil && gvk.Group == "" && (gvk.Kind == "ConfigMap" || gvk.Kind == "Secret") {
+			return r.outside.Get(context.Background(), key, obj)
+		}
 		return apierrors.NewNotFound(schema.GroupResource{Group: gvk.Group, Resource: strings.ToLower(gvk.Kind)}, key.Name)
 	}
 	if u, ok := obj.(*unstructured.Unstructured); ok {
@@ -110,4 +117,21 @@ func gvkOf(obj client.Object) (schema.GroupVersionKind, error) {
 
 func objectKey(namespace, name string) client.ObjectKey {
 	return client.ObjectKey{Namespace: namespace, Name: name}
+}
+
+// readers reads from each in turn, until one has the object.
+type readers []client.Reader
+
+func (rs readers) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	err := error(apierrors.NewNotFound(schema.GroupResource{}, key.Name))
+	for _, r := range rs {
+		if err = r.Get(ctx, key, obj, opts...); !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return err
+}
+
+func (rs readers) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	return fmt.Errorf("listing is not served from outside the repository")
 }

@@ -38,6 +38,10 @@ type Plan struct {
 	Waves          [][]string      `json:"waves"`
 	Kustomizations []Kustomization `json:"kustomizations"`
 	Errors         []string        `json:"errors,omitempty"`
+	// Warnings are what the plan could not judge offline, such as a
+	// Kustomization that needs a cluster object to render; they do not
+	// change the exit code.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Revision is one side.

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/reconciler/graph"
 	"github.com/strata-gitops/strata/reconciler/plan"
@@ -194,8 +196,6 @@ func TestErrors(t *testing.T) {
 			map[string]string{"apps/db.yaml": "apiVersion: v1\nkind: [broken\n"}},
 		{"path outside the source root names --source-root", "storage", "relative to --source-root",
 			edit(t, "clusters/homelab/storage.yaml", "path: ./storage", "path: ./clusters/storage")},
-		{"unresolved substituteFrom", "apps", "cluster-vars",
-			edit(t, "infrastructure/namespaces.yaml", "name: cluster-vars", "name: other-vars")},
 		{"cycle", "storage", "dependency cycle",
 			edit(t, "clusters/homelab/storage.yaml", "    - name: infrastructure\n", "    - name: apps\n")},
 		{"missing dependency", "apps", "'flux-system/nope' not found",
@@ -531,5 +531,45 @@ func TestABrokenParentDeletesNothing(t *testing.T) {
 	}
 	if unknown == 0 {
 		t.Fatalf("no Kustomization is reported unknown: %+v", p.Kustomizations)
+	}
+}
+
+// TestASubstitutionFromTheClusterIsNotRendered: a substituteFrom of a
+// ConfigMap the repository does not define (one made at bootstrap) leaves
+// that Kustomization not rendered, on both sides, with a warning; the rest
+// of the plan stands and sets the exit code. --substitute-from supplies
+// the object and the Kustomization renders.
+func TestASubstitutionFromTheClusterIsNotRendered(t *testing.T) {
+	r := newRepo(t, fixture())
+	files := edit(t, "infrastructure/namespaces.yaml", "name: cluster-vars", "name: other-vars")
+	r.commit("the vars move to the cluster", files)
+	r.branch("bump", edit(t, "monitoring/dashboards.yaml", "dashboards", "dashboards-v2"))
+	p := run(t, r, "bump", false)
+	status := map[string]plan.Kustomization{}
+	for _, ks := range p.Kustomizations {
+		status[ks.Name] = ks
+	}
+	if apps := status["apps"]; apps.Status != "not-rendered" || !strings.Contains(apps.Reason, "--substitute-from") {
+		t.Fatalf("apps is %q (%q), want not-rendered saying how to supply the object", apps.Status, apps.Reason)
+	}
+	if len(p.Errors) > 0 || !strings.Contains(strings.Join(p.Warnings, "\n"), "cluster-vars") {
+		t.Fatalf("errors %q, warnings %q; want no error and a warning naming cluster-vars", p.Errors, p.Warnings)
+	}
+	if code := p.ExitCode("changes"); code != plan.ExitChanges {
+		t.Fatalf("exit %d, want %d from the rest of the plan", code, plan.ExitChanges)
+	}
+	vars := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "cluster-vars", "namespace": "flux-system"}, "data": map[string]any{"region": "eu-1"}}}
+	p, err := plan.Run(context.Background(), plan.Options{
+		RepoDir: r.dir, Base: "main", Head: "bump", Path: "./clusters/homelab", SourceRoot: ".",
+		Source: graph.Key{Namespace: "flux-system", Name: "flux-system"}, SubstituteFrom: []*unstructured.Unstructured{vars},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ks := range p.Kustomizations {
+		if ks.Name == "apps" && ks.Status == "not-rendered" {
+			t.Fatalf("apps is still not rendered with --substitute-from: %s", ks.Reason)
+		}
 	}
 }

@@ -9,8 +9,10 @@ import (
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	ssautils "github.com/fluxcd/pkg/ssa/utils"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-gitops/strata/reconciler/build"
 	"github.com/strata-gitops/strata/reconciler/graph"
@@ -38,6 +40,14 @@ type rendered struct {
 	skipped bool
 }
 
+// needsCluster says a render failed only because a ConfigMap or Secret
+// that postBuild.substituteFrom names is not in the repository: one the
+// cluster holds (made at bootstrap, say).
+func (r *rendered) needsCluster(ks *kustomizev1.Kustomization) bool {
+	return r != nil && r.err != nil && ks != nil && ks.Spec.PostBuild != nil && len(ks.Spec.PostBuild.SubstituteFrom) > 0 &&
+		apierrors.IsNotFound(r.err)
+}
+
 // renderSide discovers and renders the Kustomizations of one side: first
 // the root (the start path, as the bootstrap Kustomization of the source
 // would apply it), then every Kustomization its objects declare whose
@@ -45,8 +55,11 @@ type rendered struct {
 // substituteFrom render last, so the ConfigMaps and Secrets the
 // repository defines elsewhere are known. skip, when set, says which
 // Kustomizations need no render.
-func renderSide(ctx context.Context, snap *snapshot, root *kustomizev1.Kustomization, source graph.Key, skip func(*kustomizev1.Kustomization) bool) *side {
-	s := &side{snap: snap, objects: newRepoObjects(), ks: map[graph.Key]*kustomizev1.Kustomization{},
+func renderSide(ctx context.Context, snap *snapshot, root *kustomizev1.Kustomization, source graph.Key, outside client.Reader,
+	skip func(*kustomizev1.Kustomization) bool) *side {
+	objects := newRepoObjects()
+	objects.outside = outside
+	s := &side{snap: snap, objects: objects, ks: map[graph.Key]*kustomizev1.Kustomization{},
 		renders: map[graph.Key]*rendered{}, foreign: map[graph.Key]string{}, parent: map[graph.Key]graph.Key{}}
 	level := []*kustomizev1.Kustomization{root}
 	s.ks[keyOfKs(root)] = root

@@ -44,6 +44,12 @@ func WriteText(w io.Writer, p *Plan, color bool) error {
 			fmt.Fprintf(&b, "  %s\n", e)
 		}
 	}
+	if len(p.Warnings) > 0 {
+		fmt.Fprintf(&b, "\n%sWarnings%s\n", c.yellow+c.bold, c.reset)
+		for _, e := range p.Warnings {
+			fmt.Fprintf(&b, "  %s\n", e)
+		}
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
