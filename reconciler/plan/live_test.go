@@ -12,6 +12,7 @@ import (
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/ssa"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -230,5 +231,33 @@ func mustDelete(t *testing.T, c client.Client, o client.Object) {
 	t.Helper()
 	if err := c.Delete(context.Background(), o); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSubstitutionsFromTheCluster: with --kubeconfig, a ConfigMap that
+// substituteFrom names and the repository does not define is read from
+// the cluster, and the Kustomization renders.
+func TestSubstitutionsFromTheCluster(t *testing.T) {
+	env := testenv.Get(t)
+	ctx := context.Background()
+	r := newRepo(t, fixture())
+	r.commit("the vars move to the cluster", edit(t, "infrastructure/namespaces.yaml", "name: cluster-vars", "name: other-vars"))
+	r.branch("bump", edit(t, "monitoring/dashboards.yaml", "dashboards", "dashboards-v2"))
+	vars := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cluster-vars", Namespace: "flux-system"}, Data: map[string]string{"region": "eu-1"}}
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "flux-system"}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	if err := env.Client.Create(ctx, vars); err != nil {
+		t.Fatal(err)
+	}
+	p, err := plan.Run(ctx, plan.Options{RepoDir: r.dir, Base: "main", Head: "bump", Path: "./clusters/homelab", SourceRoot: ".",
+		Source: graph.Key{Namespace: "flux-system", Name: "flux-system"}, Live: env.Client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ks := range p.Kustomizations {
+		if ks.Name == "apps" && ks.Status == "not-rendered" {
+			t.Fatalf("apps is not rendered though the cluster holds cluster-vars: %s", ks.Reason)
+		}
 	}
 }
