@@ -486,8 +486,27 @@ func (c *comparison) removed(baseKs, headKs *kustomizev1.Kustomization, b *unstr
 	}
 	ch.Action = Deleted
 	ch.Risk, ch.Reasons = deletionRisk(c.ctx, c.base.objects, owner(baseKs, headKs), b, "removed from Git")
+	if ch.Risk == Safe {
+		if reason := stopsReplication(b); reason != "" {
+			ch.Risk, ch.Reasons = Disruptive, append(ch.Reasons, reason)
+		}
+	}
 	ch.OptIn = optInFor(ch.Risk)
 	return ch
+}
+
+// stopsReplication says what removing a replication or failover object
+// stops: backups and standby copies of a volume, which no reviewer should
+// lose without noticing.
+func stopsReplication(o *unstructured.Unstructured) string {
+	gk := o.GroupVersionKind().GroupKind()
+	switch gk.Group {
+	case "volsync.backube":
+		return fmt.Sprintf("removing %s %s stops the replication or backups of its volume", gk.Kind, o.GetName())
+	case "failover.strata.dev":
+		return fmt.Sprintf("removing %s %s stops strata's replication and failover of its volumes", gk.Kind, o.GetName())
+	}
+	return ""
 }
 
 // optInFor names the opt-in a blocked deletion needs.

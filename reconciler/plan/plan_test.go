@@ -573,3 +573,66 @@ func TestASubstitutionFromTheClusterIsNotRendered(t *testing.T) {
 		}
 	}
 }
+
+// TestStorageAwareness: changes that lose data later or move an app off
+// its data, and removals that stop replication, get a class a reviewer
+// cannot miss.
+func TestStorageAwareness(t *testing.T) {
+	files := fixture()
+	files["apps/stateful.yaml"] = `apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: web
+  namespace: databases
+spec:
+  serviceName: web
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: web, image: nginx}]
+      volumes:
+        - name: data
+          persistentVolumeClaim: {claimName: web-data}
+`
+	files["apps/release.yaml"] = `apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata:
+  name: gitea
+  namespace: databases
+spec:
+  interval: 1h
+  chart: {spec: {chart: gitea, sourceRef: {kind: HelmRepository, name: gitea}}}
+  values:
+    persistence: {enabled: true, existingClaim: gitea-data}
+`
+	files["apps/backup.yaml"] = `apiVersion: volsync.backube/v1alpha1
+kind: ReplicationSource
+metadata:
+  name: db-backup
+  namespace: databases
+spec:
+  sourcePVC: db-data
+`
+	r := newRepo(t, files)
+	retention := editIn(t, files, "apps/stateful.yaml", "  serviceName: web\n", "  serviceName: web\n  persistentVolumeClaimRetentionPolicy: {whenDeleted: Delete}\n")
+	templates := editIn(t, files, "apps/stateful.yaml", "      volumes:\n        - name: data\n          persistentVolumeClaim: {claimName: web-data}\n",
+		"  volumeClaimTemplates:\n    - metadata: {name: data}\n      spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}\n")
+	r.branch("retention", retention)
+	r.branch("templates", templates)
+	r.branch("chart", editIn(t, files, "apps/release.yaml", "existingClaim: gitea-data", "existingClaim: gitea-data-new"))
+	r.branch("backup", map[string]string{"apps/backup.yaml": ""})
+	for _, tc := range []struct {
+		head, object, risk, reason string
+	}{
+		{"retention", "StatefulSet/databases/web", plan.DestroysData, "whenDeleted becomes Delete"},
+		{"templates", "StatefulSet/databases/web", plan.Disruptive, "new, empty volumes"},
+		{"chart", "HelmRelease/databases/gitea", plan.Disruptive, "existing claims change"},
+		{"backup", "ReplicationSource/databases/db-backup", plan.Disruptive, "stops the replication or backups"},
+	} {
+		ch, ok := findChange(run(t, r, tc.head, false), tc.object)
+		if !ok || ch.Risk != tc.risk || !strings.Contains(strings.Join(ch.Reasons, "; "), tc.reason) {
+			t.Errorf("%s: %s is %+v, want %s saying %q", tc.head, tc.object, ch, tc.risk, tc.reason)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -62,9 +63,14 @@ func classify(ctx context.Context, baseObjs client.Reader, headObjs *repoObjects
 		found = append(found, claimResize(headObjs, b, h)...)
 	case schema.GroupKind{Kind: "PersistentVolume"}:
 		found = append(found, volumeChange(b, h)...)
-	case schema.GroupKind{Group: "apps", Kind: "Deployment"}, schema.GroupKind{Group: "apps", Kind: "StatefulSet"},
-		schema.GroupKind{Group: "apps", Kind: "DaemonSet"}:
+	case schema.GroupKind{Group: "apps", Kind: "Deployment"}, schema.GroupKind{Group: "apps", Kind: "DaemonSet"}:
 		found = append(found, claimsMoved(b, h)...)
+	case schema.GroupKind{Group: "apps", Kind: "StatefulSet"}:
+		found = append(found, claimsMoved(b, h)...)
+		found = append(found, claimTemplatesTakeOver(b, h)...)
+		found = append(found, retentionTurnsToDelete(b, h)...)
+	case schema.GroupKind{Group: "helm.toolkit.fluxcd.io", Kind: "HelmRelease"}:
+		found = append(found, existingClaimsMoved(b, h)...)
 	}
 	if gk.Group == guard.StrataStorageGroup {
 		found = append(found, storageChange(b, h)...)
@@ -204,6 +210,87 @@ func volumeChange(b, h *unstructured.Unstructured) []finding {
 		found = append(found, finding{Disruptive, "node affinity changes: the volume, and the pods that use it, move to other nodes (the API server may refuse the change on a bound volume)"})
 	}
 	return found
+}
+
+// claimTemplatesTakeOver: a StatefulSet that mounted an existing claim
+// and now gets its volume from volumeClaimTemplates starts on new, empty
+// volumes.
+func claimTemplatesTakeOver(b, h *unstructured.Unstructured) []finding {
+	bt, ht := templateNames(b), templateNames(h)
+	var added []string
+	for _, n := range ht {
+		if !slices.Contains(bt, n) {
+			added = append(added, n)
+		}
+	}
+	if len(added) == 0 || len(claimNames(b)) == 0 {
+		return nil
+	}
+	return []finding{{Disruptive, fmt.Sprintf("volumeClaimTemplates %v are new while the pods mounted existing claims %v: the app moves onto new, empty volumes", added, claimNames(b))}}
+}
+
+func templateNames(o *unstructured.Unstructured) []string {
+	templates, _, _ := unstructured.NestedSlice(o.Object, "spec", "volumeClaimTemplates")
+	var names []string
+	for _, t := range templates {
+		m, _ := t.(map[string]any)
+		if name, found, _ := unstructured.NestedString(m, "metadata", "name"); found {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// retentionTurnsToDelete: a StatefulSet whose claims will go with it, or
+// with its scale-down, has a data deletion decided in advance.
+func retentionTurnsToDelete(b, h *unstructured.Unstructured) []finding {
+	var found []finding
+	for _, when := range []string{"whenDeleted", "whenScaled"} {
+		before, _, _ := unstructured.NestedString(b.Object, "spec", "persistentVolumeClaimRetentionPolicy", when)
+		after, _, _ := unstructured.NestedString(h.Object, "spec", "persistentVolumeClaimRetentionPolicy", when)
+		if after == "Delete" && before != "Delete" {
+			found = append(found, finding{DestroysData, fmt.Sprintf("persistentVolumeClaimRetentionPolicy.%s becomes Delete: the claims, and their data, will be deleted %s",
+				when, map[string]string{"whenDeleted": "when the StatefulSet is deleted", "whenScaled": "when it scales down"}[when])})
+		}
+	}
+	return found
+}
+
+// existingClaimsMoved: a HelmRelease whose values name other existing
+// claims (existingClaim, persistentVolumeClaim.claimName, at any depth)
+// moves the app onto other data, or, with none left, onto new volumes.
+func existingClaimsMoved(b, h *unstructured.Unstructured) []finding {
+	bv, _, _ := unstructured.NestedMap(b.Object, "spec", "values")
+	hv, _, _ := unstructured.NestedMap(h.Object, "spec", "values")
+	bc, hc := existingClaims(bv), existingClaims(hv)
+	if len(bc) == 0 || reflect.DeepEqual(bc, hc) {
+		return nil
+	}
+	return []finding{{Disruptive, fmt.Sprintf("the chart's existing claims change from %v to %v: the app moves onto other or new, empty volumes", bc, hc)}}
+}
+
+// existingClaims collects the values that name an existing claim.
+func existingClaims(v any) []string {
+	var out []string
+	var walk func(any)
+	walk = func(v any) {
+		switch t := v.(type) {
+		case map[string]any:
+			for k, x := range t {
+				if s, ok := x.(string); ok && (k == "existingClaim" || k == "claimName") && s != "" {
+					out = append(out, s)
+				}
+				walk(x)
+			}
+		case []any:
+			for _, x := range t {
+				walk(x)
+			}
+		}
+	}
+	walk(v)
+	sort.Strings(out)
+	return out
 }
 
 // claimsMoved: a workload that mounts other claims runs on other data.
