@@ -95,6 +95,7 @@ func Run(ctx context.Context, o Options) (*Plan, error) {
 		Summary: Summary{Risk: map[string]int{}}}
 	c := &comparison{ctx: ctx, base: baseSide, head: headSide, plan: p, live: o.Live}
 	c.run()
+	p.fillLists()
 	return p, nil
 }
 

@@ -16,7 +16,7 @@ func diff(before, after *unstructured.Unstructured) string {
 		if o == nil {
 			return ""
 		}
-		data, err := yaml.Marshal(o.Object)
+		data, err := yaml.Marshal(withoutNullTimestamp(o).Object)
 		if err != nil {
 			return err.Error()
 		}
@@ -30,6 +30,17 @@ func diff(before, after *unstructured.Unstructured) string {
 		return err.Error()
 	}
 	return out
+}
+
+// withoutNullTimestamp drops the `creationTimestamp: null` that rendering
+// leaves on every object: it is noise in a diff, never a change.
+func withoutNullTimestamp(o *unstructured.Unstructured) *unstructured.Unstructured {
+	if ts, found, _ := unstructured.NestedFieldNoCopy(o.Object, "metadata", "creationTimestamp"); !found || ts != nil {
+		return o
+	}
+	o = o.DeepCopy()
+	unstructured.RemoveNestedField(o.Object, "metadata", "creationTimestamp")
+	return o
 }
 
 const (

@@ -37,7 +37,7 @@ type Plan struct {
 	Summary        Summary         `json:"summary"`
 	Waves          [][]string      `json:"waves"`
 	Kustomizations []Kustomization `json:"kustomizations"`
-	Errors         []string        `json:"errors,omitempty"`
+	Errors         []string        `json:"errors"`
 	// Warnings are what the plan could not judge offline, such as a
 	// Kustomization that needs a cluster object to render; they do not
 	// change the exit code.
@@ -109,7 +109,7 @@ type Change struct {
 	Object ObjectRef `json:"object"`
 	Risk   string    `json:"risk"`
 	// Reasons say in words why the change has its risk class.
-	Reasons []string `json:"reasons,omitempty"`
+	Reasons []string `json:"reasons"`
 	// OptIn is the annotation a blocked deletion needs.
 	OptIn string `json:"optIn,omitempty"`
 	// MovedFrom names the Kustomization that applied the object before.
@@ -169,4 +169,25 @@ func (p *Plan) ExitCode(failOn string) int {
 		return ExitNoChange
 	}
 	return ExitChanges
+}
+
+// fillLists makes every list of the JSON output a list, empty rather than
+// null, so that a consumer never has to tell null from none.
+func (p *Plan) fillLists() {
+	if p.Errors == nil {
+		p.Errors = []string{}
+	}
+	fill := func(changes []Change) {
+		for i := range changes {
+			if changes[i].Reasons == nil {
+				changes[i].Reasons = []string{}
+			}
+		}
+	}
+	for i := range p.Kustomizations {
+		fill(p.Kustomizations[i].Changes)
+		if l := p.Kustomizations[i].Live; l != nil {
+			fill(l.Drift)
+		}
+	}
 }
