@@ -25,6 +25,7 @@ func WriteMarkdown(w io.Writer, p *Plan, limit int) error {
 	for _, r := range RiskClasses {
 		fmt.Fprintf(&b, "| %s | %d | %s |\n", riskBadge(r), p.Summary.Risk[r], riskMeaning[r])
 	}
+	writeNeedsAttention(&b, p)
 	if len(p.Warnings) > 0 {
 		b.WriteString("\n### Warnings\n\n")
 		for _, w := range p.Warnings {
@@ -136,5 +137,23 @@ func writeMarkdownChanges(b *strings.Builder, changes []Change) {
 		if ch.Action == Changed && ch.Diff != "" {
 			fmt.Fprintf(b, "\n```diff\n%s```\n", ch.Diff)
 		}
+	}
+}
+
+// writeNeedsAttention names, at the top and never folded, every change
+// that destroys data or that the guard blocks: a reviewer must not have
+// to open a collapsed section to find them.
+func writeNeedsAttention(b *strings.Builder, p *Plan) {
+	var lines []string
+	for _, ks := range p.Kustomizations {
+		for _, ch := range ks.Changes {
+			if ch.Risk == DestroysData || ch.Risk == Blocked {
+				lines = append(lines, fmt.Sprintf("- %s `%s` (%s `%s/%s`): %s\n", riskBadge(ch.Risk), ch.Object.String(), ch.Action,
+					ks.Namespace, ks.Name, strings.Join(ch.Reasons, "; ")))
+			}
+		}
+	}
+	if len(lines) > 0 {
+		b.WriteString("\n### Needs attention\n\n" + strings.Join(lines, ""))
 	}
 }
