@@ -9,10 +9,10 @@ import (
 	"os"
 	"strings"
 
+	ssautils "github.com/fluxcd/pkg/ssa/utils"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -114,25 +114,16 @@ func readObjects(path string) ([]*unstructured.Unstructured, error) {
 		return nil, fmt.Errorf("--substitute-from: %w", err)
 	}
 	defer f.Close()
-	var objects []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		err := dec.Decode(&u.Object)
-		if errors.Is(err, io.EOF) {
-			return objects, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("--substitute-from %s: %w", path, err)
-		}
-		if len(u.Object) == 0 {
-			continue
-		}
+	objects, err := ssautils.ReadObjects(f)
+	if err != nil {
+		return nil, fmt.Errorf("--substitute-from %s: %w", path, err)
+	}
+	for _, u := range objects {
 		if k := u.GetKind(); u.GetAPIVersion() != "v1" || (k != "ConfigMap" && k != "Secret") {
 			return nil, fmt.Errorf("--substitute-from %s: %s %s is not a v1 ConfigMap or Secret", path, k, u.GetName())
 		}
-		objects = append(objects, u)
 	}
+	return objects, nil
 }
 
 func liveClient(kubeconfig string) (client.Client, error) {

@@ -3,16 +3,15 @@ package testenv
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 
+	ssautils "github.com/fluxcd/pkg/ssa/utils"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -25,7 +24,7 @@ func RenderChart(t testing.TB, name, namespace string, set ...string) []*unstruc
 	if err != nil {
 		t.Fatalf("helm template: %v", err)
 	}
-	objects, err := decodeYAML(out)
+	objects, err := ssautils.ReadObjects(bytes.NewReader(out))
 	if err != nil {
 		t.Fatalf("reading the rendered chart: %v", err)
 	}
@@ -56,24 +55,6 @@ func setFlags(set []string) []string {
 		flags = append(flags, "--set", s)
 	}
 	return flags
-}
-
-func decodeYAML(data []byte) ([]*unstructured.Unstructured, error) {
-	var objects []*unstructured.Unstructured
-	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		err := dec.Decode(&u.Object)
-		if errors.Is(err, io.EOF) {
-			return objects, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		if len(u.Object) > 0 {
-			objects = append(objects, u)
-		}
-	}
 }
 
 // ApplyStrictly server-side applies the objects. Server-side apply checks
