@@ -83,6 +83,11 @@ func riskBadge(r string) string {
 }
 
 func writeMermaid(b *strings.Builder, p *Plan) {
+	shown, changed := mermaidNodes(p)
+	if len(shown) == 0 {
+		b.WriteString("No Kustomization changes.\n")
+		return
+	}
 	b.WriteString("```mermaid\ngraph LR\n")
 	ids := map[string]string{}
 	id := func(name string) string {
@@ -92,24 +97,57 @@ func writeMermaid(b *strings.Builder, p *Plan) {
 		ids[name] = fmt.Sprintf("k%d", len(ids))
 		return ids[name]
 	}
-	var changed []string
+	var highlighted []string
 	for _, ks := range p.Kustomizations {
 		name := ks.Namespace + "/" + ks.Name
+		if !shown[name] {
+			continue
+		}
 		fmt.Fprintf(b, "  %s[\"%s\"]\n", id(name), name)
-		if !ks.quiet() {
-			changed = append(changed, id(name))
+		if changed[name] {
+			highlighted = append(highlighted, id(name))
 		}
 	}
 	for _, ks := range p.Kustomizations {
+		name := ks.Namespace + "/" + ks.Name
 		for _, d := range ks.DependsOn {
-			fmt.Fprintf(b, "  %s --> %s\n", id(d), id(ks.Namespace+"/"+ks.Name))
+			if shown[name] && shown[d] {
+				fmt.Fprintf(b, "  %s --> %s\n", id(d), id(name))
+			}
 		}
 	}
-	if len(changed) > 0 {
+	if len(highlighted) > 0 {
 		b.WriteString("  classDef changed fill:#fde68a,stroke:#b45309\n")
-		fmt.Fprintf(b, "  class %s changed\n", strings.Join(changed, ","))
+		fmt.Fprintf(b, "  class %s changed\n", strings.Join(highlighted, ","))
 	}
 	b.WriteString("```\n")
+}
+
+// mermaidNodes is what the graph shows: the changed Kustomizations and
+// those they depend on, directly or not, so that the path to each change
+// is there and the other eighty of a large repository are not.
+func mermaidNodes(p *Plan) (shown, changed map[string]bool) {
+	shown, changed = map[string]bool{}, map[string]bool{}
+	deps := map[string][]string{}
+	var queue []string
+	for _, ks := range p.Kustomizations {
+		name := ks.Namespace + "/" + ks.Name
+		deps[name] = ks.DependsOn
+		if !ks.quiet() {
+			changed[name] = true
+			queue = append(queue, name)
+		}
+	}
+	for len(queue) > 0 {
+		name := queue[0]
+		queue = queue[1:]
+		if shown[name] {
+			continue
+		}
+		shown[name] = true
+		queue = append(queue, deps[name]...)
+	}
+	return shown, changed
 }
 
 func kustomizationSection(ks Kustomization) string {
