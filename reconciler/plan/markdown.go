@@ -55,7 +55,12 @@ func WriteMarkdown(w io.Writer, p *Plan, limit int) error {
 		if ks.quiet() {
 			continue
 		}
-		section := kustomizationSection(ks)
+		// Diffs go first when room runs out: the list of changed
+		// objects with their risks is kept as long as it fits.
+		section := kustomizationSection(ks, true)
+		if b.Len()+len(section) > limit-200 {
+			section = kustomizationSection(ks, false)
+		}
 		if folded > 0 || b.Len()+len(section) > limit-200 {
 			folded++
 			continue
@@ -150,19 +155,24 @@ func mermaidNodes(p *Plan) (shown, changed map[string]bool) {
 	return shown, changed
 }
 
-func kustomizationSection(ks Kustomization) string {
+// kustomizationSection is one Kustomization's collapsible section, with
+// its diffs or, short of room, without them.
+func kustomizationSection(ks Kustomization, diffs bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "<details><summary><b>%s/%s</b> (wave %d): %s</summary>\n\n", ks.Namespace, ks.Name, ks.Wave, kustomizationState(ks))
-	writeMarkdownChanges(&b, ks.Changes)
+	writeMarkdownChanges(&b, ks.Changes, diffs)
 	if l := ks.Live; l != nil {
 		fmt.Fprintf(&b, "\n**Live cluster**: %s\n\n", liveState(l))
-		writeMarkdownChanges(&b, l.Drift)
+		writeMarkdownChanges(&b, l.Drift, diffs)
+	}
+	if !diffs {
+		b.WriteString("\n_Diffs left out to keep this comment under its size limit._\n")
 	}
 	b.WriteString("\n</details>\n\n")
 	return b.String()
 }
 
-func writeMarkdownChanges(b *strings.Builder, changes []Change) {
+func writeMarkdownChanges(b *strings.Builder, changes []Change, diffs bool) {
 	for _, ch := range changes {
 		fmt.Fprintf(b, "- %s **%s** `%s`", riskBadge(ch.Risk), ch.Action, ch.Object)
 		for _, r := range ch.Reasons {
@@ -172,7 +182,7 @@ func writeMarkdownChanges(b *strings.Builder, changes []Change) {
 			fmt.Fprintf(b, "<br>opt in with `%s`", ch.OptIn)
 		}
 		b.WriteString("\n")
-		if ch.Action == Changed && ch.Diff != "" {
+		if diffs && ch.Action == Changed && ch.Diff != "" {
 			fmt.Fprintf(b, "\n```diff\n%s```\n", ch.Diff)
 		}
 	}

@@ -366,26 +366,43 @@ func TestGolden(t *testing.T) {
 	}
 }
 
-// TestMarkdownLimit folds what does not fit and says how much.
+// TestMarkdownLimit: short of room, diffs are left out first, keeping
+// every changed object with its risk; then whole Kustomizations are
+// folded into a count.
 func TestMarkdownLimit(t *testing.T) {
 	r := newRepo(t, fixture())
 	files := edit(t, "apps/db.yaml", "storage: 5Gi", "storage: 8Gi")
 	files["storage/pv.yaml"] = ""
 	r.branch("two", files)
 	p := run(t, r, "two", false)
-	var full, small bytes.Buffer
+	var full, lean, tiny bytes.Buffer
 	_ = plan.WriteMarkdown(&full, p, 0)
-	limit := full.Len() - 300
-	_ = plan.WriteMarkdown(&small, p, limit)
-	if small.Len() > limit {
-		t.Errorf("markdown is %d characters, limit %d", small.Len(), limit)
+	diffs := 0
+	for _, ks := range p.Kustomizations {
+		for _, ch := range ks.Changes {
+			if ch.Action == plan.Changed && ch.Diff != "" {
+				diffs += len(ch.Diff)
+			}
+		}
 	}
+	limit := full.Len() - diffs + 250 // room for everything but the diffs
+	_ = plan.WriteMarkdown(&lean, p, limit)
+	if lean.Len() > limit || !strings.Contains(lean.String(), "Diffs left out") || strings.Contains(lean.String(), "… and ") {
+		t.Errorf("at %d characters: %d written; want every Kustomization kept with its diffs left out:\n%s", limit, lean.Len(), lean.String())
+	}
+	for _, object := range []string{"PersistentVolumeClaim/databases/cache", "PersistentVolume/node-1-nvme1"} {
+		if !strings.Contains(lean.String(), object) {
+			t.Errorf("the lean comment lost %s:\n%s", object, lean.String())
+		}
+	}
+	limit = strings.Index(full.String(), "### Changes") + 400
+	_ = plan.WriteMarkdown(&tiny, p, limit)
 	var folded int
-	if _, err := fmt.Sscanf(small.String()[strings.LastIndex(small.String(), "… and ")+len("… and "):], "%d more Kustomization(s)", &folded); err != nil {
-		t.Fatalf("folded Kustomizations not counted (%v):\n%s", err, small.String())
+	if _, err := fmt.Sscanf(tiny.String()[strings.LastIndex(tiny.String(), "… and ")+len("… and "):], "%d more Kustomization(s)", &folded); err != nil {
+		t.Fatalf("folded Kustomizations not counted (%v):\n%s", err, tiny.String())
 	}
-	if shown := strings.Count(small.String(), "<details>"); folded < 1 || folded+shown != 2 {
-		t.Errorf("%d shown and %d folded, want 2 in all with at least one folded:\n%s", shown, folded, small.String())
+	if shown := strings.Count(tiny.String(), "<details>"); folded < 1 || folded+shown != 2 {
+		t.Errorf("%d shown and %d folded, want 2 in all with at least one folded:\n%s", shown, folded, tiny.String())
 	}
 }
 
