@@ -102,14 +102,17 @@ func writeMermaid(b *strings.Builder, p *Plan) {
 		ids[name] = fmt.Sprintf("k%d", len(ids))
 		return ids[name]
 	}
-	var highlighted []string
+	var highlighted, failed []string
 	for _, ks := range p.Kustomizations {
 		name := ks.Namespace + "/" + ks.Name
 		if !shown[name] {
 			continue
 		}
 		fmt.Fprintf(b, "  %s[\"%s\"]\n", id(name), name)
-		if changed[name] {
+		switch {
+		case ks.Status == "error" || ks.Status == "unknown":
+			failed = append(failed, id(name)) // an error, never counted as a change
+		case changed[name]:
 			highlighted = append(highlighted, id(name))
 		}
 	}
@@ -124,6 +127,10 @@ func writeMermaid(b *strings.Builder, p *Plan) {
 	if len(highlighted) > 0 {
 		b.WriteString("  classDef changed fill:#fde68a,stroke:#b45309\n")
 		fmt.Fprintf(b, "  class %s changed\n", strings.Join(highlighted, ","))
+	}
+	if len(failed) > 0 {
+		b.WriteString("  classDef failed fill:#fecaca,stroke:#b91c1c\n")
+		fmt.Fprintf(b, "  class %s failed\n", strings.Join(failed, ","))
 	}
 	b.WriteString("```\n")
 }

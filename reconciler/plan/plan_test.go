@@ -549,6 +549,14 @@ func TestABrokenParentDeletesNothing(t *testing.T) {
 	if unknown == 0 {
 		t.Fatalf("no Kustomization is reported unknown: %+v", p.Kustomizations)
 	}
+	// In the comment the broken Kustomization is an error, not a change.
+	var md bytes.Buffer
+	if err := plan.WriteMarkdown(&md, p, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "failed\n") || strings.Contains(md.String(), " changed\n```") {
+		t.Errorf("the graph shows the broken Kustomization as changed:\n%s", md.String())
+	}
 }
 
 // TestASubstitutionFromTheClusterIsNotRendered: a substituteFrom of a
