@@ -24,11 +24,12 @@ type server struct {
 	read func(ctx context.Context, mountPath, file string) (string, error)
 }
 
-// testExporter runs the contract every Exporter keeps, on subvolumes of a
-// real btrfs.
-func testExporter(t *testing.T, s server) {
+// testExporter runs the contract every Exporter keeps, on subvolumes of mnt:
+// a real btrfs the caller mounts before starting the server, so that the
+// server stops before mnt is unmounted (cleanups run last-registered first,
+// and a live server keeps mnt busy).
+func testExporter(t *testing.T, mnt string, s server) {
 	ctx := context.Background()
-	mnt := testenv.BtrfsDisk(t, 512<<20)
 	fs, err := btrfs.Open(ctx, mnt)
 	if err != nil {
 		t.Fatal(err)
@@ -172,6 +173,7 @@ func waitUnreadable(t *testing.T, s server, e nfs.Export) {
 func TestGanesha(t *testing.T) {
 	testenv.NeedRoot(t, "NFS-Ganesha and btrfs")
 	testenv.NeedTools(t, "ganesha.nfsd", "nfs-cat")
+	mnt := testenv.BtrfsDisk(t, 512<<20)
 	addr := testenv.FreeAddr(t)
 	g, err := nfs.StartGanesha(context.Background(), t.TempDir(), addr)
 	if err != nil {
@@ -179,7 +181,7 @@ func TestGanesha(t *testing.T) {
 	}
 	t.Cleanup(g.Stop)
 	_, port, _ := net.SplitHostPort(addr)
-	testExporter(t, server{Exporter: &g.Ganesha, read: func(ctx context.Context, path, file string) (string, error) {
+	testExporter(t, mnt, server{Exporter: &g.Ganesha, read: func(ctx context.Context, path, file string) (string, error) {
 		url := fmt.Sprintf("nfs://127.0.0.1%s/%s?version=4&nfsport=%s", path, file, port)
 		out, err := exec.CommandContext(ctx, "nfs-cat", url).CombinedOutput()
 		if err != nil {
@@ -195,7 +197,7 @@ func TestKernel(t *testing.T) {
 		t.Skip("kernel has no NFS (no nfsd and nfs4 in /proc/filesystems)")
 	}
 	testenv.NeedTools(t, "exportfs")
-	testExporter(t, server{Exporter: nfs.NewKernel("/tmp"), read: func(ctx context.Context, path, file string) (string, error) {
+	testExporter(t, testenv.BtrfsDisk(t, 512<<20), server{Exporter: nfs.NewKernel("/tmp"), read: func(ctx context.Context, path, file string) (string, error) {
 		dir := t.TempDir()
 		if out, err := exec.CommandContext(ctx, "mount", "-t", "nfs4", "127.0.0.1:"+path, dir).CombinedOutput(); err != nil {
 			return "", fmt.Errorf("mount -t nfs4 127.0.0.1:%s: %v: %s", path, err, out)
