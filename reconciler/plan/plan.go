@@ -5,6 +5,8 @@
 // own build code and judges deletions with the engine's data-loss guard.
 package plan
 
+import "k8s.io/apimachinery/pkg/runtime/schema"
+
 // Schema identifies the JSON output's layout; it changes only when a
 // field changes meaning or disappears.
 const Schema = "strata.dev/plan/v1"
@@ -125,11 +127,19 @@ type ObjectRef struct {
 	Name       string `json:"name"`
 }
 
+// String names the object as Kind.group/namespace/name, the group left out
+// for the core group as kubectl does, so that two kinds of one name in
+// different groups (a Certificate of cert-manager and of another operator)
+// are told apart in every row.
 func (o ObjectRef) String() string {
-	if o.Namespace == "" {
-		return o.Kind + "/" + o.Name
+	kind := o.Kind
+	if group := schema.FromAPIVersionAndKind(o.APIVersion, o.Kind).Group; group != "" {
+		kind += "." + group
 	}
-	return o.Kind + "/" + o.Namespace + "/" + o.Name
+	if o.Namespace == "" {
+		return kind + "/" + o.Name
+	}
+	return kind + "/" + o.Namespace + "/" + o.Name
 }
 
 // Destructive reports whether the plan destroys data, recreates objects,

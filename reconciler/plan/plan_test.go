@@ -67,7 +67,7 @@ func TestRiskClasses(t *testing.T) {
 			[]want{{"PersistentVolumeClaim/databases/cache", plan.Changed, plan.Safe, "allows expansion"}}},
 		{"claim grows where the class does not expand", edit(t, "clusters/homelab/apps.yaml", "db_size: 20Gi", "db_size: 30Gi"),
 			[]want{{"PersistentVolumeClaim/databases/db-data", plan.Changed, plan.Recreate, "does not allow expansion"},
-				{"Kustomization/flux-system/apps", plan.Changed, plan.Safe, ""}}},
+				{"Kustomization.kustomize.toolkit.fluxcd.io/flux-system/apps", plan.Changed, plan.Safe, ""}}},
 		{"claim shrinks", edit(t, "apps/db.yaml", "storage: 5Gi", "storage: 1Gi"),
 			[]want{{"PersistentVolumeClaim/databases/cache", plan.Changed, plan.Recreate, "refuses to shrink"}}},
 		{"immutable claim field without force", pvcForceClass,
@@ -87,18 +87,18 @@ func TestRiskClasses(t *testing.T) {
 		{"volume source", edit(t, "storage/pv.yaml", "/mnt/disks/nvme1", "/mnt/disks/nvme2"),
 			[]want{{"PersistentVolume/node-1-nvme1", plan.Changed, plan.Recreate, "spec.local"}}},
 		{"workload claims", edit(t, "apps/db.yaml", "claimName: db-data", "claimName: cache"),
-			[]want{{"Deployment/databases/db", plan.Changed, plan.Disruptive, "volume claims change"}}},
+			[]want{{"Deployment.apps/databases/db", plan.Changed, plan.Disruptive, "volume claims change"}}},
 		{"device leaves a volume group", edit(t, "infrastructure/lvmcluster.yaml", "paths: [/dev/nvme0n1, /dev/nvme1n1]", "paths: [/dev/nvme0n1]"),
-			[]want{{"LVMCluster/local", plan.Changed, plan.DestroysData, "device /dev/nvme1n1 leaves"}}},
+			[]want{{"LVMCluster.storage.strata.dev/local", plan.Changed, plan.DestroysData, "device /dev/nvme1n1 leaves"}}},
 		{"wipe turned on", edit(t, "infrastructure/lvmcluster.yaml", "        deviceSelector:\n", "        deviceSelector:\n          forceWipeDevicesAndDestroyAllData: true\n"),
-			[]want{{"LVMCluster/local", plan.Changed, plan.DestroysData, "forceWipeDevicesAndDestroyAllData"}}},
+			[]want{{"LVMCluster.storage.strata.dev/local", plan.Changed, plan.DestroysData, "forceWipeDevicesAndDestroyAllData"}}},
 		{"storage class parameters", edit(t, "storage/storageclass.yaml", "deviceClass: nvme", "deviceClass: ssd"),
-			[]want{{"StorageClass/thin", plan.Changed, plan.Recreate, "parameters cannot change"}}},
+			[]want{{"StorageClass.storage.k8s.io/thin", plan.Changed, plan.Recreate, "parameters cannot change"}}},
 		{"namespace holding claims is blocked", edit(t, "infrastructure/namespaces.yaml", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: databases\n---\n", ""),
 			[]want{{"Namespace/databases", plan.Deleted, plan.Blocked, "still contains PersistentVolumeClaims"}}},
 		{"commonMetadata reaches every object", edit(t, "clusters/homelab/monitoring.yaml", "  path: ./monitoring\n", "  path: ./monitoring\n  commonMetadata:\n    labels:\n      team: storage\n"),
 			[]want{{"ConfigMap/flux-system/dashboards", plan.Changed, plan.Safe, ""},
-				{"Kustomization/flux-system/monitoring", plan.Changed, plan.Safe, ""}}},
+				{"Kustomization.kustomize.toolkit.fluxcd.io/flux-system/monitoring", plan.Changed, plan.Safe, ""}}},
 		{"not pruned is orphaned", func() map[string]string {
 			f := edit(t, "clusters/homelab/storage.yaml", "prune: true", "prune: false")
 			f["storage/pv.yaml"] = ""
@@ -129,7 +129,7 @@ func TestRiskClasses(t *testing.T) {
 			}
 			wantN := 0
 			for _, w := range tc.want {
-				if !strings.HasPrefix(w.object, "Kustomization/") {
+				if !strings.HasPrefix(w.object, "Kustomization.") {
 					wantN++
 				}
 			}
@@ -453,9 +453,9 @@ func TestBtrfsClassMoveIsARecreate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ch, ok := findChange(p, "StorageClass/strata-btrfs")
+		ch, ok := findChange(p, "StorageClass.storage.k8s.io/strata-btrfs")
 		if !ok || ch.Risk != plan.Recreate || !strings.Contains(strings.Join(ch.Reasons, " "), "parameters") {
-			t.Fatalf("%s: StorageClass/strata-btrfs = %+v (found %v), want a recreate naming parameters\n%s", head, ch, ok, dump(p))
+			t.Fatalf("%s: StorageClass.storage.k8s.io/strata-btrfs = %+v (found %v), want a recreate naming parameters\n%s", head, ch, ok, dump(p))
 		}
 	}
 }
@@ -650,14 +650,37 @@ spec:
 	for _, tc := range []struct {
 		head, object, risk, reason string
 	}{
-		{"retention", "StatefulSet/databases/web", plan.DestroysData, "whenDeleted becomes Delete"},
-		{"templates", "StatefulSet/databases/web", plan.Disruptive, "new, empty volumes"},
-		{"chart", "HelmRelease/databases/gitea", plan.Disruptive, "existing claims change"},
-		{"backup", "ReplicationSource/databases/db-backup", plan.Disruptive, "stops the replication or backups"},
+		{"retention", "StatefulSet.apps/databases/web", plan.DestroysData, "whenDeleted becomes Delete"},
+		{"templates", "StatefulSet.apps/databases/web", plan.Disruptive, "new, empty volumes"},
+		{"chart", "HelmRelease.helm.toolkit.fluxcd.io/databases/gitea", plan.Disruptive, "existing claims change"},
+		{"backup", "ReplicationSource.volsync.backube/databases/db-backup", plan.Disruptive, "stops the replication or backups"},
 	} {
 		ch, ok := findChange(run(t, r, tc.head, false), tc.object)
 		if !ok || ch.Risk != tc.risk || !strings.Contains(strings.Join(ch.Reasons, "; "), tc.reason) {
 			t.Errorf("%s: %s is %+v, want %s saying %q", tc.head, tc.object, ch, tc.risk, tc.reason)
+		}
+	}
+}
+
+// TestKindsOfOneNameInTwoGroupsAreToldApart: rows name the API group, so
+// two changed Certificates of different operators read as two objects.
+func TestKindsOfOneNameInTwoGroupsAreToldApart(t *testing.T) {
+	files := fixture()
+	cert := func(apiVersion, host string) string {
+		return "apiVersion: " + apiVersion + "\nkind: Certificate\nmetadata:\n  name: web\n  namespace: databases\nspec:\n  host: " + host + "\n"
+	}
+	files["apps/cert-a.yaml"] = cert("cert-manager.io/v1", "a.example")
+	files["apps/cert-b.yaml"] = cert("certs.example.com/v1", "a.example")
+	r := newRepo(t, files)
+	r.branch("hosts", map[string]string{"apps/cert-a.yaml": cert("cert-manager.io/v1", "b.example"), "apps/cert-b.yaml": cert("certs.example.com/v1", "b.example")})
+	p := run(t, r, "hosts", false)
+	var text bytes.Buffer
+	if err := plan.WriteText(&text, p, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, object := range []string{"Certificate.cert-manager.io/databases/web", "Certificate.certs.example.com/databases/web"} {
+		if _, ok := findChange(p, object); !ok || !strings.Contains(text.String(), object) {
+			t.Errorf("%s not a change of its own (found %v):\n%s", object, ok, text.String())
 		}
 	}
 }
