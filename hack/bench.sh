@@ -12,6 +12,7 @@ export GOTOOLCHAIN=local
 bash hack/flux.sh
 bash hack/control-plane.sh kubectl >/dev/null
 go run ./hack/planbench -strata bin/strata -kubectl bin/k8s/kubectl
+go run ./hack/planbench -strata bin/strata -kubectl bin/k8s/kubectl -layout homelab -kustomizations 80 -changed 8
 if [ "$(id -u)" = 0 ]; then
   bash hack/packages.sh
   go run ./hack/csibench

@@ -25,7 +25,7 @@ import (
 
 type config struct {
 	kustomizations, objects, changed, runs int
-	strata, kubectl                        string
+	strata, kubectl, layout                string
 }
 
 func main() {
@@ -36,6 +36,8 @@ func main() {
 	flag.IntVar(&c.runs, "runs", 5, "runs of each measurement; the median is reported")
 	flag.StringVar(&c.strata, "strata", "bin/strata", "strata binary")
 	flag.StringVar(&c.kubectl, "kubectl", "bin/k8s/kubectl", "kubectl binary for the reference loop")
+	flag.StringVar(&c.layout, "layout", "flat", "flat: every Kustomization in clusters/bench; homelab: the app Kustomizations under one\n"+
+		"parent (cluster-apps) that patches them, each app using a kustomize component and ${VAR:=default} substitution")
 	flag.Parse()
 	if err := run(c); err != nil {
 		log.Fatal(err)
@@ -51,8 +53,8 @@ func run(c config) error {
 	if err := generate(dir, c); err != nil {
 		return err
 	}
-	fmt.Printf("planbench: %d Kustomizations x %d objects, %d changed, median of %d runs\n",
-		c.kustomizations, c.objects, c.changed, c.runs)
+	fmt.Printf("planbench: %s layout, %d Kustomizations x %d objects, %d changed, median of %d runs\n",
+		c.layout, c.kustomizations, c.objects, c.changed, c.runs)
 
 	args := []string{"plan", "--repo", dir, "--base", "main", "--head", "head", "--path", "./clusters/bench", "--format", "json", "--fail-on", "never"}
 	full, fullPlan, err := timePlan(c, args)
@@ -153,9 +155,14 @@ func generate(dir string, c config) error {
 	if err := git("init", "-q", "-b", "main"); err != nil {
 		return err
 	}
+	layout, ok := layouts[c.layout]
+	if !ok {
+		return fmt.Errorf("-layout %q: want flat or homelab", c.layout)
+	}
+	flux, components := layout(c.kustomizations)
 	writeApps := func(n int, size, level string) error {
 		for i := range n {
-			for name, content := range appFiles(i, c.objects, size, level) {
+			for name, content := range appFiles(i, c.objects, size, level, components) {
 				if err := write(filepath.Join("apps", app(i), name), content); err != nil {
 					return err
 				}
@@ -171,8 +178,8 @@ func generate(dir string, c config) error {
 		}
 		return nil
 	}
-	for i := range c.kustomizations {
-		if err := write(fmt.Sprintf("clusters/bench/%s.yaml", app(i)), kustomization(i)); err != nil {
+	for name, content := range flux {
+		if err := write(name, content); err != nil {
 			return err
 		}
 	}
@@ -210,7 +217,7 @@ spec:
 
 // appFiles is one application: a namespace, a claim, and Deployments,
 // Services and ConfigMaps up to n objects.
-func appFiles(i, n int, size, level string) map[string]string {
+func appFiles(i, n int, size, level, components string) map[string]string {
 	ns := app(i)
 	var b strings.Builder
 	fmt.Fprintf(&b, "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %s\n---\n", ns)
@@ -273,7 +280,7 @@ data:
 		}
 	}
 	return map[string]string{
-		"objects.yaml":       b.String(),
-		"kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - objects.yaml\n",
+		"objects.yaml": b.String(),
+		"kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - objects.yaml\n" + components,
 	}
 }
