@@ -280,7 +280,7 @@ data:
 		}
 	}
 	return map[string]string{
-		"objects.yaml": b.String(),
+		"objects.yaml":       b.String(),
 		"kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - objects.yaml\n" + components,
 	}
 }
