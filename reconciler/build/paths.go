@@ -13,23 +13,51 @@ import (
 )
 
 // ReadsOnlyItsPath is true when rendering ks reads only files under its
-// spec.path in root: no components, no values from the cluster, and
-// kustomization files (that one and those of the directories it uses)
-// whose references are all local and inside the path. Such a render
-// cannot change while no file under the path changes. The files are
-// parsed, not searched: a schema comment's URL is no remote base.
+// spec.path in root (see PathsRead). Such a render cannot change while no
+// file under the path changes.
 func ReadsOnlyItsPath(ks *kustomizev1.Kustomization, root string) bool {
-	if len(ks.Spec.Components) > 0 || (ks.Spec.PostBuild != nil && len(ks.Spec.PostBuild.SubstituteFrom) > 0) {
-		return false
-	}
 	dir := filepath.Join(root, filepath.Clean("/"+ks.Spec.Path))
-	return referencesStayIn(dir, dir, map[string]bool{})
+	paths, ok := PathsRead(ks, root)
+	for _, p := range paths {
+		ok = ok && within(dir, filepath.Join(root, p))
+	}
+	return ok
 }
 
-// referencesStayIn checks the kustomization file of dir, and of every
-// directory it references, for a reference that is remote or leaves top.
-// A file that cannot be read or parsed counts as reading anything.
-func referencesStayIn(top, dir string, seen map[string]bool) bool {
+// PathsRead lists, relative to root, every file and directory rendering
+// ks reads: its spec.path, its components, and what the kustomization
+// files of those (and of the directories they use) reference. ok is false
+// when the render may read anything else: values from the cluster
+// (substituteFrom), a remote reference, a reference leaving root, or a
+// kustomization file that cannot be read or parsed. The files are parsed,
+// not searched: a schema comment's URL is no remote base.
+func PathsRead(ks *kustomizev1.Kustomization, root string) (paths []string, ok bool) {
+	if ks.Spec.PostBuild != nil && len(ks.Spec.PostBuild.SubstituteFrom) > 0 {
+		return nil, false
+	}
+	dir := filepath.Join(root, filepath.Clean("/"+ks.Spec.Path))
+	seen := map[string]bool{}
+	ok = collectReads(root, dir, seen)
+	for _, c := range ks.Spec.Components {
+		if isRemote(c) {
+			return nil, false
+		}
+		p := filepath.Join(dir, c)
+		ok = ok && within(root, p) && (seen[p] || collectReads(root, p, seen))
+	}
+	for p := range seen {
+		rel, _ := filepath.Rel(root, p)
+		paths = append(paths, filepath.ToSlash(rel))
+	}
+	slices.Sort(paths)
+	return paths, ok
+}
+
+// collectReads adds dir, and every file and directory its kustomization
+// file references, to seen, recursing into referenced directories. It is
+// false for a reference that is remote or leaves root, or a kustomization
+// file that cannot be read or parsed.
+func collectReads(root, dir string, seen map[string]bool) bool {
 	seen[dir] = true
 	k, found, err := readKustomization(dir)
 	if err != nil {
@@ -43,14 +71,27 @@ func referencesStayIn(top, dir string, seen map[string]bool) bool {
 			return false
 		}
 		p := filepath.Join(dir, ref)
-		if rel, err := filepath.Rel(top, p); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		if !within(root, p) {
 			return false
 		}
-		if info, err := os.Stat(p); err == nil && info.IsDir() && !seen[p] && !referencesStayIn(top, p, seen) {
-			return false
+		if seen[p] {
+			continue
 		}
+		if info, err := os.Stat(p); err == nil && info.IsDir() {
+			if !collectReads(root, p, seen) {
+				return false
+			}
+			continue
+		}
+		seen[p] = true
 	}
 	return true
+}
+
+// within reports whether p is top or below it.
+func within(top, p string) bool {
+	rel, err := filepath.Rel(top, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
 // readKustomization reads dir's kustomization file, if it has one.

@@ -14,10 +14,12 @@ import (
 )
 
 // unchangedInputs returns, for each side, which Kustomizations need no
-// render in a changed-only plan: those whose path holds no changed file,
-// whose build reads nothing outside that path (no components, no
-// substituteFrom, no "../" or remote reference in a kustomization file),
-// and whose files declare no Flux Kustomization (those must render to
+// render in a changed-only plan: those whose build reads only files of
+// the repository (no substituteFrom, no remote reference in a
+// kustomization file), none of them changed (its path, its components and
+// every directory or file its kustomization files reference, shared
+// components outside the path included), and whose files declare no Flux
+// Kustomization (those must render to
 // find the Kustomizations below them). The head side renders after the
 // base side and skips only what the base side skipped with the same spec
 // (sameAsBase); a Kustomization one side skips and the other renders is
@@ -29,8 +31,11 @@ func unchangedInputs(repo *gogit.Repository, o Options, base, head *snapshot) (b
 	}
 	skip := func(s *snapshot) func(*kustomizev1.Kustomization) bool {
 		return func(ks *kustomizev1.Kustomization) bool {
-			dir := path.Join(o.SourceRoot, path.Clean("/" + ks.Spec.Path)[1:])
-			return !changedUnder(changed, dir) && build.ReadsOnlyItsPath(ks, s.root) && !declaresKustomizations(filepath.Join(s.root, filepath.Clean("/"+ks.Spec.Path)))
+			paths, ok := build.PathsRead(ks, s.root)
+			for _, p := range paths {
+				ok = ok && !changedUnder(changed, path.Join(o.SourceRoot, p))
+			}
+			return ok && !declaresKustomizations(filepath.Join(s.root, filepath.Clean("/"+ks.Spec.Path)))
 		}
 	}
 	return skip(base), skip(head), nil

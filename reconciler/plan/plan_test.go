@@ -684,3 +684,37 @@ func TestKindsOfOneNameInTwoGroupsAreToldApart(t *testing.T) {
 		}
 	}
 }
+
+// TestChangedOnlyFollowsASharedComponent: a Kustomization whose build
+// uses a component outside its path is skipped while nothing it reads
+// changed, and rendered (with the same changes as a full plan) when the
+// shared component changes.
+func TestChangedOnlyFollowsASharedComponent(t *testing.T) {
+	files := fixture()
+	files["monitoring/kustomization.yaml"] = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- dashboards.yaml\ncomponents:\n- ../components/common\n"
+	component := func(level string) string {
+		return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: common\n  namespace: flux-system\ndata:\n  level: \"" + level + "\"\n"
+	}
+	files["components/common/kustomization.yaml"] = "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\nresources:\n- common.yaml\n"
+	files["components/common/common.yaml"] = component("1")
+	r := newRepo(t, files)
+	r.branch("bump", edit(t, "apps/db.yaml", "storage: 5Gi", "storage: 8Gi"))
+	r.branch("shared", map[string]string{"components/common/common.yaml": component("2")})
+	statusOf := func(p *plan.Plan) map[string]string {
+		status := map[string]string{}
+		for _, ks := range p.Kustomizations {
+			status[ks.Name] = ks.Status
+		}
+		return status
+	}
+	if s := statusOf(run(t, r, "bump", true)); s["monitoring"] != "skipped" {
+		t.Errorf("monitoring, whose files and component are untouched, is %q in a changed-only plan (all: %v); want skipped", s["monitoring"], s)
+	}
+	changedOnly := run(t, r, "shared", true)
+	if s := statusOf(changedOnly); s["monitoring"] == "skipped" {
+		t.Errorf("monitoring was skipped though its shared component changed")
+	}
+	if got, want := changesOf(changedOnly), changesOf(run(t, r, "shared", false)); got != want || !strings.Contains(got, "ConfigMap/flux-system/common") {
+		t.Errorf("changed-only changes:\n%s\nfull plan:\n%s\nwant the same, with ConfigMap common changed", got, want)
+	}
+}
