@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/strata-gitops/strata/storage/csi/backend"
+
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
@@ -20,7 +22,6 @@ import (
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"github.com/strata-gitops/strata/internal/testing/csienv"
-	stratacsi "github.com/strata-gitops/strata/storage/csi"
 )
 
 // services are CSI clients of one environment.
@@ -298,7 +299,7 @@ func (s *services) deleteAll(t *testing.T, volumes, snapshots []string) {
 }
 
 func objectOf(t *testing.T, id string) string {
-	parsed, err := stratacsi.ParseVolumeID(id)
+	parsed, err := backend.ParseVolumeID(id)
 	if err != nil {
 		t.Fatal(err)
 	}

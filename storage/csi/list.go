@@ -9,18 +9,16 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/timestamppb"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/strata-gitops/strata/storage/csi/backend"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
-
-	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 )
 
 // ListVolumes implements csi.ControllerServer: the volumes of both
 // backends, ordered by ID.
 func (c *Controller) ListVolumes(ctx context.Context, req *csi.ListVolumesRequest) (*csi.ListVolumesResponse, error) {
-	entries, err := listAll(ctx, c.backends(), backend.listVolumes)
+	entries, err := listAll(ctx, c.backends(), backend.Controller.Volumes)
 	if err != nil {
 		return nil, err
 	}
@@ -35,7 +33,7 @@ func (c *Controller) ListVolumes(ctx context.Context, req *csi.ListVolumesReques
 // backends, ordered by ID, or the one snapshot_id names, or those of
 // source_volume_id. An ID that names nothing gives an empty list.
 func (c *Controller) ListSnapshots(ctx context.Context, req *csi.ListSnapshotsRequest) (*csi.ListSnapshotsResponse, error) {
-	snaps, err := listAll(ctx, c.backends(), backend.listSnapshots)
+	snaps, err := listAll(ctx, c.backends(), backend.Controller.Snapshots)
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +56,7 @@ func (c *Controller) ListSnapshots(ctx context.Context, req *csi.ListSnapshotsRe
 // listAll lists what every backend holds. A backend that cannot be read
 // (an agent down) is left out and logged, so that it does not hide what
 // the others hold; only when none can be read is the call an error.
-func listAll[T any](ctx context.Context, backends []backend, list func(backend, context.Context) ([]T, error)) ([]T, error) {
+func listAll[T any](ctx context.Context, backends []backend.Controller, list func(backend.Controller, context.Context) ([]T, error)) ([]T, error) {
 	var all []T
 	var errs []error
 	for _, b := range backends {
@@ -101,49 +99,9 @@ func page[T any](all []T, token string, max int32, what string) ([]T, string, er
 	return all[start:end], next, nil
 }
 
-// listVolumes lists the LVM volumes made through CSI.
-func (b *lvmBackend) listVolumes(ctx context.Context) ([]*csi.ListVolumesResponse_Entry, error) {
-	lvs, err := b.logicalVolumes(ctx, kindVolume)
-	if err != nil {
-		return nil, err
-	}
-	var entries []*csi.ListVolumesResponse_Entry
-	for _, lv := range lvs {
-		entries = append(entries, &csi.ListVolumesResponse_Entry{Volume: &csi.Volume{
-			VolumeId:           logicalVolumeID(&lv).String(),
-			CapacityBytes:      lv.Spec.Size.Value(),
-			AccessibleTopology: []*csi.Topology{{Segments: map[string]string{TopologyKey: lv.Spec.NodeName}}},
-		}})
-	}
-	return entries, nil
-}
-
-// listSnapshots lists the LVM snapshots made through CSI, each
-// under its source volume's StorageClass, as CreateSnapshot names them.
-func (b *lvmBackend) listSnapshots(ctx context.Context) ([]*csi.Snapshot, error) {
-	volumes, err := b.logicalVolumes(ctx, kindVolume)
-	if err != nil {
-		return nil, err
-	}
-	sourceIDs := map[string]VolumeID{}
-	for _, lv := range volumes {
-		sourceIDs[lv.Name] = logicalVolumeID(&lv)
-	}
-	snaps, err := b.logicalVolumes(ctx, kindSnapshot)
-	if err != nil {
-		return nil, err
-	}
-	var out []*csi.Snapshot
-	for _, lv := range snaps {
-		source, ok := sourceIDs[lv.Spec.Source]
-		out = append(out, logicalSnapshot(&lv, source, ok))
-	}
-	return out, nil
-}
-
 // GetSnapshot implements csi.ControllerServer.
 func (c *Controller) GetSnapshot(ctx context.Context, req *csi.GetSnapshotRequest) (*csi.GetSnapshotResponse, error) {
-	if err := required("snapshot ID", req.GetSnapshotId()); err != nil {
+	if err := backend.Required("snapshot ID", req.GetSnapshotId()); err != nil {
 		return nil, err
 	}
 	b, id, err := c.byID(ctx, req.GetSnapshotId(), req.GetSecrets())
@@ -151,58 +109,4 @@ func (c *Controller) GetSnapshot(ctx context.Context, req *csi.GetSnapshotReques
 		return nil, err
 	}
 	return b.GetSnapshot(ctx, id, req)
-}
-
-// GetSnapshot reads the snapshot's LogicalVolume.
-func (b *lvmBackend) GetSnapshot(ctx context.Context, _ VolumeID, req *csi.GetSnapshotRequest) (*csi.GetSnapshotResponse, error) {
-	lv, err := b.lookup(ctx, req.GetSnapshotId(), kindSnapshot)
-	if err != nil {
-		return nil, err
-	}
-	var source VolumeID
-	volume := &storagev1alpha1.LogicalVolume{}
-	err = b.Cache.Get(ctx, client.ObjectKey{Name: lv.Spec.Source}, volume)
-	if err == nil {
-		source = logicalVolumeID(volume)
-	}
-	snap := logicalSnapshot(lv, source, err == nil)
-	snap.SnapshotId = req.GetSnapshotId() // the ID the CO holds names it, whatever its volume became
-	return &csi.GetSnapshotResponse{Snapshot: snap}, nil
-}
-
-// logicalSnapshot is an LVM snapshot as CSI names it: under its source
-// volume's StorageClass, as CreateSnapshot named it. A snapshot whose
-// volume is gone is named after its device class's StorageClass.
-func logicalSnapshot(lv *storagev1alpha1.LogicalVolume, source VolumeID, sourceKnown bool) *csi.Snapshot {
-	if !sourceKnown {
-		source = VolumeID{StorageClass: storagev1alpha1.StorageClassName(lv.Spec.DeviceClass), Name: lv.Spec.Source}
-	}
-	ready, _ := readiness(lv)
-	snap := &csi.Snapshot{
-		SnapshotId:     VolumeID{StorageClass: source.StorageClass, Name: lv.Name}.String(),
-		SourceVolumeId: source.String(),
-		CreationTime:   timestamppb.New(lv.CreationTimestamp.Time),
-		ReadyToUse:     ready,
-	}
-	if lv.Status.CurrentSize != nil {
-		snap.SizeBytes = lv.Status.CurrentSize.Value()
-	}
-	return snap
-}
-
-func (b *lvmBackend) logicalVolumes(ctx context.Context, kind string) ([]storagev1alpha1.LogicalVolume, error) {
-	lvs := &storagev1alpha1.LogicalVolumeList{}
-	if err := b.Cache.List(ctx, lvs, client.MatchingLabels{KindLabel: kind}); err != nil {
-		return nil, apiError(err, "list")
-	}
-	return lvs.Items, nil
-}
-
-// logicalVolumeID is the CSI ID of an LVM volume.
-func logicalVolumeID(lv *storagev1alpha1.LogicalVolume) VolumeID {
-	sc := lv.Annotations[StorageClassAnnotation]
-	if sc == "" {
-		sc = storagev1alpha1.StorageClassName(lv.Spec.DeviceClass)
-	}
-	return VolumeID{StorageClass: sc, Name: lv.Name}
 }

@@ -1,8 +1,6 @@
 package csi
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -39,26 +37,5 @@ func TestNetworkFilesystemsUseTheirHelper(t *testing.T) {
 		if _, _, ok := bySyscall(c.fstype, []string{"vers=4.1", "hard"}); ok != c.ok {
 			t.Errorf("bySyscall(%q) = %v, want %v", c.fstype, ok, c.ok)
 		}
-	}
-}
-
-// The mount table names an lvm2 volume by its device-mapper node, the
-// agent by the /dev/<vg>/<lv> link to it: they are one device.
-func TestSameDevice(t *testing.T) {
-	dir := t.TempDir()
-	node, link, other := filepath.Join(dir, "dm-3"), filepath.Join(dir, "lv"), filepath.Join(dir, "dm-4")
-	for _, f := range []string{node, other} {
-		if err := os.WriteFile(f, nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Symlink("dm-3", link); err != nil {
-		t.Fatal(err)
-	}
-	if !sameDevice(link, node) || !sameDevice(node, node) {
-		t.Error("a link and the node it names are not the same device")
-	}
-	if sameDevice(link, other) || sameDevice(filepath.Join(dir, "gone"), filepath.Join(dir, "gone-too")) {
-		t.Error("different or missing devices count as one")
 	}
 }

@@ -3,35 +3,23 @@ package csi
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
-	"path/filepath"
-	"strings"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
-	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"k8s.io/mount-utils"
 
-	"github.com/strata-gitops/strata/storage/agent/nodeapi"
+	"github.com/strata-gitops/strata/storage/csi/backend"
+	"github.com/strata-gitops/strata/storage/csi/lvmbackend"
 )
-
-// defaultFSType formats a volume whose capability names no filesystem.
-// StorageClasses made from an LVMCluster always name one.
-const defaultFSType = "ext4"
-
-// Agent is what the node service asks its node's agent.
-type Agent interface {
-	Volume(ctx context.Context, logicalVolume string) (*nodeapi.Volume, error)
-}
 
 // Node is the CSI Node service of one node: it stages a volume by
 // formatting it if blank and mounting it, and publishes it by bind mount.
 type Node struct {
 	csi.UnimplementedNodeServer
 	Name, IP string
-	Agent    Agent
+	Agent    lvmbackend.Agent
 	Mounter  *mount.SafeFormatAndMount
 	// BtrfsBase is the local btrfs agent's base; a btrfs volume is
 	// bind-mounted from this host only when its path is under it, else it
@@ -42,8 +30,8 @@ type Node struct {
 // NodeGetInfo implements csi.NodeServer.
 func (n *Node) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {
 	return &csi.NodeGetInfoResponse{
-		NodeId:             NodeID(n.Name, n.IP),
-		AccessibleTopology: &csi.Topology{Segments: map[string]string{TopologyKey: n.Name}},
+		NodeId:             backend.NodeID(n.Name, n.IP),
+		AccessibleTopology: &csi.Topology{Segments: map[string]string{backend.TopologyKey: n.Name}},
 	}, nil
 }
 
@@ -64,54 +52,15 @@ func (n *Node) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequ
 
 // NodeStageVolume implements csi.NodeServer, by the volume's backend.
 func (n *Node) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
-	if err := required("volume ID", req.GetVolumeId(), "staging target path", req.GetStagingTargetPath()); err != nil {
+	if err := backend.Required("volume ID", req.GetVolumeId(), "staging target path", req.GetStagingTargetPath()); err != nil {
 		return nil, err
 	}
-	return &csi.NodeStageVolumeResponse{}, n.byContext(req.GetVolumeContext()).stage(ctx, req)
-}
-
-// stage formats a filesystem volume if blank and mounts it at the staging
-// path; a block volume needs nothing.
-func (b lvmNode) stage(ctx context.Context, req *csi.NodeStageVolumeRequest) error {
-	capability := req.GetVolumeCapability()
-	vol, err := b.volumeFor(ctx, req.GetVolumeId(), capability)
-	if err != nil {
-		return err
-	}
-	if capability.GetBlock() != nil {
-		return nil // a block volume is published as its device
-	}
-	staging := req.GetStagingTargetPath()
-	if err := os.MkdirAll(staging, 0o750); err != nil {
-		return status.Errorf(codes.Internal, "staging path %s: %v", staging, err)
-	}
-	if mounted, err := b.n.mountedDevice(staging); err != nil {
-		return err
-	} else if mounted != "" {
-		if !sameDevice(mounted, vol.Device) {
-			return status.Errorf(codes.AlreadyExists, "staging path %s has %s mounted, not %s's device %s", staging, mounted, req.GetVolumeId(), vol.Device)
-		}
-		return nil
-	}
-	fstype := capability.GetMount().GetFsType()
-	if fstype == "" {
-		fstype = defaultFSType
-	}
-	options := capability.GetMount().GetMountFlags()
-	if fstype == "xfs" {
-		// A restored snapshot has its origin's filesystem UUID, which xfs
-		// refuses to mount twice.
-		options = append(options, "nouuid")
-	}
-	if err := b.n.Mounter.FormatAndMount(vol.Device, staging, fstype, options); err != nil {
-		return status.Errorf(codes.Internal, "formatting (if blank) and mounting %s at %s: %v", vol.Device, staging, err)
-	}
-	return nil
+	return &csi.NodeStageVolumeResponse{}, n.byContext(req.GetVolumeContext()).Stage(ctx, req)
 }
 
 // NodeUnstageVolume implements csi.NodeServer.
 func (n *Node) NodeUnstageVolume(_ context.Context, req *csi.NodeUnstageVolumeRequest) (*csi.NodeUnstageVolumeResponse, error) {
-	if err := required("volume ID", req.GetVolumeId(), "staging target path", req.GetStagingTargetPath()); err != nil {
+	if err := backend.Required("volume ID", req.GetVolumeId(), "staging target path", req.GetStagingTargetPath()); err != nil {
 		return nil, err
 	}
 	if err := n.unmount(req.GetStagingTargetPath()); err != nil {
@@ -122,69 +71,16 @@ func (n *Node) NodeUnstageVolume(_ context.Context, req *csi.NodeUnstageVolumeRe
 
 // NodePublishVolume implements csi.NodeServer, by the volume's backend.
 func (n *Node) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
-	if err := required("volume ID", req.GetVolumeId(), "target path", req.GetTargetPath(), "staging target path", req.GetStagingTargetPath()); err != nil {
+	if err := backend.Required("volume ID", req.GetVolumeId(), "target path", req.GetTargetPath(), "staging target path", req.GetStagingTargetPath()); err != nil {
 		return nil, err
 	}
-	return &csi.NodePublishVolumeResponse{}, n.byContext(req.GetVolumeContext()).publish(ctx, req)
-}
-
-// publish bind-mounts the staged filesystem, or the block device onto a
-// file, read-only if asked.
-func (b lvmNode) publish(ctx context.Context, req *csi.NodePublishVolumeRequest) error {
-	capability := req.GetVolumeCapability()
-	vol, err := b.volumeFor(ctx, req.GetVolumeId(), capability)
-	if err != nil {
-		return err
-	}
-	target, source := req.GetTargetPath(), req.GetStagingTargetPath()
-	if capability.GetBlock() != nil {
-		source = vol.Device
-		err = makeFile(target)
-	} else {
-		if staged, serr := b.n.mountedDevice(source); serr != nil || !sameDevice(staged, vol.Device) {
-			return status.Errorf(codes.FailedPrecondition, "volume %s is not staged at %s: call NodeStageVolume first", req.GetVolumeId(), source)
-		}
-		if err := applyMountGroup(source, capability.GetMount().GetVolumeMountGroup(), true); err != nil {
-			return err
-		}
-		err = os.MkdirAll(target, 0o750)
-	}
-	if err != nil {
-		return status.Errorf(codes.Internal, "target path %s: %v", target, err)
-	}
-	if mounted, err := b.n.Mounter.IsMountPoint(target); err != nil {
-		return status.Errorf(codes.Internal, "target path %s: %v", target, err)
-	} else if mounted {
-		return nil
-	}
-	readOnly := req.GetReadonly() || capability.GetAccessMode().GetMode() == csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY
-	if err := bindMount(source, target, readOnly); err != nil {
-		return status.Errorf(codes.Internal, "bind-mounting %s at %s: %v", source, target, err)
-	}
-	return nil
-}
-
-// bindMount is `mount --bind` (then a read-only remount, as mount(8) does
-// for -o bind,ro) made with the system calls themselves: a publish is
-// nothing else, and a process per publish is most of its cost.
-func bindMount(source, target string, readOnly bool) error {
-	if err := unix.Mount(source, target, "", unix.MS_BIND, ""); err != nil {
-		return err
-	}
-	if !readOnly {
-		return nil
-	}
-	if err := unix.Mount("", target, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
-		_ = unix.Unmount(target, 0)
-		return fmt.Errorf("making the bind mount read-only: %w", err)
-	}
-	return nil
+	return &csi.NodePublishVolumeResponse{}, n.byContext(req.GetVolumeContext()).Publish(ctx, req)
 }
 
 // NodeUnpublishVolume implements csi.NodeServer: unmount, then remove the
 // target path, which NodePublishVolume made.
 func (n *Node) NodeUnpublishVolume(_ context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
-	if err := required("volume ID", req.GetVolumeId(), "target path", req.GetTargetPath()); err != nil {
+	if err := backend.Required("volume ID", req.GetVolumeId(), "target path", req.GetTargetPath()); err != nil {
 		return nil, err
 	}
 	if err := mount.CleanupMountPoint(req.GetTargetPath(), n.Mounter, true); err != nil {
@@ -199,35 +95,7 @@ func (n *Node) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeSta
 	if err != nil {
 		return nil, err
 	}
-	return b.stats(ctx, req)
-}
-
-// stats is a block volume's size, or its filesystem's figures.
-func (b lvmNode) stats(ctx context.Context, req *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
-	vol, block, err := b.n.volumeAt(ctx, req.GetVolumeId(), req.GetVolumePath())
-	if err != nil {
-		return nil, err
-	}
-	if block {
-		return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{
-			{Unit: csi.VolumeUsage_BYTES, Total: int64(vol.Size)}}}, nil
-	}
-	return filesystemStats(req.GetVolumePath())
-}
-
-// filesystemStats are the bytes and inodes of the filesystem at path, as
-// this node sees it.
-func filesystemStats(path string) (*csi.NodeGetVolumeStatsResponse, error) {
-	var fs unix.Statfs_t
-	if err := unix.Statfs(path, &fs); err != nil {
-		return nil, status.Errorf(codes.Internal, "statfs %s: %v", path, err)
-	}
-	blockSize := fs.Bsize
-	return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{
-		{Unit: csi.VolumeUsage_BYTES, Total: int64(fs.Blocks) * blockSize, Available: int64(fs.Bavail) * blockSize,
-			Used: int64(fs.Blocks-fs.Bfree) * blockSize},
-		{Unit: csi.VolumeUsage_INODES, Total: int64(fs.Files), Available: int64(fs.Ffree), Used: int64(fs.Files - fs.Ffree)},
-	}}, nil
+	return b.Stats(ctx, req)
 }
 
 // NodeExpandVolume implements csi.NodeServer, by the volume's backend.
@@ -236,93 +104,7 @@ func (n *Node) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolumeRe
 	if err != nil {
 		return nil, err
 	}
-	return b.expand(ctx, req)
-}
-
-// expand grows the filesystem to the volume, which ControllerExpandVolume
-// grew.
-func (b lvmNode) expand(ctx context.Context, req *csi.NodeExpandVolumeRequest) (*csi.NodeExpandVolumeResponse, error) {
-	vol, block, err := b.n.volumeAt(ctx, req.GetVolumeId(), req.GetVolumePath())
-	if err != nil {
-		return nil, err
-	}
-	if block || req.GetVolumeCapability().GetBlock() != nil {
-		return &csi.NodeExpandVolumeResponse{CapacityBytes: int64(vol.Size)}, nil
-	}
-	if _, err := mount.NewResizeFs(b.n.Mounter.Exec).Resize(vol.Device, req.GetVolumePath()); err != nil {
-		hint := ""
-		if strings.Contains(err.Error(), "Permission denied to resize") {
-			hint = " (the kernel lets only a process with CAP_SYS_RESOURCE grow a mounted ext4: give the node service that capability)"
-		}
-		return nil, status.Errorf(codes.Internal, "growing the filesystem on %s (mounted at %s): %v%s", vol.Device, req.GetVolumePath(), err, hint)
-	}
-	return &csi.NodeExpandVolumeResponse{CapacityBytes: int64(vol.Size)}, nil
-}
-
-// volumeFor checks the capability asked for and asks the agent where the
-// volume is on this node.
-func (b lvmNode) volumeFor(ctx context.Context, volumeID string, capability *csi.VolumeCapability) (*nodeapi.Volume, error) {
-	if err := checkCapability(capability); err != nil {
-		return nil, err
-	}
-	return b.n.volume(ctx, volumeID)
-}
-
-// volume asks the agent where a volume ID's volume is on this node.
-func (n *Node) volume(ctx context.Context, volumeID string) (*nodeapi.Volume, error) {
-	id, err := ParseVolumeID(volumeID)
-	if err != nil {
-		return nil, status.Error(codes.NotFound, err.Error())
-	}
-	vol, err := n.Agent.Volume(ctx, id.Name)
-	if err != nil {
-		if _, ok := status.FromError(err); !ok {
-			err = status.Errorf(codes.Unavailable, "asking this node's strata agent about %s: %v", volumeID, err)
-		}
-		return nil, err
-	}
-	return vol, nil
-}
-
-// volumeAt checks a call about a published volume: its volume and the
-// path it is used at must exist; block says whether the path is the
-// device itself.
-func (n *Node) volumeAt(ctx context.Context, volumeID, path string) (vol *nodeapi.Volume, block bool, err error) {
-	if err := required("volume ID", volumeID, "volume path", path); err != nil {
-		return nil, false, err
-	}
-	if vol, err = n.volume(ctx, volumeID); err != nil {
-		return nil, false, err
-	}
-	block, err = isDevice(path)
-	return vol, block, err
-}
-
-// mountedDevice is the device mounted at path, or "" when none is.
-func (n *Node) mountedDevice(path string) (string, error) {
-	mounted, err := n.Mounter.IsMountPoint(path)
-	if err != nil {
-		return "", status.Errorf(codes.Internal, "checking mounts at %s: %v", path, err)
-	}
-	if !mounted {
-		return "", nil
-	}
-	dev, _, err := mount.GetDeviceNameFromMount(n.Mounter, path)
-	if err != nil {
-		return "", status.Errorf(codes.Internal, "reading the device mounted at %s: %v", path, err)
-	}
-	return dev, nil
-}
-
-// sameDevice says whether two paths name one device: lvm2's /dev/vg/lv
-// is a link to the /dev/mapper or /dev/dm-N name the mount table shows.
-func sameDevice(a, b string) bool {
-	if a == b {
-		return true
-	}
-	ra, errA := filepath.EvalSymlinks(a)
-	rb, errB := filepath.EvalSymlinks(b)
-	return errA == nil && errB == nil && ra == rb
+	return b.Expand(ctx, req)
 }
 
 // unmount unmounts path if something is mounted there, keeping the path.
@@ -338,28 +120,4 @@ func (n *Node) unmount(path string) error {
 		return status.Errorf(codes.Internal, "unmounting %s: %v", path, err)
 	}
 	return nil
-}
-
-// isDevice says whether path is a block device; a missing path is NotFound.
-func isDevice(path string) (bool, error) {
-	info, err := os.Stat(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return false, status.Errorf(codes.NotFound, "volume path %s does not exist", path)
-	}
-	if err != nil {
-		return false, status.Errorf(codes.Internal, "volume path %s: %v", path, err)
-	}
-	return info.Mode()&os.ModeDevice != 0, nil
-}
-
-// makeFile creates the file a block volume is bind-mounted onto.
-func makeFile(path string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-		return err
-	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	return f.Close()
 }

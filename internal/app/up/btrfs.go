@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/strata-gitops/strata/storage/csi/btrfsbackend"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,7 +21,6 @@ import (
 
 	"github.com/strata-gitops/strata/internal/local/localdisk"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
-	"github.com/strata-gitops/strata/storage/csi"
 	"github.com/strata-gitops/strata/storage/nfs"
 )
 
@@ -116,7 +117,7 @@ func saveTenantSecret(ctx context.Context, c client.Client, token string) error 
 		return err
 	}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "btrfs-tenant", Namespace: ns.Name},
-		StringData: map[string]string{csi.TokenKey: token}}
+		StringData: map[string]string{btrfsbackend.TokenKey: token}}
 	err := c.Create(ctx, secret)
 	if apierrors.IsAlreadyExists(err) {
 		err = c.Update(ctx, secret)

@@ -1,19 +1,17 @@
-package csi
+package lvmbackend
 
 import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
+	"github.com/strata-gitops/strata/storage/csi/backend"
 )
 
-// Sizes of new volumes.
-const (
-	// extent is lvm2's default extent size; every size is a multiple.
-	extent      = 4 << 20
-	defaultSize = 1 << 30
-)
+// extent is lvm2's default extent size; every size is a multiple.
+const extent = 4 << 20
 
 // filesystems are the fstypes a volume may be formatted with.
 var filesystems = map[string]bool{"": true, "ext4": true, "xfs": true}
@@ -40,7 +38,7 @@ func checkCapability(c *csi.VolumeCapability) error {
 	case csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY:
 	default:
 		return status.Errorf(codes.InvalidArgument, "access mode %s: a %s volume lives on one node; use ReadWriteOnce or ReadOnlyMany on one node",
-			mode, DriverName)
+			mode, storagev1alpha1.CSIDriver)
 	}
 	switch {
 	case c.GetBlock() != nil:
@@ -62,7 +60,7 @@ func volumeSize(r *csi.CapacityRange) (resource.Quantity, error) {
 		return resource.Quantity{}, status.Errorf(codes.InvalidArgument, "capacity range %v has a negative size", r)
 	}
 	if want == 0 {
-		want = defaultSize
+		want = backend.DefaultSize
 		if limit > 0 && limit < want {
 			want = limit
 		}
@@ -74,5 +72,3 @@ func volumeSize(r *csi.CapacityRange) (resource.Quantity, error) {
 	}
 	return *resource.NewQuantity(size, resource.BinarySI), nil
 }
-
-func wrapInt64(n int64) *wrapperspb.Int64Value { return wrapperspb.Int64(n) }

@@ -1,4 +1,4 @@
-package csi
+package lvmbackend
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
+	"github.com/strata-gitops/strata/storage/csi/backend"
 )
 
 // findClass returns the device class of that name, or the default class
@@ -78,7 +79,7 @@ func placeVolume(ctx context.Context, c client.Reader, class string, size int64,
 		return "", err
 	}
 	for _, t := range topology.GetPreferred() {
-		node := t.GetSegments()[TopologyKey]
+		node := t.GetSegments()[backend.TopologyKey]
 		if capacity[node] >= size && allowed(node, topology) == nil {
 			return node, nil
 		}
@@ -103,7 +104,7 @@ func allowed(node string, topology *csi.TopologyRequirement) error {
 	}
 	var names []string
 	for _, t := range topology.GetRequisite() {
-		names = append(names, t.GetSegments()[TopologyKey])
+		names = append(names, t.GetSegments()[backend.TopologyKey])
 	}
 	if slices.Contains(names, node) {
 		return nil

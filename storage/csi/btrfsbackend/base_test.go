@@ -1,4 +1,4 @@
-package csi
+package btrfsbackend
 
 import (
 	"os"

@@ -1,4 +1,4 @@
-package csi
+package btrfsbackend
 
 import (
 	"context"
@@ -19,12 +19,13 @@ import (
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
+	"github.com/strata-gitops/strata/storage/csi/backend"
 )
 
 // agent returns a client of the StorageClass's agent with the tenant
 // token from the call's secrets or, failing those, from the Secret the
 // class's provisioner-secret parameters name.
-func (b *btrfsBackend) agent(ctx context.Context, sc *storagev1.StorageClass, secrets map[string]string) (*volumeapi.Client, error) {
+func (b *Controller) agent(ctx context.Context, sc *storagev1.StorageClass, secrets map[string]string) (*volumeapi.Client, error) {
 	u := sc.Parameters[AgentURLParameter]
 	if parsed, err := url.Parse(u); err != nil || (parsed.Scheme != "http" && parsed.Scheme != "https") || parsed.Host == "" {
 		return nil, status.Errorf(codes.InvalidArgument, "StorageClass %s: %s %q is not an http(s) URL", sc.Name, AgentURLParameter, u)
@@ -50,7 +51,7 @@ const AgentCASecretParameter = "agentCASecret"
 // httpFor is the HTTP client for the class's agent: one that trusts only
 // the class's CA when it names one, the system's roots otherwise. Clients
 // are kept by CA, so connections are reused across calls.
-func (b *btrfsBackend) httpFor(ctx context.Context, sc *storagev1.StorageClass, agentURL string) (*http.Client, error) {
+func (b *Controller) httpFor(ctx context.Context, sc *storagev1.StorageClass, agentURL string) (*http.Client, error) {
 	ref := sc.Parameters[AgentCASecretParameter]
 	if ref == "" {
 		return b.http, nil
@@ -63,7 +64,7 @@ func (b *btrfsBackend) httpFor(ctx context.Context, sc *storagev1.StorageClass, 
 		return nil, status.Errorf(codes.InvalidArgument, "StorageClass %s: %s %q: write namespace/name", sc.Name, AgentCASecretParameter, ref)
 	}
 	secret := &corev1.Secret{}
-	if err := b.c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, secret); err != nil {
+	if err := b.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, secret); err != nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "StorageClass %s: reading its CA Secret %s: %v", sc.Name, ref, err)
 	}
 	caPEM := secret.Data["ca.crt"]
@@ -81,14 +82,14 @@ func (b *btrfsBackend) httpFor(ctx context.Context, sc *storagev1.StorageClass, 
 	return actual.(*http.Client), nil
 }
 
-func (b *btrfsBackend) classToken(ctx context.Context, sc *storagev1.StorageClass) (string, error) {
+func (b *Controller) classToken(ctx context.Context, sc *storagev1.StorageClass) (string, error) {
 	name, ns := sc.Parameters[provisionerSecretName], sc.Parameters[provisionerSecretNamespace]
 	if name == "" || strings.Contains(name+ns, "${") {
 		return "", status.Errorf(codes.InvalidArgument, "no tenant token: the call carries no %q secret, and StorageClass %s names no fixed Secret in %s",
 			TokenKey, sc.Name, provisionerSecretName)
 	}
 	secret := &corev1.Secret{}
-	if err := b.c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, secret); err != nil {
+	if err := b.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, secret); err != nil {
 		return "", status.Errorf(codes.FailedPrecondition, "StorageClass %s: reading its token Secret %s/%s: %v", sc.Name, ns, name, err)
 	}
 	token := strings.TrimSpace(string(secret.Data[TokenKey]))
@@ -99,11 +100,11 @@ func (b *btrfsBackend) classToken(ctx context.Context, sc *storagev1.StorageClas
 }
 
 // classOf returns the StorageClass a volume ID names.
-func (b *btrfsBackend) classOf(ctx context.Context, id VolumeID) (*storagev1.StorageClass, error) {
+func (b *Controller) classOf(ctx context.Context, id backend.VolumeID) (*storagev1.StorageClass, error) {
 	sc := &storagev1.StorageClass{}
-	err := b.c.Cache.Get(ctx, client.ObjectKey{Name: id.StorageClass}, sc)
+	err := b.Cache.Get(ctx, client.ObjectKey{Name: id.StorageClass}, sc)
 	if apierrors.IsNotFound(err) {
-		err = b.c.Client.Get(ctx, client.ObjectKey{Name: id.StorageClass}, sc)
+		err = b.Client.Get(ctx, client.ObjectKey{Name: id.StorageClass}, sc)
 	}
 	if err != nil {
 		return nil, err
@@ -114,20 +115,20 @@ func (b *btrfsBackend) classOf(ctx context.Context, id VolumeID) (*storagev1.Sto
 // matchClass finds the StorageClass CreateVolume was called for: the one
 // of this driver with exactly these parameters (the sidecar adds only
 // csi.storage.k8s.io/ ones), or the one the storage-class parameter names.
-func (b *btrfsBackend) matchClass(ctx context.Context, params map[string]string) (*storagev1.StorageClass, error) {
+func (b *Controller) matchClass(ctx context.Context, params map[string]string) (*storagev1.StorageClass, error) {
 	if name := params[storagev1alpha1.StorageClassParameter]; name != "" {
-		sc, err := b.classOf(ctx, VolumeID{StorageClass: name})
+		sc, err := b.classOf(ctx, backend.VolumeID{StorageClass: name})
 		if err != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "StorageClass %s (parameter %s): %v", name, storagev1alpha1.StorageClassParameter, err)
 		}
 		return sc, nil
 	}
 	want := userParameters(params)
-	found, err := classesWith(ctx, b.c.Cache, want)
+	found, err := classesWith(ctx, b.Cache, want)
 	if err == nil && len(found) == 0 {
 		// A class created moments ago (with its claim, in one apply) may
 		// not have reached the cache yet.
-		found, err = classesWith(ctx, b.c.Client, want)
+		found, err = classesWith(ctx, b.Client, want)
 	}
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "listing StorageClasses: %v", err)
@@ -137,7 +138,7 @@ func (b *btrfsBackend) matchClass(ctx context.Context, params map[string]string)
 		return &found[0], nil
 	case 0:
 		return nil, status.Errorf(codes.InvalidArgument, "no StorageClass of %s has the parameters %v; a btrfs volume needs one, which tells later calls where its agent is",
-			DriverName, want)
+			storagev1alpha1.CSIDriver, want)
 	}
 	return nil, status.Errorf(codes.InvalidArgument, "StorageClasses %s and %s have the same parameters: add %s with each one's name to tell them apart",
 		found[0].Name, found[1].Name, storagev1alpha1.StorageClassParameter)
@@ -152,7 +153,7 @@ func classesWith(ctx context.Context, r client.Reader, want map[string]string) (
 	}
 	var found []storagev1.StorageClass
 	for _, sc := range classes.Items {
-		if sc.Provisioner == DriverName && maps.Equal(userParameters(sc.Parameters), want) {
+		if sc.Provisioner == storagev1alpha1.CSIDriver && maps.Equal(userParameters(sc.Parameters), want) {
 			found = append(found, sc)
 		}
 	}
@@ -170,7 +171,7 @@ func userParameters(params map[string]string) map[string]string {
 }
 
 // agentFor resolves a volume or snapshot ID to its class's agent.
-func (b *btrfsBackend) agentFor(ctx context.Context, id VolumeID, secrets map[string]string) (*volumeapi.Client, *storagev1.StorageClass, error) {
+func (b *Controller) agentFor(ctx context.Context, id backend.VolumeID, secrets map[string]string) (*volumeapi.Client, *storagev1.StorageClass, error) {
 	sc, err := b.classOf(ctx, id)
 	if err != nil {
 		return nil, nil, status.Errorf(codes.Unavailable, "StorageClass %s: %v", id.StorageClass, err)

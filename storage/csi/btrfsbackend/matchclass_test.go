@@ -1,15 +1,17 @@
-package csi
+package btrfsbackend
 
 import (
 	"context"
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 )
 
@@ -25,12 +27,12 @@ func TestNewStorageClassIsFoundBeforeTheCacheHasIt(t *testing.T) {
 	env := testenv.Get(t)
 	ctx := context.Background()
 	params := map[string]string{"agentURL": fmt.Sprintf("http://agent-%d.invalid", os.Getpid()), "tenant": "homelab"}
-	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("fresh-%d", os.Getpid())}, Provisioner: DriverName, Parameters: params}
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("fresh-%d", os.Getpid())}, Provisioner: storagev1alpha1.CSIDriver, Parameters: params}
 	if err := env.Client.Create(ctx, sc); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.Client.Delete(ctx, sc) })
-	b := &btrfsBackend{c: &Controller{Client: env.Client, Cache: laggingCache{env.Client}}}
+	b := New(env.Client, laggingCache{env.Client}, time.Minute)
 	withSidecarKeys := map[string]string{"csi.storage.k8s.io/pv/name": "pvc-1"}
 	for k, v := range params {
 		withSidecarKeys[k] = v
@@ -43,3 +45,5 @@ func TestNewStorageClassIsFoundBeforeTheCacheHasIt(t *testing.T) {
 		t.Errorf("matched StorageClass %s, want %s", found.Name, sc.Name)
 	}
 }
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }

@@ -1,4 +1,4 @@
-package csi
+package lvmbackend
 
 import (
 	"context"
@@ -6,21 +6,21 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/fluxcd/pkg/apis/meta"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/fluxcd/pkg/apis/meta"
-
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
+	"github.com/strata-gitops/strata/storage/csi/backend"
 )
 
 // lookup returns the LogicalVolume of a volume or snapshot ID, or
 // codes.NotFound.
-func (b *lvmBackend) lookup(ctx context.Context, id, kind string) (*storagev1alpha1.LogicalVolume, error) {
-	parsed, err := ParseVolumeID(id)
+func (b *Controller) lookup(ctx context.Context, id, kind string) (*storagev1alpha1.LogicalVolume, error) {
+	parsed, err := backend.ParseVolumeID(id)
 	if err != nil {
 		return nil, status.Error(codes.NotFound, err.Error())
 	}
@@ -33,14 +33,14 @@ func (b *lvmBackend) lookup(ctx context.Context, id, kind string) (*storagev1alp
 		return nil, apiError(err, parsed.Name)
 	}
 	if lv.Labels[KindLabel] != kind {
-		return nil, status.Errorf(codes.NotFound, "%s is not a %s of %s", id, kind, DriverName)
+		return nil, status.Errorf(codes.NotFound, "%s is not a %s of %s", id, kind, storagev1alpha1.CSIDriver)
 	}
 	return lv, nil
 }
 
 // waitReady waits until the agent reports the volume at its size, in a
 // version no older than the one given (the cache may lag behind a write).
-func (b *lvmBackend) waitReady(ctx context.Context, written *storagev1alpha1.LogicalVolume) (*storagev1alpha1.LogicalVolume, error) {
+func (b *Controller) waitReady(ctx context.Context, written *storagev1alpha1.LogicalVolume) (*storagev1alpha1.LogicalVolume, error) {
 	name := written.Name
 	return b.waitFor(ctx, name, func(lv *storagev1alpha1.LogicalVolume) (bool, error) {
 		switch {
@@ -56,7 +56,7 @@ func (b *lvmBackend) waitReady(ctx context.Context, written *storagev1alpha1.Log
 // waitCreated is waitReady for a new volume. One its node had no room for
 // is given up, so that a retry can place it elsewhere; only a volume the
 // agent never made (no device, no size reported) is.
-func (b *lvmBackend) waitCreated(ctx context.Context, written *storagev1alpha1.LogicalVolume) (*storagev1alpha1.LogicalVolume, error) {
+func (b *Controller) waitCreated(ctx context.Context, written *storagev1alpha1.LogicalVolume) (*storagev1alpha1.LogicalVolume, error) {
 	lv, err := b.waitReady(ctx, written)
 	if status.Code(err) == codes.ResourceExhausted && lv != nil && lv.Status.Device == "" && lv.Status.CurrentSize == nil {
 		_ = b.Client.Delete(ctx, lv, client.Preconditions{UID: &lv.UID})
@@ -89,7 +89,7 @@ const noSpaceReason = "NoSpace"
 // waitFor follows one LogicalVolume in the cache until done says so,
 // done fails, or the wait runs out. done sees nil when the cache has no
 // such object.
-func (b *lvmBackend) waitFor(ctx context.Context, name string, done func(*storagev1alpha1.LogicalVolume) (bool, error)) (*storagev1alpha1.LogicalVolume, error) {
+func (b *Controller) waitFor(ctx context.Context, name string, done func(*storagev1alpha1.LogicalVolume) (bool, error)) (*storagev1alpha1.LogicalVolume, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.Wait)
 	defer cancel()
 	var last *storagev1alpha1.LogicalVolume

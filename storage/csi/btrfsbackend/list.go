@@ -1,4 +1,4 @@
-package csi
+package btrfsbackend
 
 import (
 	"context"
@@ -10,21 +10,23 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 	storagev1 "k8s.io/api/storage/v1"
 
+	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
+	"github.com/strata-gitops/strata/storage/csi/backend"
 )
 
 // eachAgent calls do once for every agent and tenant of the btrfs
 // StorageClasses: classes that share both see the same volumes, which are
 // given once, under the first class by name.
-func (b *btrfsBackend) eachAgent(ctx context.Context, do func(sc *storagev1.StorageClass, agent *volumeapi.Client) error) error {
+func (b *Controller) eachAgent(ctx context.Context, do func(sc *storagev1.StorageClass, agent *volumeapi.Client) error) error {
 	classes := &storagev1.StorageClassList{}
-	if err := b.c.Cache.List(ctx, classes); err != nil {
+	if err := b.Cache.List(ctx, classes); err != nil {
 		return status.Errorf(codes.Unavailable, "listing StorageClasses: %v", err)
 	}
 	seen := map[string]bool{}
 	for _, sc := range classes.Items {
-		if sc.Provisioner != DriverName || !isBtrfs(sc.Parameters) {
+		if sc.Provisioner != storagev1alpha1.CSIDriver || !IsClass(sc.Parameters) {
 			continue
 		}
 		agent, err := b.agent(ctx, &sc, nil)
@@ -44,7 +46,7 @@ func (b *btrfsBackend) eachAgent(ctx context.Context, do func(sc *storagev1.Stor
 }
 
 // listVolumes lists the volumes of every btrfs StorageClass's tenant.
-func (b *btrfsBackend) listVolumes(ctx context.Context) ([]*csi.ListVolumesResponse_Entry, error) {
+func (b *Controller) Volumes(ctx context.Context) ([]*csi.ListVolumesResponse_Entry, error) {
 	var entries []*csi.ListVolumesResponse_Entry
 	err := b.eachAgent(ctx, func(sc *storagev1.StorageClass, agent *volumeapi.Client) error {
 		vs, err := agent.ListVolumes(ctx)
@@ -53,7 +55,7 @@ func (b *btrfsBackend) listVolumes(ctx context.Context) ([]*csi.ListVolumesRespo
 		}
 		for _, v := range vs {
 			entries = append(entries, &csi.ListVolumesResponse_Entry{Volume: &csi.Volume{
-				VolumeId: VolumeID{StorageClass: sc.Name, Name: v.Name}.String(), CapacityBytes: v.SizeBytes,
+				VolumeId: backend.VolumeID{StorageClass: sc.Name, Name: v.Name}.String(), CapacityBytes: v.SizeBytes,
 				VolumeContext: map[string]string{BackendContext: backendBtrfs}}})
 		}
 		return nil
@@ -62,7 +64,7 @@ func (b *btrfsBackend) listVolumes(ctx context.Context) ([]*csi.ListVolumesRespo
 }
 
 // listSnapshots lists the snapshots of every btrfs StorageClass's tenant.
-func (b *btrfsBackend) listSnapshots(ctx context.Context) ([]*csi.Snapshot, error) {
+func (b *Controller) Snapshots(ctx context.Context) ([]*csi.Snapshot, error) {
 	var snaps []*csi.Snapshot
 	err := b.eachAgent(ctx, func(sc *storagev1.StorageClass, agent *volumeapi.Client) error {
 		list, err := agent.ListSnapshots(ctx, "")
@@ -80,8 +82,8 @@ func (b *btrfsBackend) listSnapshots(ctx context.Context) ([]*csi.Snapshot, erro
 // btrfsSnapshot is a snapshot of a class's agent as CSI names it.
 func btrfsSnapshot(class string, snap wire.Snapshot) *csi.Snapshot {
 	return &csi.Snapshot{
-		SnapshotId:     VolumeID{StorageClass: class, Name: snap.Name}.String(),
-		SourceVolumeId: VolumeID{StorageClass: class, Name: snap.Volume}.String(),
+		SnapshotId:     backend.VolumeID{StorageClass: class, Name: snap.Name}.String(),
+		SourceVolumeId: backend.VolumeID{StorageClass: class, Name: snap.Volume}.String(),
 		SizeBytes:      snap.SizeBytes, CreationTime: timestamppb.New(snap.CreatedAt), ReadyToUse: true,
 	}
 }

@@ -1,4 +1,4 @@
-package csi
+package backend
 
 import (
 	"os"
@@ -30,7 +30,7 @@ func TestMountGroupIsAppliedAsKubeletWould(t *testing.T) {
 		if err := os.Symlink("/etc/passwd", link); err != nil {
 			t.Fatal(err)
 		}
-		if err := applyMountGroup(root, "4321", recursive); err != nil {
+		if err := ApplyMountGroup(root, "4321", recursive); err != nil {
 			t.Fatal(err)
 		}
 		want := map[string]struct {
@@ -58,7 +58,7 @@ func TestMountGroupIsAppliedAsKubeletWould(t *testing.T) {
 			t.Fatalf("a symlink's target was given the group: %v", err)
 		}
 	}
-	if err := applyMountGroup(t.TempDir(), "staff", true); err == nil {
+	if err := ApplyMountGroup(t.TempDir(), "staff", true); err == nil {
 		t.Error("a group that is not a number was taken")
 	}
 }

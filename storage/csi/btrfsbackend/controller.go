@@ -1,21 +1,27 @@
-package csi
+// Package btrfsbackend is the CSI driver's backend for btrfs volumes:
+// each lives on the storage host's agent that its StorageClass names, is
+// made through that agent's volume API, and reaches a node over NFS, or
+// by bind mount on the storage host itself. See docs/btrfs.md.
+package btrfsbackend
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"sync"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
+	"github.com/strata-gitops/strata/storage/csi/backend"
 )
 
 // StorageClass parameters of the btrfs backend. A class with AgentURL is
@@ -43,17 +49,30 @@ const (
 	publishNode       = "node"
 )
 
-// isBtrfs says whether StorageClass parameters are a btrfs class's.
-func isBtrfs(params map[string]string) bool { return params[AgentURLParameter] != "" }
+// IsClass says whether StorageClass parameters are a btrfs class's.
+func IsClass(params map[string]string) bool { return params[AgentURLParameter] != "" }
 
-// btrfsBackend serves the Controller calls of btrfs volumes through the
+// InContext says whether a volume context is a btrfs volume's.
+func InContext(volumeContext map[string]string) bool {
+	return volumeContext[BackendContext] == backendBtrfs
+}
+
+// Controller serves the Controller calls of btrfs volumes through the
 // agent named by their StorageClass, read when the call comes, so that
 // a moved agent is found again.
-type btrfsBackend struct {
-	c    *Controller
-	http *http.Client
+type Controller struct {
+	// Client reads Secrets, and StorageClasses the cache has not seen yet.
+	Client client.Client
+	// Cache reads StorageClasses.
+	Cache client.Reader
+	http  *http.Client
 	// clients are the HTTP clients that trust a class's CA, by its PEM.
 	clients sync.Map
+}
+
+// New is the btrfs backend; wait bounds each call to an agent.
+func New(c client.Client, cache client.Reader, wait time.Duration) *Controller {
+	return &Controller{Client: c, Cache: cache, http: &http.Client{Timeout: wait}}
 }
 
 // btrfsCapabilities refuses what a btrfs volume cannot be: a block device.
@@ -87,7 +106,7 @@ func btrfsSize(r *csi.CapacityRange) (int64, error) {
 		return 0, status.Errorf(codes.InvalidArgument, "capacity range %v has a negative size", r)
 	}
 	if want == 0 {
-		want = defaultSize
+		want = backend.DefaultSize
 		if limit > 0 && limit < want {
 			want = limit
 		}
@@ -131,7 +150,7 @@ func tuning(params map[string]string) (wire.Tuning, error) {
 }
 
 // CreateVolume makes the volume, or a clone of a volume or snapshot.
-func (b *btrfsBackend) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
+func (b *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
 	if err := btrfsCapabilities(req.GetVolumeCapabilities()); err != nil {
 		return nil, err
 	}
@@ -151,7 +170,7 @@ func (b *btrfsBackend) CreateVolume(ctx context.Context, req *csi.CreateVolumeRe
 	if err != nil {
 		return nil, err
 	}
-	name := objectName(req.GetName())
+	name := backend.ObjectName(req.GetName())
 	var v wire.Volume
 	if src := req.GetVolumeContentSource(); src != nil {
 		v, err = b.clone(ctx, agent, name, src, size, req.GetCapacityRange())
@@ -162,7 +181,7 @@ func (b *btrfsBackend) CreateVolume(ctx context.Context, req *csi.CreateVolumeRe
 		return nil, agentError(err, "volume "+req.GetName())
 	}
 	return &csi.CreateVolumeResponse{Volume: &csi.Volume{
-		VolumeId:      VolumeID{StorageClass: sc.Name, Name: v.Name}.String(),
+		VolumeId:      backend.VolumeID{StorageClass: sc.Name, Name: v.Name}.String(),
 		CapacityBytes: v.SizeBytes,
 		VolumeContext: map[string]string{BackendContext: backendBtrfs},
 		ContentSource: req.GetVolumeContentSource(),
@@ -170,7 +189,7 @@ func (b *btrfsBackend) CreateVolume(ctx context.Context, req *csi.CreateVolumeRe
 }
 
 // clone makes a volume from a snapshot or volume of the same agent.
-func (b *btrfsBackend) clone(ctx context.Context, agent *volumeapi.Client, name string, src *csi.VolumeContentSource, size int64, r *csi.CapacityRange) (wire.Volume, error) {
+func (b *Controller) clone(ctx context.Context, agent *volumeapi.Client, name string, src *csi.VolumeContentSource, size int64, r *csi.CapacityRange) (wire.Volume, error) {
 	var source wire.Source
 	var sourceID string
 	switch {
@@ -181,7 +200,7 @@ func (b *btrfsBackend) clone(ctx context.Context, agent *volumeapi.Client, name 
 	default:
 		return wire.Volume{}, status.Error(codes.InvalidArgument, "volume content source is neither a snapshot nor a volume")
 	}
-	id, err := ParseVolumeID(sourceID)
+	id, err := backend.ParseVolumeID(sourceID)
 	if err != nil {
 		return wire.Volume{}, status.Error(codes.NotFound, err.Error())
 	}
@@ -211,7 +230,7 @@ func (b *btrfsBackend) clone(ctx context.Context, agent *volumeapi.Client, name 
 // snapshots stays (FailedPrecondition) until they are deleted: a
 // snapshot is data the user asked to keep. The agent checks that under
 // the lock snapshots are made with, so none made meanwhile is lost.
-func (b *btrfsBackend) DeleteVolume(ctx context.Context, id VolumeID, req *csi.DeleteVolumeRequest) error {
+func (b *Controller) DeleteVolume(ctx context.Context, id backend.VolumeID, req *csi.DeleteVolumeRequest) error {
 	secrets := req.GetSecrets()
 	agent, _, err := b.agentFor(ctx, id, secrets)
 	if err != nil {
@@ -244,7 +263,7 @@ func (b *btrfsBackend) DeleteVolume(ctx context.Context, id VolumeID, req *csi.D
 }
 
 // ControllerExpandVolume raises the quota; nothing is left for the node.
-func (b *btrfsBackend) ControllerExpandVolume(ctx context.Context, id VolumeID, req *csi.ControllerExpandVolumeRequest) (*csi.ControllerExpandVolumeResponse, error) {
+func (b *Controller) ControllerExpandVolume(ctx context.Context, id backend.VolumeID, req *csi.ControllerExpandVolumeRequest) (*csi.ControllerExpandVolumeResponse, error) {
 	size, err := btrfsSize(req.GetCapacityRange())
 	if err != nil {
 		return nil, err
@@ -267,7 +286,7 @@ func (b *btrfsBackend) ControllerExpandVolume(ctx context.Context, id VolumeID, 
 
 // ValidateVolumeCapabilities confirms what a btrfs volume can do: be
 // mounted, by any number of nodes.
-func (b *btrfsBackend) ValidateVolumeCapabilities(ctx context.Context, id VolumeID, req *csi.ValidateVolumeCapabilitiesRequest) (*csi.ValidateVolumeCapabilitiesResponse, error) {
+func (b *Controller) ValidateVolumeCapabilities(ctx context.Context, id backend.VolumeID, req *csi.ValidateVolumeCapabilitiesRequest) (*csi.ValidateVolumeCapabilitiesResponse, error) {
 	agent, _, err := b.agentFor(ctx, id, req.GetSecrets())
 	if err != nil {
 		return nil, err
@@ -284,12 +303,12 @@ func (b *btrfsBackend) ValidateVolumeCapabilities(ctx context.Context, id Volume
 }
 
 // CreateSnapshot makes a read-only snapshot on the volume's agent.
-func (b *btrfsBackend) CreateSnapshot(ctx context.Context, id VolumeID, req *csi.CreateSnapshotRequest) (*csi.CreateSnapshotResponse, error) {
+func (b *Controller) CreateSnapshot(ctx context.Context, id backend.VolumeID, req *csi.CreateSnapshotRequest) (*csi.CreateSnapshotResponse, error) {
 	agent, _, err := b.agentFor(ctx, id, req.GetSecrets())
 	if err != nil {
 		return nil, err
 	}
-	snap, err := agent.CreateSnapshot(ctx, wire.SnapshotRequest{Name: objectName(req.GetName()), Volume: id.Name})
+	snap, err := agent.CreateSnapshot(ctx, wire.SnapshotRequest{Name: backend.ObjectName(req.GetName()), Volume: id.Name})
 	if err != nil {
 		return nil, agentError(err, "snapshot "+req.GetName())
 	}
@@ -297,7 +316,7 @@ func (b *btrfsBackend) CreateSnapshot(ctx context.Context, id VolumeID, req *csi
 }
 
 // DeleteSnapshot removes a snapshot; one already gone is done.
-func (b *btrfsBackend) DeleteSnapshot(ctx context.Context, id VolumeID, req *csi.DeleteSnapshotRequest) error {
+func (b *Controller) DeleteSnapshot(ctx context.Context, id backend.VolumeID, req *csi.DeleteSnapshotRequest) error {
 	secrets := req.GetSecrets()
 	agent, _, err := b.agentFor(ctx, id, secrets)
 	if err != nil {
@@ -309,18 +328,9 @@ func (b *btrfsBackend) DeleteSnapshot(ctx context.Context, id VolumeID, req *csi
 	return nil
 }
 
-// nodeAddress reads the IP of a node ID, "{name}|{ip}".
-func nodeAddress(nodeID string) (name, ip string, err error) {
-	name, ip, ok := strings.Cut(nodeID, "|")
-	if !ok || name == "" || net.ParseIP(ip) == nil {
-		return "", "", status.Errorf(codes.NotFound, "node ID %q is not {nodeName}|{nodeIP}, so no node of %s", nodeID, DriverName)
-	}
-	return name, ip, nil
-}
-
 // ControllerPublishVolume exports the volume to the node's address and
 // tells the node where to mount it from.
-func (b *btrfsBackend) ControllerPublishVolume(ctx context.Context, id VolumeID, req *csi.ControllerPublishVolumeRequest) (*csi.ControllerPublishVolumeResponse, error) {
+func (b *Controller) ControllerPublishVolume(ctx context.Context, id backend.VolumeID, req *csi.ControllerPublishVolumeRequest) (*csi.ControllerPublishVolumeResponse, error) {
 	if err := btrfsCapabilities([]*csi.VolumeCapability{req.GetVolumeCapability()}); err != nil {
 		return nil, err
 	}
@@ -328,7 +338,7 @@ func (b *btrfsBackend) ControllerPublishVolume(ctx context.Context, id VolumeID,
 	if err != nil {
 		return nil, err
 	}
-	_, ip, err := nodeAddress(req.GetNodeId())
+	_, ip, err := backend.NodeAddress(req.GetNodeId())
 	if err != nil {
 		// A missing volume is the worse error: it is NotFound first.
 		if _, verr := agent.GetVolume(ctx, id.Name); verr != nil {
@@ -352,12 +362,12 @@ func (b *btrfsBackend) ControllerPublishVolume(ctx context.Context, id VolumeID,
 
 // ControllerUnpublishVolume takes the node's export away; a volume or
 // export already gone is done.
-func (b *btrfsBackend) ControllerUnpublishVolume(ctx context.Context, id VolumeID, req *csi.ControllerUnpublishVolumeRequest) (*csi.ControllerUnpublishVolumeResponse, error) {
+func (b *Controller) ControllerUnpublishVolume(ctx context.Context, id backend.VolumeID, req *csi.ControllerUnpublishVolumeRequest) (*csi.ControllerUnpublishVolumeResponse, error) {
 	agent, _, err := b.agentFor(ctx, id, req.GetSecrets())
 	if err != nil {
 		return nil, err
 	}
-	_, ip, err := nodeAddress(req.GetNodeId())
+	_, ip, err := backend.NodeAddress(req.GetNodeId())
 	if err != nil {
 		return &csi.ControllerUnpublishVolumeResponse{}, nil // never published there
 	}
@@ -368,7 +378,7 @@ func (b *btrfsBackend) ControllerUnpublishVolume(ctx context.Context, id VolumeI
 }
 
 // GetCapacity is the agent's free space.
-func (b *btrfsBackend) GetCapacity(ctx context.Context, req *csi.GetCapacityRequest) (*csi.GetCapacityResponse, error) {
+func (b *Controller) GetCapacity(ctx context.Context, req *csi.GetCapacityRequest) (*csi.GetCapacityResponse, error) {
 	sc, err := b.matchClass(ctx, req.GetParameters())
 	if err != nil {
 		return nil, err
@@ -382,11 +392,11 @@ func (b *btrfsBackend) GetCapacity(ctx context.Context, req *csi.GetCapacityRequ
 		return nil, agentError(err, "capacity of StorageClass "+sc.Name)
 	}
 	free := st.Filesystem.Free
-	return &csi.GetCapacityResponse{AvailableCapacity: free, MaximumVolumeSize: wrapInt64(free)}, nil
+	return &csi.GetCapacityResponse{AvailableCapacity: free, MaximumVolumeSize: wrapperspb.Int64(free)}, nil
 }
 
 // GetSnapshot reads one snapshot from its class's agent.
-func (b *btrfsBackend) GetSnapshot(ctx context.Context, id VolumeID, req *csi.GetSnapshotRequest) (*csi.GetSnapshotResponse, error) {
+func (b *Controller) GetSnapshot(ctx context.Context, id backend.VolumeID, req *csi.GetSnapshotRequest) (*csi.GetSnapshotResponse, error) {
 	secrets := req.GetSecrets()
 	agent, _, err := b.agentFor(ctx, id, secrets)
 	if err != nil {
@@ -399,19 +409,19 @@ func (b *btrfsBackend) GetSnapshot(ctx context.Context, id VolumeID, req *csi.Ge
 	return &csi.GetSnapshotResponse{Snapshot: btrfsSnapshot(id.StorageClass, snap)}, nil
 }
 
-// route says whether a volume or snapshot ID is a btrfs class's. An ID
+// Route says whether a volume or snapshot ID is a btrfs class's. An ID
 // whose class is gone cannot be told apart from an LVM volume, unless the
 // call carries a tenant token: then it is a btrfs volume whose agent
 // cannot be found, and the call fails rather than leave it behind.
-func (b *btrfsBackend) route(ctx context.Context, volumeID string, secrets map[string]string) (VolumeID, bool, error) {
-	id, err := ParseVolumeID(volumeID)
+func (b *Controller) Route(ctx context.Context, volumeID string, secrets map[string]string) (backend.VolumeID, bool, error) {
+	id, err := backend.ParseVolumeID(volumeID)
 	if err != nil {
 		return id, false, nil
 	}
 	sc, err := b.classOf(ctx, id)
 	switch {
 	case err == nil:
-		return id, isBtrfs(sc.Parameters), nil
+		return id, IsClass(sc.Parameters), nil
 	case apierrors.IsNotFound(err) && secrets[TokenKey] != "":
 		return id, false, status.Errorf(codes.FailedPrecondition,
 			"StorageClass %s, which says where the agent of %s is, is gone: create it again (its agentURL may change)", id.StorageClass, volumeID)
