@@ -15,7 +15,7 @@ build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/strata ./cmd/strata
 
 control-plane:
-	@bash hack/control-plane.sh >/dev/null
+	@bash hack/control-plane.sh nodes >/dev/null
 
 packages:
 	@bash hack/packages.sh

@@ -8,6 +8,10 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BIN="$ROOT/bin/k8s"
 K8S_VERSION="${K8S_VERSION:-1.36.3}"
+# The kubelet is three minors behind the API server, within the supported
+# skew: 1.35 and later refuse cgroup v1 hosts, and this machine has only v1
+# (docs/development.md, "The local cluster").
+KUBELET_VERSION="${KUBELET_VERSION:-1.34.4}"
 mkdir -p "$BIN"
 
 say() { echo "control-plane: $*" >&2; }
@@ -31,25 +35,25 @@ install_etcd() {
 # k8s.io/kubernetes replaces its staging modules with ./staging/... paths,
 # which do not exist in the module cache; point each at its published version.
 staging_replaces() {
-  local gomod
-  gomod="$(go mod download -json "k8s.io/kubernetes@v$K8S_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
+  local version="$1" gomod
+  gomod="$(go mod download -json "k8s.io/kubernetes@v$version" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
   grep -E '^\s*k8s.io/[a-z0-9-]+ => ./staging/' "$gomod" | awk '{print $1}' |
-    while read -r m; do echo "replace $m => $m v0.${K8S_VERSION#1.}"; done
+    while read -r m; do echo "replace $m => $m v0.${version#1.}"; done
 }
 
-# build_k8s_cmd NAME builds k8s.io/kubernetes/cmd/NAME into bin/k8s.
+# build_k8s_cmd NAME [VERSION] builds k8s.io/kubernetes/cmd/NAME into bin/k8s.
 build_k8s_cmd() {
-  local name="$1"
+  local name="$1" version="${2:-$K8S_VERSION}"
   if [ -x "$BIN/$name" ]; then return; fi
-  say "building $name v$K8S_VERSION from the Go module proxy (first time only, several minutes on 2 cores)"
+  say "building $name v$version from the Go module proxy (first time only, several minutes on 2 cores)"
   local work
   work="$(mktemp -d)"
   trap 'rm -rf "$work"' RETURN
   (
     cd "$work"
     go mod init "strata.local/$name" >/dev/null 2>&1
-    go mod edit -require "k8s.io/kubernetes@v$K8S_VERSION"
-    staging_replaces >>go.mod
+    go mod edit -require "k8s.io/kubernetes@v$version"
+    staging_replaces "$version" >>go.mod
     printf 'package main\nimport _ "k8s.io/kubernetes/cmd/%s"\n' "$name" >tools.go
     GOFLAGS=-mod=mod go mod tidy >/dev/null 2>&1 || true
     GOFLAGS=-mod=mod go build -o "$BIN/$name.tmp" "k8s.io/kubernetes/cmd/$name"
@@ -60,6 +64,13 @@ build_k8s_cmd() {
 
 install_etcd
 build_k8s_cmd kube-apiserver
+# The local cluster (`strata up`, the end-to-end suite): `hack/control-plane.sh nodes`.
+if [ "${1:-}" = nodes ]; then
+  build_k8s_cmd kube-controller-manager
+  build_k8s_cmd kube-scheduler
+  build_k8s_cmd kube-proxy
+  build_k8s_cmd kubelet "$KUBELET_VERSION"
+fi
 # The plan benchmark's reference (`hack/control-plane.sh kubectl`): a kubectl
 # of the same version, built the same way, not a distribution's wrapper.
 if [ "${1:-}" = kubectl ]; then build_k8s_cmd kubectl; fi

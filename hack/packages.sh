@@ -5,7 +5,10 @@
 # util-linux (losetup, lsblk, wipefs), btrfs-progs, NFS-Ganesha with
 # its VFS backend (the userspace NFS server the btrfs agent exports
 # through) and libnfs-utils (a userspace NFS client the tests read
-# exports with). Idempotent: installed commands are not installed again.
+# exports with), and what the local cluster's nodes run (docs/development.md,
+# "The local cluster"): containerd with runc, the CNI plugins, iptables for
+# kube-proxy and nsenter. Idempotent: installed commands are not installed
+# again.
 set -euo pipefail
 
 say() { echo "packages: $*" >&2; }
@@ -27,11 +30,19 @@ declare -A wanted=(
   [lsattr]=e2fsprogs
   [ganesha.nfsd]="nfs-ganesha nfs-ganesha-vfs"
   [nfs-cat]=libnfs-utils
+  [containerd]=containerd
+  [ctr]=containerd
+  [runc]=runc
+  [/usr/lib/cni/bridge]=containernetworking-plugins
+  [iptables]=iptables
+  [conntrack]=conntrack
+  [nsenter]=util-linux
+  [ip]=iproute2
 )
 
 missing=()
 for cmd in "${!wanted[@]}"; do
-  if ! command -v "$cmd" >/dev/null && [ ! -x "/sbin/$cmd" ] && [ ! -x "/usr/sbin/$cmd" ]; then
+  if ! command -v "$cmd" >/dev/null && [ ! -x "/sbin/$cmd" ] && [ ! -x "/usr/sbin/$cmd" ] && [ ! -x "$cmd" ]; then
     missing+=("${wanted[$cmd]}")
   fi
 done

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -26,6 +27,13 @@ type Options struct {
 	EtcdDataDir string
 	// APIServerFlags are extra kube-apiserver flags.
 	APIServerFlags map[string]string
+	// CertDir, when set, holds the API server's serving certificate and
+	// service-account keys, made beforehand (ServingCertificates), and
+	// ServingCA is the CA that signed the serving certificate. A cluster
+	// whose nodes and pods reach the API server at other addresses than
+	// localhost needs both.
+	CertDir   string
+	ServingCA []byte
 }
 
 // ControlPlane is a running kube-apiserver and etcd.
@@ -49,6 +57,11 @@ func Start(o Options) (*ControlPlane, error) {
 			return nil, err
 		}
 		env.ControlPlane.Etcd = &envtest.Etcd{DataDir: o.EtcdDataDir}
+	}
+	if o.CertDir != "" {
+		env.ControlPlane.APIServer = &envtest.APIServer{CertDir: o.CertDir, StopTimeout: 30 * time.Second}
+		// envtest keeps certificates it finds and then trusts this CA.
+		env.ControlPlane.APIServer.CA = o.ServingCA
 	}
 	args := env.ControlPlane.GetAPIServer().Configure()
 	// kube-apiserver 1.36's watch cache waits for etcd progress notifications
@@ -75,9 +88,18 @@ func (c *ControlPlane) Stop() error { return c.env.Stop() }
 
 // Kubeconfig returns a kubeconfig for an admin user of this control plane.
 func (c *ControlPlane) Kubeconfig() ([]byte, error) {
-	user, err := c.env.ControlPlane.AddUser(envtest.User{Name: "strata-admin", Groups: []string{"system:masters"}}, nil)
+	return c.KubeconfigFor("strata-admin", "system:masters")
+}
+
+// KubeconfigFor returns a kubeconfig for a user in groups, authenticated
+// by a client certificate.
+func (c *ControlPlane) KubeconfigFor(name string, groups ...string) ([]byte, error) {
+	user, err := c.env.ControlPlane.AddUser(envtest.User{Name: name, Groups: groups}, nil)
 	if err != nil {
 		return nil, err
 	}
 	return user.KubeConfig()
 }
+
+// CertDir is where the API server's certificates and keys are.
+func (c *ControlPlane) CertDir() string { return c.env.ControlPlane.APIServer.CertDir }

@@ -1,0 +1,183 @@
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/strata-gitops/strata/internal/local/cluster"
+	"github.com/strata-gitops/strata/internal/local/images"
+	"github.com/strata-gitops/strata/internal/local/kubenode"
+	"github.com/strata-gitops/strata/internal/scheme"
+	"github.com/strata-gitops/strata/internal/testing/testenv"
+)
+
+// startCluster starts two nodes on a network of the test's own, apart
+// from `strata up`'s.
+func startCluster(t *testing.T) *cluster.Cluster {
+	t.Helper()
+	testenv.NeedRoot(t, "network namespaces, cgroups and a container runtime")
+	bin := filepath.Join(testenv.RepoRoot(), "bin")
+	for _, name := range []string{"kubelet", "kube-proxy", "kube-controller-manager", "kube-scheduler"} {
+		if _, err := os.Stat(filepath.Join(testenv.AssetsDir(), name)); err != nil {
+			testenv.Unavailable(t, name+" is not built: run hack/control-plane.sh nodes")
+		}
+	}
+	testenv.NeedTools(t, "containerd", "runc", "ctr", "nsenter", "iptables")
+	if err := images.BuildCommands(testenv.RepoRoot(), bin); err != nil {
+		t.Fatal(err)
+	}
+	dir := os.Getenv("STRATA_TEST_CLUSTER_DIR") // kept after the test, to read its logs
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	o := cluster.Defaults(dir, testenv.AssetsDir())
+	o.Nodes = []string{"test-a", "test-b"}
+	o.Network = kubenode.Network{Bridge: "strata-t0", Prefix: netip.MustParsePrefix("10.78.0.0/24"),
+		PodPrefix: netip.MustParsePrefix("10.245.0.0/16")}
+	o.ServiceCIDR = netip.MustParsePrefix("10.97.0.0/16")
+	o.Images, o.PauseImage = []images.Image{images.Pause(bin), images.ExampleApp(bin)}, images.PauseRef
+	c, err := cluster.Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, n := range c.Nodes {
+				t.Log(n.Logs(40))
+			}
+		}
+		if err := c.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := c.WaitReady(context.Background(), 3*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Pods scheduled onto both nodes run the local images, and a pod on one
+// node reaches a Service whose pod is on the other.
+func TestPodsReachAServiceAcrossNodes(t *testing.T) {
+	c := startCluster(t)
+	cl, err := client.New(c.Config, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ns := testenv.Namespace(t, cl, "net")
+	// The controller manager gives each namespace its default account,
+	// which the ServiceAccount admission wants before any pod.
+	testenv.Eventually(t, time.Minute, func() error {
+		return cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "default"}, &corev1.ServiceAccount{})
+	})
+	server := examplePod(ns, "server", "test-a", "serve", "/tmp")
+	server.Labels = map[string]string{"app": "server"}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "server", Namespace: ns}, Spec: corev1.ServiceSpec{
+		Selector: server.Labels, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}}}
+	for _, obj := range []client.Object{server, svc} {
+		if err := cl.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get := examplePod(ns, "client", "test-b", "get", fmt.Sprintf("http://%s/", svc.Spec.ClusterIP))
+	get.Spec.RestartPolicy = corev1.RestartPolicyNever
+	if err := cl.Create(ctx, get); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 3*time.Minute, func() error { return podSucceeded(ctx, cl, get) })
+	logs := podLogs(t, c, get)
+	if !strings.Contains(logs, "/tmp: written by server") {
+		t.Fatalf("the client on test-b read %q through Service %s, want the server's file from test-a", logs, svc.Spec.ClusterIP)
+	}
+}
+
+// Each fault takes one node out, as its kind of failure would, while the
+// other stays Ready, and the node comes back Ready when the fault ends.
+func TestNodeFaults(t *testing.T) {
+	c := startCluster(t)
+	cl, err := client.New(c.Config, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, node := c.Nodes[0], c.Nodes[1]
+	faults := []struct {
+		name        string
+		inject, end func() error
+	}{
+		{"power loss", node.Stop, func() error { return node.Start(context.Background()) }},
+		{"hang", node.Freeze, node.Thaw},
+		{"partition", node.Cut, node.Mend},
+	}
+	for _, f := range faults {
+		if err := f.inject(); err != nil {
+			t.Fatalf("%s: %v", f.name, err)
+		}
+		// The controller manager marks a node it has not heard from
+		// Unknown after its grace period (20 s here).
+		testenv.Eventually(t, 2*time.Minute, func() error { return nodeReady(cl, node.Name(), corev1.ConditionUnknown) })
+		if err := nodeReady(cl, other.Name(), corev1.ConditionTrue); err != nil {
+			t.Fatalf("%s of %s: %v", f.name, node.Name(), err)
+		}
+		if err := f.end(); err != nil {
+			t.Fatalf("ending %s: %v", f.name, err)
+		}
+		testenv.Eventually(t, 2*time.Minute, func() error { return nodeReady(cl, node.Name(), corev1.ConditionTrue) })
+	}
+}
+
+func examplePod(ns, name, node string, args ...string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: corev1.PodSpec{
+		NodeSelector: map[string]string{corev1.LabelHostname: node},
+		Containers: []corev1.Container{{Name: "app", Image: images.ExampleAppRef, ImagePullPolicy: corev1.PullNever,
+			Args: args}},
+	}}
+}
+
+func podSucceeded(ctx context.Context, cl client.Client, pod *corev1.Pod) error {
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+		return err
+	}
+	if pod.Status.Phase != corev1.PodSucceeded {
+		return fmt.Errorf("pod %s is %s: %v", pod.Name, pod.Status.Phase, pod.Status.ContainerStatuses)
+	}
+	return nil
+}
+
+func nodeReady(cl client.Client, name string, want corev1.ConditionStatus) error {
+	node := &corev1.Node{}
+	if err := cl.Get(context.Background(), client.ObjectKey{Name: name}, node); err != nil {
+		return err
+	}
+	for _, cond := range node.Status.Conditions {
+		if cond.Type == corev1.NodeReady && cond.Status == want {
+			return nil
+		}
+	}
+	return fmt.Errorf("node %s is not Ready=%s: %v", name, want, node.Status.Conditions)
+}
+
+func podLogs(t *testing.T, c *cluster.Cluster, pod *corev1.Pod) string {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := cs.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{}).DoRaw(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}

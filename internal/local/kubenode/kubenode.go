@@ -1,0 +1,240 @@
+// Package kubenode runs one Kubernetes node on this machine: a network
+// namespace linked to a host bridge, a containerd with runc and CNI, a
+// kubelet and a kube-proxy, all in the node's network namespace but the
+// host's mount namespace, and all in the node's own cgroups, so that the
+// node can be stopped as by a power loss, frozen, cut off and brought back
+// while the other nodes run. docs/development.md, "The local cluster",
+// draws it.
+package kubenode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/strata-gitops/strata/internal/mountinfo"
+)
+
+// Options describe one node.
+type Options struct {
+	// Name is the node's name and its network namespace's.
+	Name string
+	// Index is the node's place on the network: its address and pod range.
+	Index int
+	// Nodes is how many nodes there are, for the routes to their pods.
+	Nodes   int
+	Network Network
+	// Dir holds all the node's state: containerd's, the kubelet's, logs.
+	Dir string
+	// Bin holds kubelet and kube-proxy (hack/control-plane.sh nodes).
+	Bin string
+	// Kubeconfig and ProxyKubeconfig are the kubelet's and kube-proxy's
+	// credentials, with the API server at the host's address.
+	Kubeconfig, ProxyKubeconfig []byte
+	// Images are OCI archives imported into the runtime at each start.
+	Images []string
+	// PauseImage is the pods' sandbox image; it must be among Images.
+	PauseImage string
+	// ServiceCIDR is the cluster's Service range, for kube-proxy.
+	ServiceCIDR netip.Prefix
+}
+
+// Node is a node that can be started, stopped hard, frozen and cut off.
+type Node struct {
+	o     Options
+	procs []*exec.Cmd
+}
+
+// New prepares a node; nothing runs until Start.
+func New(o Options) *Node { return &Node{o: o} }
+
+// Name is the node's name.
+func (n *Node) Name() string { return n.o.Name }
+
+// IP is the node's address.
+func (n *Node) IP() netip.Addr { return n.o.Network.NodeIP(n.o.Index) }
+
+// Start brings the node up, or back after Stop: network, cgroups,
+// containerd (with the images imported), kubelet and kube-proxy.
+func (n *Node) Start(ctx context.Context) error {
+	if err := n.o.Network.plug(n.o.Name, n.o.Index, n.o.Nodes); err != nil {
+		return err
+	}
+	if err := makeCgroups(n.o.Name); err != nil {
+		return err
+	}
+	if err := n.writeConfig(); err != nil {
+		return err
+	}
+	if err := n.run("containerd", "containerd", "--config", n.path("containerd.toml")); err != nil {
+		return err
+	}
+	if err := n.waitRuntime(ctx); err != nil {
+		return err
+	}
+	for _, archive := range n.o.Images {
+		if err := n.ctr("images", "import", "--no-unpack=false", archive); err != nil {
+			return err
+		}
+	}
+	if err := n.run("kubelet", filepath.Join(n.o.Bin, "kubelet"), n.kubeletArgs()...); err != nil {
+		return err
+	}
+	return n.run("kube-proxy", filepath.Join(n.o.Bin, "kube-proxy"), "--config", n.path("kube-proxy.yaml"))
+}
+
+// Stop ends every process of the node at once, containers included, as a
+// power loss would: frozen first, so that none sees the others go.
+func (n *Node) Stop() error {
+	if err := n.Freeze(); err != nil {
+		return err
+	}
+	pids, err := cgroupTasks(n.o.Name)
+	if err != nil {
+		return err
+	}
+	for _, pid := range pids {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if err := n.Thaw(); err != nil {
+		return err
+	}
+	for _, p := range n.procs {
+		_ = p.Wait()
+	}
+	n.procs = nil
+	return n.waitEmpty()
+}
+
+// Freeze stops every process of the node where it is, as a hung machine.
+func (n *Node) Freeze() error { return setFreezer(n.o.Name, "FROZEN") }
+
+// Thaw lets a frozen node run again.
+func (n *Node) Thaw() error { return setFreezer(n.o.Name, "THAWED") }
+
+// Cut takes the node off the network while its processes run on.
+func (n *Node) Cut() error { return cut(n.o.Name) }
+
+// Mend puts a cut node back on the network.
+func (n *Node) Mend() error { return mend(n.o.Name) }
+
+// Remove stops the node and removes its network namespace, cgroups and
+// the mounts its kubelet left (a power loss takes them too); its state
+// directory stays for a later start.
+func (n *Node) Remove() error {
+	err := n.Stop()
+	return errors.Join(err, unmountUnder(n.o.Dir), removeCgroups(n.o.Name), unplug(n.o.Name))
+}
+
+// unmountUnder unmounts everything mounted under dir, deepest first.
+func unmountUnder(dir string) error {
+	mounts, err := mountinfo.Read()
+	if err != nil {
+		return err
+	}
+	var paths []string
+	for _, m := range mounts {
+		if m.MountPoint == dir || strings.HasPrefix(m.MountPoint, dir+"/") {
+			paths = append(paths, m.MountPoint)
+		}
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(paths)))
+	var errs []error
+	for _, p := range paths {
+		if err := syscall.Unmount(p, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) {
+			errs = append(errs, fmt.Errorf("unmounting %s: %w", p, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Logs is the tail of each of the node's logs, for a failed test.
+func (n *Node) Logs(lines int) string {
+	var b strings.Builder
+	for _, name := range []string{"containerd", "kubelet", "kube-proxy"} {
+		out, _ := exec.Command("tail", "-n", strconv.Itoa(lines), n.path("logs", name+".log")).CombinedOutput()
+		fmt.Fprintf(&b, "--- %s %s:\n%s", n.o.Name, name, out)
+	}
+	return b.String()
+}
+
+// run starts a process of the node: in the node's cgroups and network
+// namespace, with its output in logs/NAME.log.
+func (n *Node) run(name, bin string, args ...string) error {
+	if err := os.MkdirAll(n.path("logs"), 0o755); err != nil {
+		return err
+	}
+	log, err := os.OpenFile(n.path("logs", name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	// The shell joins the cgroups first, so that every child the process
+	// forks (runtime shims, containers) is in them too.
+	script := fmt.Sprintf(`for f in %s; do echo $$ > "$f"; done; exec "$@"`, strings.Join(cgroupProcsFiles(n.o.Name, "system"), " "))
+	cmd := exec.Command("sh", append([]string{"-c", script, "sh", "nsenter", "--net=/run/netns/" + n.o.Name, "--", bin}, args...)...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s on node %s: %w", name, n.o.Name, err)
+	}
+	n.procs = append(n.procs, cmd)
+	return nil
+}
+
+// waitRuntime waits until containerd answers.
+func (n *Node) waitRuntime(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var last error
+	for {
+		if last = n.ctr("version"); last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("containerd of node %s did not answer (log: %s): %w", n.o.Name, n.path("logs", "containerd.log"), last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// waitEmpty waits until no process of the node is left.
+func (n *Node) waitEmpty() error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		pids, err := cgroupTasks(n.o.Name)
+		if err != nil || len(pids) == 0 {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("node %s: processes %v outlived SIGKILL", n.o.Name, pids)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// ctr runs containerd's client against the node's runtime, in the
+// namespace the CRI plugin keeps Kubernetes' images in.
+func (n *Node) ctr(args ...string) error {
+	full := append([]string{"--address", n.socket(), "--namespace", "k8s.io"}, args...)
+	if out, err := exec.Command("ctr", full...).CombinedOutput(); err != nil {
+		return fmt.Errorf("ctr %s on node %s: %v: %s", strings.Join(args, " "), n.o.Name, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+func (n *Node) socket() string { return n.path("run", "containerd", "containerd.sock") }
+
+func (n *Node) path(elem ...string) string {
+	return filepath.Join(append([]string{n.o.Dir}, elem...)...)
+}
