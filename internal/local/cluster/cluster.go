@@ -97,7 +97,13 @@ func (c *Cluster) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	apiLog, err := c.logFile("kube-apiserver")
+	if err != nil {
+		return err
+	}
+	defer apiLog.Close() // the API server has its own copy of the descriptor
 	c.cp, err = controlplane.Start(controlplane.Options{
+		Log:       apiLog,
 		AssetsDir: o.Bin, CRDDirs: o.CRDDirs, EtcdDataDir: filepath.Join(o.Dir, "etcd"), CertDir: pki, ServingCA: ca,
 		APIServerFlags: map[string]string{
 			"bind-address": "0.0.0.0", "advertise-address": o.Network.HostIP().String(),
@@ -241,11 +247,7 @@ func (c *Cluster) Stop() error {
 // run starts a control-plane process on the host, with its output in
 // logs/NAME.log.
 func (c *Cluster) run(name string, args ...string) error {
-	logs := filepath.Join(c.o.Dir, "logs")
-	if err := os.MkdirAll(logs, 0o755); err != nil {
-		return err
-	}
-	log, err := os.OpenFile(filepath.Join(logs, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	log, err := c.logFile(name)
 	if err != nil {
 		return err
 	}
@@ -258,6 +260,15 @@ func (c *Cluster) run(name string, args ...string) error {
 	}
 	c.procs = append(c.procs, cmd)
 	return nil
+}
+
+// logFile opens logs/NAME.log for appending.
+func (c *Cluster) logFile(name string) (*os.File, error) {
+	logs := filepath.Join(c.o.Dir, "logs")
+	if err := os.MkdirAll(logs, 0o755); err != nil {
+		return nil, err
+	}
+	return os.OpenFile(filepath.Join(logs, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 }
 
 // userKubeconfig writes a kubeconfig for a user and returns its path.

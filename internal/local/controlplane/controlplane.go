@@ -6,6 +6,7 @@ package controlplane
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -34,6 +35,8 @@ type Options struct {
 	// localhost needs both.
 	CertDir   string
 	ServingCA []byte
+	// Log, when set, takes kube-apiserver's output.
+	Log io.Writer
 }
 
 // ControlPlane is a running kube-apiserver and etcd.
@@ -59,7 +62,7 @@ func Start(o Options) (*ControlPlane, error) {
 		env.ControlPlane.Etcd = &envtest.Etcd{DataDir: o.EtcdDataDir}
 	}
 	if o.CertDir != "" {
-		env.ControlPlane.APIServer = &envtest.APIServer{CertDir: o.CertDir, StopTimeout: 30 * time.Second}
+		env.ControlPlane.APIServer = &envtest.APIServer{CertDir: o.CertDir, StopTimeout: 30 * time.Second, Out: o.Log, Err: o.Log}
 		// envtest keeps certificates it finds and then trusts this CA.
 		env.ControlPlane.APIServer.CA = o.ServingCA
 	}

@@ -82,7 +82,6 @@ authentication:
 authorization: {mode: AlwaysAllow}
 clusterDomain: cluster.local
 resolvConf: /etc/resolv.conf
-podLogsDir: {{.Dir}}/pod-logs
 volumePluginDir: {{.Dir}}/kubelet/volume-plugins
 serializeImagePulls: false
 nodeStatusUpdateFrequency: 4s
@@ -142,7 +141,6 @@ func (n *Node) kubeletArgs() []string {
 	return []string{
 		"--config", n.path("kubelet", "config.yaml"),
 		"--kubeconfig", n.path("kubelet", "kubeconfig"),
-		"--root-dir", n.path("kubelet", "root"),
 		"--cert-dir", n.path("kubelet", "pki"),
 		"--hostname-override", n.o.Name,
 		"--node-ip", n.IP().String(),

@@ -72,6 +72,9 @@ func (n *Node) Start(ctx context.Context) error {
 	if err := makeCgroups(n.o.Name); err != nil {
 		return err
 	}
+	if err := n.makeMountNamespace(); err != nil {
+		return err
+	}
 	if err := n.writeConfig(); err != nil {
 		return err
 	}
@@ -112,7 +115,10 @@ func (n *Node) Stop() error {
 		_ = p.Wait()
 	}
 	n.procs = nil
-	return n.waitEmpty()
+	if err := n.waitEmpty(); err != nil {
+		return err
+	}
+	return n.releaseMountNamespace()
 }
 
 // Freeze stops every process of the node where it is, as a hung machine.
@@ -127,9 +133,8 @@ func (n *Node) Cut() error { return cut(n.o.Name) }
 // Mend puts a cut node back on the network.
 func (n *Node) Mend() error { return mend(n.o.Name) }
 
-// Remove stops the node and removes its network namespace, cgroups and
-// the mounts its kubelet left (a power loss takes them too); its state
-// directory stays for a later start.
+// Remove stops the node and removes its network namespace and cgroups;
+// its state directory stays for a later start.
 func (n *Node) Remove() error {
 	err := n.Stop()
 	return errors.Join(err, unmountUnder(n.o.Dir), removeCgroups(n.o.Name), unplug(n.o.Name))
@@ -167,8 +172,8 @@ func (n *Node) Logs(lines int) string {
 	return b.String()
 }
 
-// run starts a process of the node: in the node's cgroups and network
-// namespace, with its output in logs/NAME.log.
+// run starts a process of the node: in the node's cgroups, network and
+// mount namespaces, with its output in logs/NAME.log.
 func (n *Node) run(name, bin string, args ...string) error {
 	if err := os.MkdirAll(n.path("logs"), 0o755); err != nil {
 		return err
@@ -181,7 +186,7 @@ func (n *Node) run(name, bin string, args ...string) error {
 	// The shell joins the cgroups first, so that every child the process
 	// forks (runtime shims, containers) is in them too.
 	script := fmt.Sprintf(`for f in %s; do echo $$ > "$f"; done; exec "$@"`, strings.Join(cgroupProcsFiles(n.o.Name, "system"), " "))
-	cmd := exec.Command("sh", append([]string{"-c", script, "sh", "nsenter", "--net=/run/netns/" + n.o.Name, "--", bin}, args...)...)
+	cmd := exec.Command("sh", append([]string{"-c", script, "sh", "nsenter", "--net=/run/netns/" + n.o.Name, "--mount=" + n.mountNamespace(), "--", bin}, args...)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

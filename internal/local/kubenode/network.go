@@ -158,10 +158,8 @@ func ipIdempotent(args ...string) error {
 	return err
 }
 
-// inNetns runs a command in the node's network namespace only: the mount
-// namespace stays the host's, so that what the kubelet and the runtime
-// mount there is seen by both and by the host. (`ip netns exec` would
-// give each its own mount namespace.)
+// inNetns runs a command in the node's network namespace only. (`ip
+// netns exec` would give it a mount namespace of its own as well.)
 func inNetns(node string, command ...string) error {
 	cmd := netnsCommand(node, command...)
 	if out, err := cmd.CombinedOutput(); err != nil {
