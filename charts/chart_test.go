@@ -84,13 +84,14 @@ func TestKubeletFindsTheNodeService(t *testing.T) {
 		}
 		socket := strings.TrimPrefix(flag(args["csi-node"], "--endpoint"), "unix://")
 		onHost := hostPaths[mounts["csi-node"]["/csi"]] + strings.TrimPrefix(socket, "/csi")
-		if got := flag(args["node-driver-registrar"], "--kubelet-registration-path"); got != onHost {
-			t.Errorf("kubelet dir %s: the registrar registers %s, the node service listens at %s on the host", kubelet, got, onHost)
+		if got := flag(args["csi-node"], "--kubelet-endpoint"); got != onHost {
+			t.Errorf("kubelet dir %s: the node service registers %s, and listens at %s on the host", kubelet, got, onHost)
 		}
 		if !strings.HasPrefix(onHost, kubelet+"/plugins/") {
 			t.Errorf("kubelet dir %s: the node socket %s is not under kubelet's plugins directory", kubelet, onHost)
 		}
-		if hostPaths[mounts["node-driver-registrar"]["/registration"]] != kubelet+"/plugins_registry" {
+		registration := flag(args["csi-node"], "--registration-dir")
+		if hostPaths[mounts["csi-node"][registration]] != kubelet+"/plugins_registry" {
 			t.Errorf("kubelet dir %s: registration directory %v", kubelet, hostPaths)
 		}
 		// On the host network, metrics on every address would be open to

@@ -26,6 +26,12 @@ mkdir -p "$ROOT/hack/bench/crds"
 for crd in source.toolkit.fluxcd.io_buckets source.toolkit.fluxcd.io_ocirepositories source.toolkit.fluxcd.io_externalartifacts; do
   cp "$TMP/$crd.yaml" "$ROOT/hack/bench/crds/$crd.yaml"
 done
+# VolumeSnapshot and its kinds, from the external-snapshotter's API module:
+# the chart ships them for clusters that have no snapshot CRDs yet (Helm
+# leaves CRDs that are there alone).
+"$ROOT/bin/controller-gen" crd \
+  paths=github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1 \
+  output:crd:dir="$OUT"
 if ls "$ROOT"/api/*/v1alpha1/*.go >/dev/null 2>&1; then
   "$ROOT/bin/controller-gen" object paths="$ROOT/api/..."
   "$ROOT/bin/controller-gen" crd paths="$ROOT/api/..." output:crd:dir="$OUT"

@@ -29,7 +29,7 @@ build() {
     # Replaces to published versions carry over; one to a folder of the
     # module itself (./client) names that folder's own published module.
     grep -E '^replace .* => [^.].* v[0-9]' "$gomod" >>go.mod || true
-    grep -E '^replace .* => \./' "$gomod" | while read -r _ path _ dir; do
+    { grep -E '^replace .* => \./' "$gomod" || true; } | while read -r _ path _ _; do
       echo "replace $path => $path ${version}"
     done >>go.mod
     printf 'package main\nimport _ "%s/cmd/%s"\n' "$module" "$name" >tools.go

@@ -32,10 +32,15 @@ func csiCommand() *cobra.Command {
 	f.StringVar(&o.Mode, "mode", o.Mode, "which CSI service to serve besides Identity: controller or node")
 	f.StringVar(&o.Endpoint, "endpoint", o.Endpoint, "unix socket to serve on, as unix:///path or /path")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file for controller mode; in-cluster configuration when empty")
+	f.BoolVar(&o.Expand, "expand", o.Expand, "controller mode: grow volumes whose claims ask for more (the work of external-resizer, which strata needs no sidecar for)")
 	f.DurationVar(&o.Wait, "agent-wait", o.Wait, "controller mode: how long a call waits for a node's agent before the CO is told to retry")
 	f.StringVar(&o.NodeName, "node-name", o.NodeName, "node mode: this node's name (default: $NODE_NAME)")
 	f.StringVar(&o.NodeIP, "node-ip", o.NodeIP, "node mode: this node's IP, part of the node ID (default: $NODE_IP)")
 	f.StringVar(&o.BtrfsBase, "btrfs-base", o.BtrfsBase, "node mode: the btrfs volume agent's --btrfs-base on this node, if one runs here; only volumes under it are bind-mounted directly, the rest go over NFS")
 	f.StringVar(&o.AgentSocket, "agent-socket", o.AgentSocket, "node mode: the local API socket of this node's strata agent")
+	f.StringVar(&o.RegistrationDir, "registration-dir", o.RegistrationDir,
+		"node mode: the kubelet's plugins_registry directory, to register the driver with the kubelet (the work of node-driver-registrar); empty: no registration")
+	f.StringVar(&o.KubeletEndpoint, "kubelet-endpoint", o.KubeletEndpoint,
+		"node mode: this service's socket as the kubelet sees it, e.g. /var/lib/kubelet/plugins/strata.csi.strata.dev/csi.sock")
 	return cmd
 }

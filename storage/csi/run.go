@@ -6,6 +6,14 @@ import (
 	"os"
 	"time"
 
+	ctrl "sigs.k8s.io/controller-runtime"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/strata-gitops/strata/internal/scheme"
+	"github.com/strata-gitops/strata/storage/csi/resizer"
+
+	"golang.org/x/sync/errgroup"
+
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -27,12 +35,19 @@ type Options struct {
 	// BtrfsBase is the btrfs volume agent's base on this node, if one
 	// runs here: only a subvolume under it is bind-mounted directly.
 	BtrfsBase string
+	// Expand, in controller mode, grows volumes whose claims ask for more
+	// (the work of external-resizer).
+	Expand bool
+	// RegistrationDir, in node mode, is the kubelet's plugins_registry
+	// directory: the node service registers itself with the kubelet there,
+	// at KubeletEndpoint, its socket as the kubelet sees it.
+	RegistrationDir, KubeletEndpoint string
 }
 
 // Defaults are the flag defaults of `strata csi`.
 func Defaults() Options {
 	return Options{Mode: "controller", Endpoint: "unix:///csi/csi.sock", Wait: 60 * time.Second,
-		NodeName: os.Getenv("NODE_NAME"), NodeIP: os.Getenv("NODE_IP"), AgentSocket: "/run/strata/agent.sock"}
+		NodeName: os.Getenv("NODE_NAME"), NodeIP: os.Getenv("NODE_IP"), AgentSocket: "/run/strata/agent.sock", Expand: true}
 }
 
 // Run serves the Identity service and, by mode, the Controller or the
@@ -51,7 +66,13 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		identity.Ready = func(ctx context.Context) error {
 			return c.Client.List(ctx, &storagev1alpha1.LogicalVolumeList{}, client.Limit(1))
 		}
-		return Serve(ctx, o.Endpoint, identity, c, nil)
+		if !o.Expand {
+			return Serve(ctx, o.Endpoint, identity, c, nil)
+		}
+		g, ctx := errgroup.WithContext(ctx)
+		g.Go(func() error { return Serve(ctx, o.Endpoint, identity, c, nil) })
+		g.Go(func() error { return runResizer(ctx, cfg, c) })
+		return g.Wait()
 	case "node":
 		if o.NodeName == "" {
 			return fmt.Errorf("node mode needs the node's name: set --node-name or NODE_NAME (the downward API's spec.nodeName)")
@@ -61,7 +82,29 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 			return err
 		}
 		defer agent.Close()
-		return Serve(ctx, o.Endpoint, identity, nil, &Node{Name: o.NodeName, IP: o.NodeIP, Agent: agent, Mounter: NewMounter(), BtrfsBase: o.BtrfsBase})
+		node := &Node{Name: o.NodeName, IP: o.NodeIP, Agent: agent, Mounter: NewMounter(), BtrfsBase: o.BtrfsBase}
+		g, ctx := errgroup.WithContext(ctx)
+		g.Go(func() error { return Serve(ctx, o.Endpoint, identity, nil, node) })
+		if o.RegistrationDir != "" {
+			g.Go(func() error { return serveRegistration(ctx, o.RegistrationDir, o.KubeletEndpoint) })
+		}
+		return g.Wait()
 	}
 	return fmt.Errorf("--mode %q: use controller or node", o.Mode)
+}
+
+// runResizer grows the driver's volumes whose claims ask for more, until
+// ctx ends.
+func runResizer(ctx context.Context, cfg *rest.Config, c *Controller) error {
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme.New(),
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	if err != nil {
+		return err
+	}
+	r := &resizer.Reconciler{Client: mgr.GetClient(), Events: mgr.GetEventRecorder("strata-csi-resizer"),
+		Driver: DriverName, Expand: c.ControllerExpandVolume}
+	if err := r.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
 }

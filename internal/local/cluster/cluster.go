@@ -49,6 +49,8 @@ type Options struct {
 	// them, is the pods' sandbox.
 	Images     []images.Image
 	PauseImage string
+	// Disks are the sizes of each node's disks (kubenode.DiskPath).
+	Disks []int64
 }
 
 // Defaults are two nodes, strata-a and strata-b, on 10.77.0.0/24 with
@@ -125,6 +127,9 @@ func (c *Cluster) start(ctx context.Context) error {
 	if c.Kubeconfig, err = c.cp.Kubeconfig(); err != nil {
 		return err
 	}
+	if err := writeFile(c.KubeconfigPath(), c.Kubeconfig); err != nil {
+		return err
+	}
 	if err := c.startControllers(); err != nil {
 		return err
 	}
@@ -175,7 +180,7 @@ func (c *Cluster) startNodes(ctx context.Context, archive string) error {
 			Name: name, Index: i, Nodes: len(c.o.Nodes), Network: c.o.Network,
 			Dir: filepath.Join(c.o.Dir, "nodes", name), Bin: c.o.Bin,
 			Kubeconfig: kubelet, ProxyKubeconfig: proxy,
-			Images: []string{archive}, PauseImage: c.o.PauseImage, ServiceCIDR: c.o.ServiceCIDR,
+			Images: []string{archive}, PauseImage: c.o.PauseImage, ServiceCIDR: c.o.ServiceCIDR, Disks: c.o.Disks,
 		})
 		c.Nodes = append(c.Nodes, n)
 		if err := n.Start(ctx); err != nil {
@@ -183,6 +188,16 @@ func (c *Cluster) startNodes(ctx context.Context, archive string) error {
 		}
 	}
 	return nil
+}
+
+// KubeconfigPath is the administrator's kubeconfig file.
+func (c *Cluster) KubeconfigPath() string { return filepath.Join(c.o.Dir, "kubeconfig") }
+
+func writeFile(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o600)
 }
 
 // WaitReady waits until every node is Ready.
@@ -278,10 +293,7 @@ func (c *Cluster) userKubeconfig(file, user, group string, fromNodes bool) (stri
 		return "", err
 	}
 	path := filepath.Join(c.o.Dir, "kubeconfigs", file)
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return "", err
-	}
-	return path, os.WriteFile(path, data, 0o600)
+	return path, writeFile(path, data)
 }
 
 // nodeKubeconfig is a kubeconfig for a user on a node, which reaches the

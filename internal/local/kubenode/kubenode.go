@@ -46,6 +46,8 @@ type Options struct {
 	PauseImage string
 	// ServiceCIDR is the cluster's Service range, for kube-proxy.
 	ServiceCIDR netip.Prefix
+	// Disks are the sizes of the node's disks, DiskPath(1) on.
+	Disks []int64
 }
 
 // Node is a node that can be started, stopped hard, frozen and cut off.
@@ -70,6 +72,9 @@ func (n *Node) Start(ctx context.Context) error {
 		return err
 	}
 	if err := makeCgroups(n.o.Name); err != nil {
+		return err
+	}
+	if err := n.attachDisks(); err != nil {
 		return err
 	}
 	if err := n.makeMountNamespace(); err != nil {
@@ -137,7 +142,7 @@ func (n *Node) Mend() error { return mend(n.o.Name) }
 // its state directory stays for a later start.
 func (n *Node) Remove() error {
 	err := n.Stop()
-	return errors.Join(err, unmountUnder(n.o.Dir), removeCgroups(n.o.Name), unplug(n.o.Name))
+	return errors.Join(err, unmountUnder(n.o.Dir), n.detachDisks(), removeCgroups(n.o.Name), unplug(n.o.Name))
 }
 
 // unmountUnder unmounts everything mounted under dir, deepest first.

@@ -28,6 +28,7 @@ var nodePaths = map[string]string{
 	"/var/lib/kubelet": "kubelet/root",
 	"/var/lib/strata":  "strata",
 	"/var/log/pods":    "pod-logs",
+	DiskDir:            "dev",
 }
 
 // mountNamespace is the file the node's mount namespace is kept by.

@@ -1,0 +1,156 @@
+// Package e2e is strata's end-to-end suite: strata installed with its
+// chart into the local cluster (internal/local/cluster), with real
+// kubelets, runtimes and pods. `make e2e` runs it alone.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
+	"github.com/strata-gitops/strata/internal/local/cluster"
+	"github.com/strata-gitops/strata/internal/local/images"
+	"github.com/strata-gitops/strata/internal/local/kubenode"
+	"github.com/strata-gitops/strata/internal/local/release"
+	"github.com/strata-gitops/strata/internal/scheme"
+	"github.com/strata-gitops/strata/internal/testing/testenv"
+)
+
+// stack is the cluster every test of the suite shares, started by the
+// first test that needs it.
+var stack struct {
+	once    sync.Once
+	cluster *cluster.Cluster
+	client  client.Client
+	err     error
+	skip    string
+}
+
+const namespace = "strata-system"
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if stack.cluster != nil {
+		if err := stack.cluster.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the cluster:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// start returns the shared cluster with strata installed and a device
+// class "fast" (thin, xfs) on each node's first disk.
+func start(t *testing.T) (*cluster.Cluster, client.Client) {
+	t.Helper()
+	testenv.NeedRoot(t, "the local cluster's nodes")
+	stack.once.Do(func() { stack.err = startStack() })
+	if stack.skip != "" {
+		testenv.Unavailable(t, stack.skip)
+	}
+	if stack.err != nil {
+		t.Fatal(stack.err)
+	}
+	return stack.cluster, stack.client
+}
+
+func startStack() error {
+	root := testenv.RepoRoot()
+	bin := filepath.Join(root, "bin")
+	for _, need := range []string{"k8s/kubelet", "helm", "sidecars/csi-provisioner"} {
+		if _, err := os.Stat(filepath.Join(bin, need)); err != nil {
+			stack.skip = "bin/" + need + " is not built (make e2e builds it)"
+			return nil
+		}
+	}
+	build := exec.Command("go", "build", "-o", filepath.Join(bin, "strata"), "./cmd/strata")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("building strata: %v: %s", err, out)
+	}
+	if err := images.BuildCommands(root, bin); err != nil {
+		return err
+	}
+	imgs, err := release.Images(bin)
+	if err != nil {
+		return err
+	}
+	dir := os.Getenv("STRATA_TEST_CLUSTER_DIR") // kept after the suite, to read its logs
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "strata-e2e-"); err != nil {
+			return err
+		}
+	}
+	o := cluster.Defaults(dir, testenv.AssetsDir())
+	o.Nodes = []string{"e2e-a", "e2e-b"}
+	o.Network = kubenode.Network{Bridge: "strata-e0", Prefix: netip.MustParsePrefix("10.79.0.0/24"),
+		PodPrefix: netip.MustParsePrefix("10.246.0.0/16")}
+	o.ServiceCIDR = netip.MustParsePrefix("10.98.0.0/16")
+	o.Images, o.PauseImage, o.Disks = imgs, images.PauseRef, []int64{4 << 30}
+	o.CRDDirs = []string{filepath.Join(root, "charts", "strata", "crds")}
+	ctx := context.Background()
+	c, err := cluster.Start(ctx, o)
+	if err != nil {
+		return err
+	}
+	stack.cluster = c
+	if err := c.WaitReady(ctx, 3*time.Minute); err != nil {
+		return err
+	}
+	if stack.client, err = client.New(c.Config, client.Options{Scheme: scheme.New()}); err != nil {
+		return err
+	}
+	err = release.Install(ctx, stack.client, release.Options{Chart: filepath.Join(root, "charts", "strata"),
+		Helm: filepath.Join(bin, "helm"), Kubeconfig: c.KubeconfigPath(), Namespace: namespace}, 4*time.Minute)
+	if err != nil {
+		return fmt.Errorf("%w\n%s", err, c.Nodes[0].Logs(20))
+	}
+	return deviceClass(ctx, stack.client)
+}
+
+// deviceClass makes the LVMCluster of the suite and waits for its
+// StorageClass.
+func deviceClass(ctx context.Context, c client.Client) error {
+	lvm := &storagev1alpha1.LVMCluster{ObjectMeta: metav1.ObjectMeta{Name: "e2e", Namespace: namespace},
+		Spec: storagev1alpha1.LVMClusterSpec{Storage: storagev1alpha1.Storage{DeviceClasses: []storagev1alpha1.DeviceClass{{
+			Name: "fast", Default: true, FSType: "xfs",
+			DeviceSelector: &storagev1alpha1.DeviceSelector{Paths: []storagev1alpha1.DevicePath{storagev1alpha1.DevicePath(kubenode.DiskPath(1))}},
+			ThinPoolConfig: &storagev1alpha1.ThinPoolConfig{Name: "pool", SizePercent: 90, OverprovisionRatio: 10},
+		}}}}}
+	if err := c.Create(ctx, lvm); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		err := c.Get(ctx, client.ObjectKey{Name: storagev1alpha1.StorageClassName("fast")}, &storagev1.StorageClass{})
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("StorageClass %s not made after 3m: %w", storagev1alpha1.StorageClassName("fast"), err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// appPod runs the example app on a claim mounted at /data.
+func appPod(ns, name, claim string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "app", Image: images.ExampleAppRef, ImagePullPolicy: corev1.PullIfNotPresent,
+			Args: []string{"serve", "/data"}, VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
+		Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}},
+	}}
+}
