@@ -6,7 +6,7 @@ BIN := $(CURDIR)/bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 export KUBEBUILDER_ASSETS := $(BIN)/k8s
 
-.PHONY: all build test lint generate bench up sanity tools control-plane packages clean
+.PHONY: all build test e2e lint generate bench up sanity tools control-plane packages sidecars clean
 
 all: build
 
@@ -20,6 +20,10 @@ control-plane:
 packages:
 	@bash hack/packages.sh
 
+# The CSI sidecars the local cluster runs, built from the Go module proxy.
+sidecars:
+	@bash hack/sidecars.sh >/dev/null
+
 tools:
 	@bash hack/tools.sh controller-gen golangci-lint
 
@@ -29,10 +33,16 @@ generate:
 
 # Every test, against a real kube-apiserver and etcd and real git servers.
 # Packages run one after another: each starts its own API server.
-test: control-plane packages
+test: control-plane packages sidecars
 	@bash hack/tools.sh csi-sanity helm
 	@echo "► running tests"
 	$(GO) test -count=1 -p 1 -timeout 20m ./...
+
+# The end-to-end suite alone: strata installed with its chart into the local
+# cluster (two nodes with kubelets), exercised through real pods.
+e2e: control-plane packages sidecars
+	@bash hack/tools.sh helm
+	$(GO) test -count=1 -timeout 30m -v ./internal/testing/e2e
 
 # csi-sanity against the CSI driver on its own; SANITY_ARGS go to csi-sanity,
 # e.g. SANITY_ARGS=-ginkgo.focus=NodeExpandVolume.

@@ -3,7 +3,9 @@
 //
 //	example-app serve DIR...  writes DIR/hello (once, with the pod's name
 //	                          and the time) in each DIR, reads it back,
-//	                          and serves what it read on :8080
+//	                          and serves what it read on :8080, and at
+//	                          /size/DIR the size in bytes of the
+//	                          filesystem DIR is on, as the pod sees it
 //	example-app get URL       fetches URL, retrying for up to a minute,
 //	                          and prints the answer
 //
@@ -19,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -55,6 +58,14 @@ func serve(dirs []string) error {
 	}
 	body := strings.Join(lines, "\n") + "\n"
 	http.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, body) })
+	http.HandleFunc("/size/", func(w http.ResponseWriter, r *http.Request) {
+		var fs syscall.Statfs_t
+		if err := syscall.Statfs(strings.TrimPrefix(r.URL.Path, "/size"), &fs); err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		fmt.Fprintln(w, int64(fs.Blocks)*fs.Bsize)
+	})
 	server := &http.Server{Addr: ":8080", ReadHeaderTimeout: 5 * time.Second}
 	return server.ListenAndServe()
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -109,7 +110,11 @@ func startStack() error {
 	if err := c.WaitReady(ctx, 3*time.Minute); err != nil {
 		return err
 	}
-	if stack.client, err = client.New(c.Config, client.Options{Scheme: scheme.New()}); err != nil {
+	s := scheme.New()
+	if err := snapshotv1.AddToScheme(s); err != nil {
+		return err
+	}
+	if stack.client, err = client.New(c.Config, client.Options{Scheme: s}); err != nil {
 		return err
 	}
 	err = release.Install(ctx, stack.client, release.Options{Chart: filepath.Join(root, "charts", "strata"),

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
+	"github.com/strata-gitops/strata/internal/local/kubenode"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 )
 
@@ -135,4 +136,46 @@ func volumeNode(pv *corev1.PersistentVolume) string {
 		}
 	}
 	return ""
+}
+
+// What a pod wrote is there after its node loses power and comes back:
+// the kubelet starts the pod again on the same volume.
+func TestDataSurvivesANodeReboot(t *testing.T) {
+	c, cl := start(t)
+	ctx := context.Background()
+	ns := namespaceFor(t, cl, "reboot")
+	claim := newClaim(ns, "data", "1Gi")
+	pod := appPod(ns, "app", claim.Name)
+	create(t, cl, claim, pod)
+	first := waitServing(t, pod)
+	var node *kubenode.Node
+	for _, n := range c.Nodes {
+		if n.Name() == pod.Spec.NodeName {
+			node = n
+		}
+	}
+	if err := node.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := node.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 3*time.Minute, func() error {
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+			return err
+		}
+		for _, s := range pod.Status.ContainerStatuses {
+			if s.RestartCount > 0 && s.Ready {
+				return nil
+			}
+		}
+		return fmt.Errorf("pod %s has not run again since its node came back: %v", pod.Name, pod.Status.ContainerStatuses)
+	})
+	logs, err := podLogs(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs, first) {
+		t.Fatalf("after the reboot the pod read %q, before it %q", logs, first)
+	}
 }

@@ -1,0 +1,168 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
+	"github.com/strata-gitops/strata/internal/testing/testenv"
+)
+
+// A snapshot of a claim restores into a new claim that holds what the
+// first pod wrote.
+func TestSnapshotRestoresIntoANewClaim(t *testing.T) {
+	_, cl := start(t)
+	ctx := context.Background()
+	ns := namespaceFor(t, cl, "snap")
+	claim := newClaim(ns, "data", "1Gi")
+	pod := appPod(ns, "writer", claim.Name)
+	create(t, cl, claim, pod)
+	wrote := waitServing(t, pod)
+	class := storagev1alpha1.StorageClassName("fast")
+	source := claim.Name
+	snap := &snapshotv1.VolumeSnapshot{ObjectMeta: metav1.ObjectMeta{Name: "snap", Namespace: ns}, Spec: snapshotv1.VolumeSnapshotSpec{
+		VolumeSnapshotClassName: &class, Source: snapshotv1.VolumeSnapshotSource{PersistentVolumeClaimName: &source}}}
+	create(t, cl, snap)
+	testenv.Eventually(t, 2*time.Minute, func() error {
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(snap), snap); err != nil {
+			return err
+		}
+		if snap.Status == nil || snap.Status.ReadyToUse == nil || !*snap.Status.ReadyToUse {
+			return fmt.Errorf("snapshot %s is not ready: %+v", snap.Name, snap.Status)
+		}
+		return nil
+	})
+	apiGroup := snapshotv1.GroupName
+	restored := newClaim(ns, "restored", "1Gi")
+	restored.Spec.DataSourceRef = &corev1.TypedObjectReference{APIGroup: &apiGroup, Kind: "VolumeSnapshot", Name: snap.Name}
+	reader := appPod(ns, "reader", restored.Name)
+	reader.Spec.NodeName = pod.Spec.NodeName // a thin snapshot lives beside its origin
+	create(t, cl, restored, reader)
+	if read := waitServing(t, reader); read != wrote {
+		t.Fatalf("the restored claim holds %q, the snapshot was taken of %q", read, wrote)
+	}
+}
+
+// A claim grown while its pod runs is grown on the node too: the pod's
+// filesystem has the new size without a restart.
+func TestOnlineExpansionIsSeenInThePod(t *testing.T) {
+	_, cl := start(t)
+	ctx := context.Background()
+	ns := namespaceFor(t, cl, "grow")
+	claim := newClaim(ns, "data", "1Gi")
+	pod := appPod(ns, "app", claim.Name)
+	create(t, cl, claim, pod)
+	waitServing(t, pod)
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(claim), claim); err != nil {
+		t.Fatal(err)
+	}
+	before := claim.DeepCopy()
+	claim.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("2Gi")
+	if err := cl.Patch(ctx, claim, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
+	want := resource.MustParse("2Gi")
+	testenv.Eventually(t, 3*time.Minute, func() error {
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(claim), claim); err != nil {
+			return err
+		}
+		if got := claim.Status.Capacity[corev1.ResourceStorage]; got.Cmp(want) < 0 {
+			return fmt.Errorf("claim capacity %s, want %s: %v %v", got.String(), want.String(), claim.Status.Conditions, claim.Status.AllocatedResourceStatuses)
+		}
+		return nil
+	})
+	testenv.Eventually(t, time.Minute, func() error {
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+			return err
+		}
+		size, err := fsSize(pod, "/data")
+		if err == nil && size < 1900<<20 {
+			err = fmt.Errorf("the pod sees a filesystem of %d bytes after the claim grew to 2Gi", size)
+		}
+		return err
+	})
+}
+
+// A deleted claim's volume goes, and its space comes back to the node.
+func TestDeletedClaimFreesItsSpace(t *testing.T) {
+	_, cl := start(t)
+	ctx := context.Background()
+	ns := namespaceFor(t, cl, "free")
+	claim := newClaim(ns, "data", "1Gi")
+	pod := appPod(ns, "app", claim.Name)
+	create(t, cl, claim, pod)
+	waitServing(t, pod)
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(claim), claim); err != nil {
+		t.Fatal(err)
+	}
+	volume := claim.Spec.VolumeName
+	node := pod.Spec.NodeName
+	held := capacity(t, cl, node)
+	for _, obj := range []client.Object{pod, claim} {
+		if err := cl.Delete(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.Eventually(t, 3*time.Minute, func() error {
+		if err := gone(ctx, cl, &storagev1alpha1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: volume}}); err != nil {
+			return err
+		}
+		return gone(ctx, cl, &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: volume}})
+	})
+	testenv.Eventually(t, 2*time.Minute, func() error {
+		if free := capacity(t, cl, node); free <= held {
+			return fmt.Errorf("node %s has %d bytes for new volumes, as before the delete (%d)", node, free, held)
+		}
+		return nil
+	})
+}
+
+// fsSize asks the example app in pod the size of the filesystem at dir,
+// as the pod sees it, over the pod network.
+func fsSize(pod *corev1.Pod, dir string) (int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s:8080/size%s", pod.Status.PodIP, dir), nil)
+	if err != nil {
+		return 0, err
+	}
+	rsp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer rsp.Body.Close()
+	var size int64
+	_, err = fmt.Fscan(rsp.Body, &size)
+	return size, err
+}
+
+func create(t *testing.T, cl client.Client, objs ...client.Object) {
+	t.Helper()
+	for _, obj := range objs {
+		if err := cl.Create(context.Background(), obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// capacity is what the node's agent says a new volume of the class can
+// have there.
+func capacity(t *testing.T, cl client.Client, node string) int64 {
+	t.Helper()
+	n := &corev1.Node{}
+	if err := cl.Get(context.Background(), client.ObjectKey{Name: node}, n); err != nil {
+		t.Fatal(err)
+	}
+	var bytes int64
+	_, _ = fmt.Sscan(n.Annotations[storagev1alpha1.CapacityAnnotationPrefix+"fast"], &bytes)
+	return bytes
+}
