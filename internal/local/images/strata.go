@@ -17,7 +17,7 @@ const StrataRef = "strata.local/strata:local"
 var StrataTools = []string{
 	"lvm", "losetup", "wipefs", "blkid", "lsblk", "mount", "umount", "findmnt", "fsfreeze", "lsattr",
 	"mkfs.ext4", "mke2fs", "resize2fs", "e2fsck", "fsck", "fsck.ext4",
-	"mkfs.xfs", "xfs_growfs", "xfs_repair", "btrfs", "mkfs.btrfs", "sh",
+	"mkfs.xfs", "xfs_growfs", "xfs_repair", "btrfs", "mkfs.btrfs", "sh", "cp", "truncate",
 }
 
 // toolConfig are configuration files the tools read, where this machine

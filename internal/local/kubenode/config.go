@@ -63,7 +63,8 @@ var cniConfig = template.Must(template.New("cni").Parse(`{
 // kubelet's API on the node's address only, on the cluster's private
 // network, open to any client there: the API server reaches it for logs
 // and exec without a client certificate of its own. Status is reported
-// every 4 s so that a lost node is noticed in seconds.
+// every 4 s so that a lost node is noticed in seconds, and pods are
+// synced every 10 s, so that a grown volume's filesystem is grown soon.
 var kubeletConfig = template.Must(template.New("kubelet").Parse(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 cgroupDriver: cgroupfs
@@ -85,6 +86,7 @@ resolvConf: /etc/resolv.conf
 volumePluginDir: {{.Dir}}/kubelet/volume-plugins
 serializeImagePulls: false
 nodeStatusUpdateFrequency: 4s
+syncFrequency: 10s
 nodeStatusReportFrequency: 4s
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99

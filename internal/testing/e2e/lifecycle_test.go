@@ -45,7 +45,9 @@ func TestSnapshotRestoresIntoANewClaim(t *testing.T) {
 	restored := newClaim(ns, "restored", "1Gi")
 	restored.Spec.DataSourceRef = &corev1.TypedObjectReference{APIGroup: &apiGroup, Kind: "VolumeSnapshot", Name: snap.Name}
 	reader := appPod(ns, "reader", restored.Name)
-	reader.Spec.NodeName = pod.Spec.NodeName // a thin snapshot lives beside its origin
+	// A thin snapshot lives beside its origin; the scheduler, not
+	// spec.nodeName, must place the pod, so that the claim is bound.
+	reader.Spec.NodeSelector = map[string]string{corev1.LabelHostname: pod.Spec.NodeName}
 	create(t, cl, restored, reader)
 	if read := waitServing(t, reader); read != wrote {
 		t.Fatalf("the restored claim holds %q, the snapshot was taken of %q", read, wrote)
