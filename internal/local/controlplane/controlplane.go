@@ -62,7 +62,7 @@ func Start(o Options) (*ControlPlane, error) {
 		env.ControlPlane.Etcd = &envtest.Etcd{DataDir: o.EtcdDataDir}
 	}
 	if o.CertDir != "" {
-		env.ControlPlane.APIServer = &envtest.APIServer{CertDir: o.CertDir, StopTimeout: 30 * time.Second, Out: o.Log, Err: o.Log}
+		env.ControlPlane.APIServer = &envtest.APIServer{CertDir: o.CertDir, StopTimeout: 10 * time.Second, Out: o.Log, Err: o.Log}
 		// envtest keeps certificates it finds and then trusts this CA.
 		env.ControlPlane.APIServer.CA = o.ServingCA
 	}

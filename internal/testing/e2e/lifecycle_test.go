@@ -20,13 +20,8 @@ import (
 // A snapshot of a claim restores into a new claim that holds what the
 // first pod wrote.
 func TestSnapshotRestoresIntoANewClaim(t *testing.T) {
-	_, cl := start(t)
-	ctx := context.Background()
-	ns := namespaceFor(t, cl, "snap")
-	claim := newClaim(ns, "data", "1Gi")
-	pod := appPod(ns, "writer", claim.Name)
-	create(t, cl, claim, pod)
-	wrote := waitServing(t, pod)
+	a := runApp(t, "snap")
+	cl, ns, claim, pod, wrote, ctx := a.client, a.ns, a.claim, a.pod, a.wrote, context.Background()
 	class := storagev1alpha1.StorageClassName("fast")
 	source := claim.Name
 	snap := &snapshotv1.VolumeSnapshot{ObjectMeta: metav1.ObjectMeta{Name: "snap", Namespace: ns}, Spec: snapshotv1.VolumeSnapshotSpec{
@@ -57,13 +52,8 @@ func TestSnapshotRestoresIntoANewClaim(t *testing.T) {
 // A claim grown while its pod runs is grown on the node too: the pod's
 // filesystem has the new size without a restart.
 func TestOnlineExpansionIsSeenInThePod(t *testing.T) {
-	_, cl := start(t)
-	ctx := context.Background()
-	ns := namespaceFor(t, cl, "grow")
-	claim := newClaim(ns, "data", "1Gi")
-	pod := appPod(ns, "app", claim.Name)
-	create(t, cl, claim, pod)
-	waitServing(t, pod)
+	a := runApp(t, "grow")
+	cl, claim, pod, ctx := a.client, a.claim, a.pod, context.Background()
 	if err := cl.Get(ctx, client.ObjectKeyFromObject(claim), claim); err != nil {
 		t.Fatal(err)
 	}
@@ -96,13 +86,8 @@ func TestOnlineExpansionIsSeenInThePod(t *testing.T) {
 
 // A deleted claim's volume goes, and its space comes back to the node.
 func TestDeletedClaimFreesItsSpace(t *testing.T) {
-	_, cl := start(t)
-	ctx := context.Background()
-	ns := namespaceFor(t, cl, "free")
-	claim := newClaim(ns, "data", "1Gi")
-	pod := appPod(ns, "app", claim.Name)
-	create(t, cl, claim, pod)
-	waitServing(t, pod)
+	a := runApp(t, "free")
+	cl, claim, pod, ctx := a.client, a.claim, a.pod, context.Background()
 	if err := cl.Get(ctx, client.ObjectKeyFromObject(claim), claim); err != nil {
 		t.Fatal(err)
 	}

@@ -21,17 +21,8 @@ import (
 // A claim of a WaitForFirstConsumer class is provisioned on the node its
 // pod is scheduled to; what the pod writes is there for the next pod.
 func TestDataOutlivesThePod(t *testing.T) {
-	_, cl := start(t)
-	ctx := context.Background()
-	ns := namespaceFor(t, cl, "keep")
-	claim := newClaim(ns, "data", "1Gi")
-	pod := appPod(ns, "app", claim.Name)
-	for _, obj := range []client.Object{claim, pod} {
-		if err := cl.Create(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
-	}
-	first := waitServing(t, pod)
+	a := runApp(t, "keep")
+	cl, claim, pod, first, ns, ctx := a.client, a.claim, a.pod, a.wrote, a.ns, context.Background()
 	if err := cl.Get(ctx, client.ObjectKeyFromObject(claim), claim); err != nil {
 		t.Fatal(err)
 	}
@@ -53,6 +44,38 @@ func TestDataOutlivesThePod(t *testing.T) {
 	if second := waitServing(t, again); second != first {
 		t.Fatalf("the second pod read %q, the first wrote %q", second, first)
 	}
+}
+
+// app is the example app running on a fresh 1Gi claim of its own
+// namespace, and the line it read from its volume.
+type app struct {
+	ns          string
+	claim       *corev1.PersistentVolumeClaim
+	pod         *corev1.Pod
+	wrote       string
+	client      client.Client
+	clusterNode func() *kubenode.Node
+}
+
+// runApp starts the example app in a namespace named for the test.
+func runApp(t *testing.T, name string) app {
+	t.Helper()
+	c, cl := start(t)
+	ns := namespaceFor(t, cl, name)
+	claim := newClaim(ns, "data", "1Gi")
+	pod := appPod(ns, "app", claim.Name)
+	create(t, cl, claim, pod)
+	a := app{ns: ns, claim: claim, pod: pod, client: cl}
+	a.wrote = waitServing(t, pod)
+	a.clusterNode = func() *kubenode.Node {
+		for _, n := range c.Nodes {
+			if n.Name() == pod.Spec.NodeName {
+				return n
+			}
+		}
+		return nil
+	}
+	return a
 }
 
 func newClaim(ns, name, size string) *corev1.PersistentVolumeClaim {
@@ -141,19 +164,8 @@ func volumeNode(pv *corev1.PersistentVolume) string {
 // What a pod wrote is there after its node loses power and comes back:
 // the kubelet starts the pod again on the same volume.
 func TestDataSurvivesANodeReboot(t *testing.T) {
-	c, cl := start(t)
-	ctx := context.Background()
-	ns := namespaceFor(t, cl, "reboot")
-	claim := newClaim(ns, "data", "1Gi")
-	pod := appPod(ns, "app", claim.Name)
-	create(t, cl, claim, pod)
-	first := waitServing(t, pod)
-	var node *kubenode.Node
-	for _, n := range c.Nodes {
-		if n.Name() == pod.Spec.NodeName {
-			node = n
-		}
-	}
+	a := runApp(t, "reboot")
+	cl, pod, first, node, ctx := a.client, a.pod, a.wrote, a.clusterNode(), context.Background()
 	if err := node.Stop(); err != nil {
 		t.Fatal(err)
 	}
