@@ -191,6 +191,10 @@ func (c *Cluster) startNodes(ctx context.Context, archive string) error {
 	return nil
 }
 
+// HostIP is the host's address on the nodes' network: a server the
+// cluster's pods reach listens there.
+func (c *Cluster) HostIP() netip.Addr { return c.o.Network.HostIP() }
+
 // KubeconfigPath is the administrator's kubeconfig file.
 func (c *Cluster) KubeconfigPath() string { return filepath.Join(c.o.Dir, "kubeconfig") }
 

@@ -31,6 +31,18 @@ var nodePaths = map[string]string{
 	DiskDir:            "dev",
 }
 
+// HostPath is where a path inside the node, under one of the node's own
+// directories, is on the host; ok is false for a path the node shares
+// with the host.
+func (n *Node) HostPath(inside string) (path string, ok bool) {
+	for dir, own := range nodePaths {
+		if inside == dir || strings.HasPrefix(inside, dir+"/") {
+			return n.path(own, strings.TrimPrefix(inside, dir)), true
+		}
+	}
+	return inside, false
+}
+
 // mountNamespace is the file the node's mount namespace is kept by.
 func (n *Node) mountNamespace() string { return n.path("ns", "mnt") }
 

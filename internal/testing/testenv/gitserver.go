@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -21,15 +22,25 @@ type GitServer struct {
 	Token    string
 }
 
-// NewGitServer starts a server that stops with the test.
-func NewGitServer(t testing.TB) *GitServer {
+// NewGitServer starts a server on loopback that stops with the test.
+func NewGitServer(t testing.TB) *GitServer { return NewGitServerOn(t, "127.0.0.1") }
+
+// NewGitServerOn starts a server on the address ip, e.g. the host's
+// address on the local cluster's network, which its pods reach.
+func NewGitServerOn(t testing.TB, ip string) *GitServer {
 	t.Helper()
 	s := &GitServer{Root: t.TempDir()}
 	backend, err := gitserver.Handler(s.Root, nil)
 	if err != nil {
 		Unavailable(t, err.Error())
 	}
-	srv := httptest.NewServer(s.authenticate(backend))
+	srv := httptest.NewUnstartedServer(s.authenticate(backend))
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Listener = ln
+	srv.Start()
 	t.Cleanup(srv.Close)
 	s.URL = srv.URL
 	return s
