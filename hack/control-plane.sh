@@ -56,7 +56,13 @@ build_k8s_cmd() {
     staging_replaces "$version" >>go.mod
     printf 'package main\nimport _ "k8s.io/kubernetes/cmd/%s"\n' "$name" >tools.go
     GOFLAGS=-mod=mod go mod tidy >/dev/null 2>&1 || true
-    GOFLAGS=-mod=mod go build -o "$BIN/$name.tmp" "k8s.io/kubernetes/cmd/$name"
+    # The node's components say their version (kubectl get nodes shows the
+    # kubelet's); the API server keeps the build's own, which envtest reads.
+    local ldflags=""
+    case "$name" in kube-apiserver | kubectl) ;; *)
+      ldflags="-X k8s.io/component-base/version.gitVersion=v$version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$version" | cut -d. -f2)" ;;
+    esac
+    GOFLAGS=-mod=mod go build -ldflags "$ldflags" -o "$BIN/$name.tmp" "k8s.io/kubernetes/cmd/$name"
   )
   mv "$BIN/$name.tmp" "$BIN/$name"
   say "$name ready"
