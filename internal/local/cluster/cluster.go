@@ -52,6 +52,9 @@ type Options struct {
 	PauseImage string
 	// Disks are the sizes of each node's disks (kubenode.DiskPath).
 	Disks []int64
+	// BtrfsMounts are the btrfs disks of nodes, by node name
+	// (kubenode.Options.BtrfsMounts).
+	BtrfsMounts map[string]map[string]int
 }
 
 // Defaults are two nodes, strata-a and strata-b, on 10.77.0.0/24 with
@@ -182,6 +185,7 @@ func (c *Cluster) startNodes(ctx context.Context, archive string) error {
 			Dir: filepath.Join(c.o.Dir, "nodes", name), Bin: c.o.Bin,
 			Kubeconfig: kubelet, ProxyKubeconfig: proxy,
 			Images: []string{archive}, PauseImage: c.o.PauseImage, ServiceCIDR: c.o.ServiceCIDR, Disks: c.o.Disks,
+			BtrfsMounts: c.o.BtrfsMounts[name],
 		})
 		c.Nodes = append(c.Nodes, n)
 		if err := n.Start(ctx); err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/strata-gitops/strata/internal/local/localdisk"
 	"github.com/strata-gitops/strata/internal/loopdev"
 )
 
@@ -51,6 +52,28 @@ func (n *Node) attachDisks() error {
 		_ = os.Remove(link)
 		if err := os.Symlink(dev, link); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// mountBtrfs mounts the node's btrfs disks inside the node only.
+func (n *Node) mountBtrfs() error {
+	for inside, disk := range n.o.BtrfsMounts {
+		dev, err := filepath.EvalSymlinks(filepath.Join(n.path("dev"), filepath.Base(DiskPath(disk))))
+		if err != nil {
+			return fmt.Errorf("node %s: btrfs disk %d: %w", n.o.Name, disk, err)
+		}
+		if err := localdisk.FormatBtrfs(dev); err != nil {
+			return fmt.Errorf("node %s: %w", n.o.Name, err)
+		}
+		onHost, _ := n.HostPath(inside)
+		if err := os.MkdirAll(onHost, 0o755); err != nil {
+			return err
+		}
+		cmd := exec.Command("nsenter", "--mount="+n.mountNamespace(), "--", "mount", dev, inside)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("node %s: mounting %s at %s: %v: %s", n.o.Name, dev, inside, err, out)
 		}
 	}
 	return nil

@@ -48,6 +48,10 @@ type Options struct {
 	ServiceCIDR netip.Prefix
 	// Disks are the sizes of the node's disks, DiskPath(1) on.
 	Disks []int64
+	// BtrfsMounts mount disks, formatted btrfs if blank, at paths inside
+	// the node: disk number (from 1) by path, e.g. a btrfs storage host's
+	// base.
+	BtrfsMounts map[string]int
 }
 
 // Node is a node that can be started, stopped hard, frozen and cut off.
@@ -78,6 +82,9 @@ func (n *Node) Start(ctx context.Context) error {
 		return err
 	}
 	if err := n.makeMountNamespace(); err != nil {
+		return err
+	}
+	if err := n.mountBtrfs(); err != nil {
 		return err
 	}
 	if err := n.writeConfig(); err != nil {

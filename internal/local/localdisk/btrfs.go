@@ -18,6 +18,24 @@ import (
 // it at dir, unless it is mounted there already. A disk holding another
 // filesystem is refused, untouched.
 func MountBtrfs(disk, dir string) error {
+	if err := FormatBtrfs(disk); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if mounted, err := mount.New("").IsMountPoint(dir); err == nil && mounted {
+		return nil
+	}
+	if out, err := exec.Command("mount", disk, dir).CombinedOutput(); err != nil {
+		return fmt.Errorf("mounting %s at %s: %v: %s", disk, dir, err, out)
+	}
+	return nil
+}
+
+// FormatBtrfs makes disk a btrfs filesystem if it holds none yet. A disk
+// holding another filesystem is refused, untouched.
+func FormatBtrfs(disk string) error {
 	fs, err := filesystemOn(disk)
 	if err != nil {
 		return err
@@ -30,15 +48,6 @@ func MountBtrfs(disk, dir string) error {
 	case "btrfs":
 	default:
 		return fmt.Errorf("disk %s holds %s, not btrfs: wipe it or pick another disk", disk, fs)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	if mounted, err := mount.New("").IsMountPoint(dir); err == nil && mounted {
-		return nil
-	}
-	if out, err := exec.Command("mount", disk, dir).CombinedOutput(); err != nil {
-		return fmt.Errorf("mounting %s at %s: %v: %s", disk, dir, err, out)
 	}
 	return nil
 }

@@ -99,7 +99,9 @@ func startStack() error {
 	o.Network = kubenode.Network{Bridge: "strata-e0", Prefix: netip.MustParsePrefix("10.79.0.0/24"),
 		PodPrefix: netip.MustParsePrefix("10.246.0.0/16")}
 	o.ServiceCIDR = netip.MustParsePrefix("10.98.0.0/16")
-	o.Images, o.PauseImage, o.Disks = imgs, images.PauseRef, []int64{4 << 30}
+	o.Images, o.PauseImage, o.Disks = imgs, images.PauseRef, []int64{4 << 30, 2 << 30}
+	// e2e-b is also a btrfs storage host, its second disk the base.
+	o.BtrfsMounts = map[string]map[string]int{"e2e-b": {btrfsBase: 2}}
 	o.CRDDirs = []string{filepath.Join(root, "charts", "strata", "crds")}
 	ctx := context.Background()
 	c, err := cluster.Start(ctx, o)
@@ -117,12 +119,18 @@ func startStack() error {
 	if stack.client, err = client.New(c.Config, client.Options{Scheme: s}); err != nil {
 		return err
 	}
+	if err := tenants(ctx, stack.client); err != nil {
+		return err
+	}
 	err = release.Install(ctx, stack.client, release.Options{Chart: filepath.Join(root, "charts", "strata"),
-		Helm: filepath.Join(bin, "helm"), Kubeconfig: c.KubeconfigPath(), Namespace: namespace}, 4*time.Minute)
+		Helm: filepath.Join(bin, "helm"), Kubeconfig: c.KubeconfigPath(), Namespace: namespace, Set: btrfsHostValues}, 4*time.Minute)
 	if err != nil {
 		return fmt.Errorf("%w\n%s", err, c.Nodes[0].Logs(20))
 	}
-	return deviceClass(ctx, stack.client)
+	if err := deviceClass(ctx, stack.client); err != nil {
+		return err
+	}
+	return makeBtrfsClass(ctx, stack.client, c.Nodes[1].IP().String())
 }
 
 // deviceClass makes the LVMCluster of the suite and waits for its
