@@ -130,8 +130,13 @@ func layerOf(files []File) ([]byte, error) {
 	tw := tar.NewWriter(&buf)
 	dirs := map[string]bool{"/": true}
 	sorted := append([]File(nil), files...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Path < sorted[j].Path })
-	for _, f := range sorted {
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Path < sorted[j].Path })
+	for i, f := range sorted {
+		// Two tools may be one file (mkfs.ext4 and mke2fs): the first
+		// entry for a path is the one the layer holds, read once.
+		if i > 0 && sorted[i-1].Path == f.Path {
+			continue
+		}
 		if !path.IsAbs(f.Path) {
 			return nil, fmt.Errorf("file %q: the path in the image must be absolute", f.Path)
 		}

@@ -46,11 +46,7 @@ func Strata(strataBinary string) (Image, error) {
 		}
 		programs = append(programs, real)
 	}
-	libs, err := librariesOf(programs...)
-	if err != nil {
-		return img, err
-	}
-	for _, lib := range libs {
+	for _, lib := range librariesOf(programs...) {
 		img.Files = append(img.Files, File{Path: lib, Source: lib})
 	}
 	for _, conf := range toolConfig {
@@ -66,7 +62,7 @@ func Strata(strataBinary string) (Image, error) {
 var lddLine = regexp.MustCompile(`(?m)(?:=> |^\s+)(/[^ ]+) \(0x`)
 
 // librariesOf are the shared libraries the programs load, by ldd.
-func librariesOf(programs ...string) ([]string, error) {
+func librariesOf(programs ...string) []string {
 	seen := map[string]bool{}
 	for _, p := range programs {
 		out, err := exec.Command("ldd", p).CombinedOutput()
@@ -82,5 +78,5 @@ func librariesOf(programs ...string) ([]string, error) {
 		libs = append(libs, l)
 	}
 	sort.Strings(libs)
-	return libs, nil
+	return libs
 }
