@@ -147,11 +147,11 @@ func (c *Cluster) start(ctx context.Context) error {
 // startControllers runs kube-controller-manager and kube-scheduler on
 // the host, each as the user the default RBAC policy grants its rights.
 func (c *Cluster) startControllers() error {
-	kcm, err := c.userKubeconfig("kube-controller-manager", "system:kube-controller-manager", "", false)
+	kcm, err := c.userKubeconfig("kube-controller-manager", "system:kube-controller-manager")
 	if err != nil {
 		return err
 	}
-	sched, err := c.userKubeconfig("kube-scheduler", "system:kube-scheduler", "", false)
+	sched, err := c.userKubeconfig("kube-scheduler", "system:kube-scheduler")
 	if err != nil {
 		return err
 	}
@@ -301,8 +301,8 @@ func (c *Cluster) logFile(name string) (*os.File, error) {
 }
 
 // userKubeconfig writes a kubeconfig for a user and returns its path.
-func (c *Cluster) userKubeconfig(file, user, group string, fromNodes bool) (string, error) {
-	data, err := c.kubeconfigFor(user, group, fromNodes)
+func (c *Cluster) userKubeconfig(file, user string) (string, error) {
+	data, err := c.kubeconfigFor(user, "", false)
 	if err != nil {
 		return "", err
 	}

@@ -101,8 +101,7 @@ func namespaceFor(t *testing.T, cl client.Client, name string) string {
 // from its volume, from its log.
 func waitServing(t *testing.T, pod *corev1.Pod) string {
 	t.Helper()
-	_, cl := start(t)
-	ctx := context.Background()
+	cl, ctx := stack.client, context.Background()
 	testenv.Eventually(t, 3*time.Minute, func() error {
 		if err := cl.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
 			return err
