@@ -60,7 +60,10 @@ lint:
 bench: control-plane build
 	@bash hack/bench.sh
 
-up: control-plane packages build
+# A two-node cluster with strata installed by its chart; the state is kept
+# in .strata for the next run (make clean starts afresh).
+up: control-plane packages sidecars build
+	@bash hack/tools.sh helm
 	$(BIN)/strata up
 
 clean:

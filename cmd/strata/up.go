@@ -12,31 +12,27 @@ import (
 )
 
 func upCommand() *cobra.Command {
-	o := up.Options{
-		StateDir:   ".strata",
-		ClusterDir: "clusters/homelab",
-		CRDDir:     "charts/strata/crds",
-		AssetsDir:  filepath.Join("bin", "k8s"),
-		GitAddr:    "127.0.0.1:8480",
-		HookAddr:   "127.0.0.1:9292",
-		// The volume API's usual port; NFS off its usual 2049, which a
-		// kernel NFS server may hold.
-		VolumeAPIAddr: "127.0.0.1:8420",
-		NFSAddr:       "127.0.0.1:12049",
-	}
+	root, _ := os.Getwd()
+	o := up.Defaults(root)
 	cmd := &cobra.Command{
 		Use:   "up",
-		Short: "Run strata locally: control plane, git server, controller and the example repository",
+		Short: "Run strata locally: a two-node cluster, strata installed with its chart, a git server and the example repository",
+		Long: `up runs a real, small Kubernetes cluster on this machine (root needed): kube-apiserver,
+etcd, the controller manager and the scheduler, and two nodes, each a kubelet with its own
+containerd, network namespace and loop-device disks. It installs strata with charts/strata from
+images built here, serves the example repository over git, and bootstraps it like Flux.
+Run it from strata's source tree (make up); the state is kept for the next run.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctrl.SetLogger(logr.Discard())
 			o.Out = cmd.OutOrStdout()
-			for _, p := range []*string{&o.StateDir, &o.ClusterDir, &o.CRDDir, &o.AssetsDir} {
+			for _, p := range []*string{&o.StateDir, &o.ClusterDir, &o.Root, &o.Bin} {
 				abs, err := filepath.Abs(*p)
 				if err != nil {
 					return err
 				}
 				*p = abs
 			}
+			o.Cluster.Bin = filepath.Join(o.Bin, "k8s")
 			if err := os.MkdirAll(o.StateDir, 0o755); err != nil {
 				return err
 			}
@@ -44,13 +40,10 @@ func upCommand() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.StateDir, "state-dir", o.StateDir, "where etcd data, the git repository and artifacts are kept between runs")
+	f.StringVar(&o.StateDir, "state-dir", o.StateDir, "where the cluster, the git repository and its work tree are kept between runs")
 	f.StringVar(&o.ClusterDir, "cluster-dir", o.ClusterDir, "directory that seeds the git repository on first run")
-	f.StringVar(&o.CRDDir, "crds", o.CRDDir, "CRDs to install")
-	f.StringVar(&o.AssetsDir, "control-plane-dir", o.AssetsDir, "directory holding kube-apiserver and etcd")
-	f.StringVar(&o.GitAddr, "git-address", o.GitAddr, "loopback address the git repository is served on")
-	f.StringVar(&o.HookAddr, "receiver-address", o.HookAddr, "loopback address of the webhook receiver")
-	f.StringVar(&o.VolumeAPIAddr, "volume-api-address", o.VolumeAPIAddr, "loopback address of the btrfs storage host's volume API")
-	f.StringVar(&o.NFSAddr, "nfs-address", o.NFSAddr, "loopback address of the btrfs storage host's NFS-Ganesha")
+	f.StringVar(&o.Root, "source-dir", o.Root, "strata's source tree: the chart and the example app")
+	f.StringVar(&o.Bin, "bin-dir", o.Bin, "the built binaries: strata, k8s/, sidecars/, helm")
+	f.IntVar(&o.GitPort, "git-port", o.GitPort, "port of the git server, on the host's address on the nodes' network")
 	return cmd
 }

@@ -443,7 +443,7 @@ func TestBtrfsClassMoveIsARecreate(t *testing.T) {
 	}
 	const class = "infrastructure/storage/btrfs-storageclass.yaml"
 	r := newRepo(t, files)
-	r.branch("new-agent", editIn(t, files, class, "http://storage-1.lan:8420", "http://storage-2.lan:8420"))
+	r.branch("new-agent", editIn(t, files, class, "https://storage-1.lan:8420", "https://storage-2.lan:8420"))
 	r.branch("new-tenant", editIn(t, files, class, "provisioner-secret-name: btrfs-tenant", "provisioner-secret-name: other-tenant"))
 	for _, head := range []string{"new-agent", "new-tenant"} {
 		p, err := plan.Run(context.Background(), plan.Options{RepoDir: r.dir, Base: "main", Head: head, Path: "./cluster",

@@ -26,6 +26,7 @@ import (
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/reconciler/build"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
+	"github.com/strata-gitops/strata/storage/csi/btrfsbackend"
 )
 
 // render builds one path of clusters/homelab with the engine's build.
@@ -67,8 +68,10 @@ func TestHomelabBtrfsClaimIsServedOverNFS(t *testing.T) {
 	e := startBtrfs(t, "homelab-btrfs")
 	agentURL, token := e.BtrfsAgent()
 	storage := render(t, "./infrastructure/storage", map[string]string{"btrfs_agent_url": agentURL, "btrfs_nfs_server": "127.0.0.1"})
-	apps := render(t, "./apps", map[string]string{"cluster_name": "homelab", "postgres_size": "1Gi"})
+	apps := render(t, "./apps", map[string]string{"cluster_name": "homelab", "notes_size": "1Gi"})
 	sc := find(t, storage, "StorageClass", "strata-btrfs", &storagev1.StorageClass{})
+	// The test's agent speaks plain HTTP, so there is no CA to trust.
+	delete(sc.Parameters, btrfsbackend.AgentCASecretParameter)
 	pvc := find(t, apps, "PersistentVolumeClaim", "media-library", &corev1.PersistentVolumeClaim{})
 
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: sc.Parameters["csi.storage.k8s.io/provisioner-secret-name"],

@@ -4,15 +4,20 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"time"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/strata-gitops/strata/internal/local/cluster"
 )
 
 // watchProgress prints each Kustomization's state whenever it changes and
@@ -65,24 +70,103 @@ func describe(ks *kustomizev1.Kustomization) (string, string) {
 	}
 }
 
-func printNextSteps(out io.Writer, work, kubeconfig string) {
-	fmt.Fprintf(out, `
-Everything in Git is applied. To change the cluster, push to Git:
+// waitWorkloads prints each claim's phase and each Deployment the
+// Kustomizations applied as they change, and returns once every claim is
+// Bound and every such Deployment has its replicas ready.
+func waitWorkloads(ctx context.Context, c client.Client, out io.Writer) error {
+	seen := map[string]string{}
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		states, done, err := workloadStates(ctx, c)
+		if err != nil {
+			return err
+		}
+		for _, s := range states {
+			if seen[s.name] != s.state {
+				seen[s.name] = s.state
+				fmt.Fprintf(out, "  %-40s %s\n", s.name, s.state)
+			}
+		}
+		if done {
+			fmt.Fprintf(out, "► every claim is Bound and every app is ready\n")
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
 
+type workloadState struct{ name, state string }
+
+func workloadStates(ctx context.Context, c client.Client) ([]workloadState, bool, error) {
+	claims := &corev1.PersistentVolumeClaimList{}
+	if err := c.List(ctx, claims); err != nil {
+		return nil, false, err
+	}
+	deployments := &appsv1.DeploymentList{}
+	if err := c.List(ctx, deployments, client.HasLabels{kustomizev1.GroupVersion.Group + "/name"}); err != nil {
+		return nil, false, err
+	}
+	var states []workloadState
+	done := len(deployments.Items) > 0
+	for _, pvc := range claims.Items {
+		state := string(pvc.Status.Phase)
+		if pvc.Status.Phase == corev1.ClaimBound {
+			state += " to " + pvc.Spec.VolumeName
+		}
+		states = append(states, workloadState{"claim " + pvc.Namespace + "/" + pvc.Name, state})
+		done = done && pvc.Status.Phase == corev1.ClaimBound
+	}
+	for _, d := range deployments.Items {
+		want := int32(1)
+		if d.Spec.Replicas != nil {
+			want = *d.Spec.Replicas
+		}
+		states = append(states, workloadState{"deployment " + d.Namespace + "/" + d.Name, fmt.Sprintf("%d/%d ready", d.Status.ReadyReplicas, want)})
+		done = done && d.Status.ObservedGeneration >= d.Generation && d.Status.ReadyReplicas >= want && d.Status.UpdatedReplicas >= want
+	}
+	sort.Slice(states, func(i, j int) bool { return states[i].name < states[j].name })
+	return states, done, nil
+}
+
+// kubectlFor is kubectl with the cluster's administrator kubeconfig.
+func kubectlFor(o Options, c *cluster.Cluster) []string {
+	return []string{filepath.Join(o.Bin, "k8s", "kubectl"), "--kubeconfig", c.KubeconfigPath()}
+}
+
+// show runs kubectl and prints its output, or why it failed.
+func show(out io.Writer, kubectl []string, args ...string) {
+	cmd := exec.Command(kubectl[0], append(kubectl[1:], args...)...) //nolint:gosec // our own kubectl
+	data, err := cmd.CombinedOutput()
+	fmt.Fprint(out, string(data))
+	if err != nil {
+		fmt.Fprintf(out, "  (kubectl %v: %v)\n", args, err)
+	}
+}
+
+func printNextSteps(out io.Writer, work, kubeconfig, kubectlDir string) {
+	fmt.Fprintf(out, `
+Everything in Git is applied, every claim is Bound and every app runs.
+Use the cluster with:
+  export KUBECONFIG=%[2]s PATH=%[3]s:$PATH
+  kubectl get pods -A -o wide -w        # which pod runs on which node
+  kubectl get pvc -A                    # the claims and their volumes
+The example app wrote a file into each of its volumes (one LVM, one btrfs);
+restart it and it reads the first pod's files back:
+  kubectl -n apps rollout restart deployment/example-app
+  kubectl -n apps logs deployment/example-app
+To change the cluster, push to Git:
   cd %[1]s
   $EDITOR apps/app.yaml                 # e.g. change a replica count or a ConfigMap value
   git commit -am "my change" && git push
-
-The push calls the Receiver and the change lands within a second. Watch it with:
-
-  kubectl --kubeconfig %[2]s get kustomizations -A -w
-  flux --kubeconfig %[2]s get ks          # the flux CLI works against strata too
-
-Volumes come from the LVMCluster in Git through the CSI driver (sockets above); csi-sanity
-exercises every call against them:
-
-  bin/csi-sanity -csi.endpoint unix://%[3]s/csi-node.sock -csi.controllerendpoint unix://%[3]s/csi-controller.sock
-
+The push calls the Receiver and the change lands within seconds. Watch it with:
+  kubectl get kustomizations -A -w
+  flux get ks                           # the flux CLI works against strata too
+docs/development.md ("The local cluster") shows how to stop, freeze or cut off a node.
 Press Ctrl-C to stop; run 'make up' again to resume with the same state.
-`, work, kubeconfig, filepath.Dir(kubeconfig))
+`, work, kubeconfig, kubectlDir)
 }

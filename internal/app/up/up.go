@@ -1,78 +1,101 @@
-// Package up runs strata end to end on one machine: a local control plane,
-// the example repository served over git's smart HTTP on loopback, the
-// controller, and the Flux bootstrap objects, then reports progress until
-// every Kustomization is Ready.
+// Package up runs strata end to end on one machine: the local cluster
+// (internal/local/cluster: a control plane and two nodes with kubelets),
+// strata installed into it with its Helm chart, the example repository
+// served over git's smart HTTP on the nodes' network, and the Flux
+// bootstrap objects; then it reports progress until everything in Git is
+// applied, every claim is Bound and every app runs.
 package up
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
+	"strconv"
 	"sync/atomic"
+	"time"
 
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/strata-gitops/strata/internal/app/manager"
 	"github.com/strata-gitops/strata/internal/httpserver"
-	"github.com/strata-gitops/strata/internal/local/controlplane"
+	"github.com/strata-gitops/strata/internal/local/cluster"
 	"github.com/strata-gitops/strata/internal/local/gitserver"
+	"github.com/strata-gitops/strata/internal/local/images"
+	"github.com/strata-gitops/strata/internal/local/release"
 	"github.com/strata-gitops/strata/internal/scheme"
 )
 
 // Options for `strata up`.
 type Options struct {
-	// StateDir keeps etcd data, the git repository and artifacts, so a
-	// second run resumes where the first stopped.
+	// StateDir keeps the cluster's state (etcd, nodes, disks), the git
+	// repository and its work tree, so a second run resumes where the
+	// first stopped.
 	StateDir   string
 	ClusterDir string
-	CRDDir     string
-	AssetsDir  string
-	GitAddr    string
-	HookAddr   string
-	// VolumeAPIAddr and NFSAddr are where the btrfs storage host serves
-	// its volume API and NFS-Ganesha.
-	VolumeAPIAddr string
-	NFSAddr       string
-	Out           io.Writer
+	// Root is strata's source tree: the chart and the example app come
+	// from it. Bin holds the binaries (bin/strata, bin/k8s, bin/sidecars,
+	// bin/helm).
+	Root, Bin string
+	// GitPort is where the git server listens, on the host's address on
+	// the nodes' network.
+	GitPort int
+	// Cluster are the nodes and networks; up fills in the rest.
+	Cluster cluster.Options
+	Out     io.Writer
 }
 
-// Run brings everything up and blocks until ctx ends, then stops it all.
+// Defaults are the options of `make up` in the source tree root.
+func Defaults(root string) Options {
+	bin := filepath.Join(root, "bin")
+	return Options{
+		StateDir: filepath.Join(root, ".strata"), ClusterDir: filepath.Join(root, "clusters", "homelab"),
+		Root: root, Bin: bin, GitPort: 8480,
+		Cluster: cluster.Defaults("", filepath.Join(bin, "k8s")),
+	}
+}
+
+const namespace = "strata-system"
+
+// Run brings everything up and blocks until ctx ends, then stops it all,
+// keeping the state.
 func Run(ctx context.Context, o Options) error {
+	began := time.Now()
 	say := func(format string, args ...any) { fmt.Fprintf(o.Out, "► "+format+"\n", args...) }
 
-	say("starting kube-apiserver and etcd (state in %s)", filepath.Join(o.StateDir, "etcd"))
-	cp, err := controlplane.Start(controlplane.Options{
-		AssetsDir: o.AssetsDir, CRDDirs: []string{o.CRDDir}, EtcdDataDir: filepath.Join(o.StateDir, "etcd"),
-		APIServerFlags: map[string]string{"service-cluster-ip-range": "10.96.0.0/12"},
-	})
+	imgs, err := buildImages(o, say)
+	if err != nil {
+		return err
+	}
+	c, err := startCluster(ctx, o, imgs, say)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		say("stopping kube-apiserver and etcd")
-		_ = cp.Stop()
+		say("stopping the nodes and the control plane (state kept in %s)", o.StateDir)
+		if err := c.Stop(); err != nil {
+			say("stopping: %v", err)
+		}
 	}()
-	kubeconfig := filepath.Join(o.StateDir, "kubeconfig")
-	if err := writeKubeconfig(cp, kubeconfig); err != nil {
+	cl, err := client.New(c.Config, client.Options{Scheme: scheme.New()})
+	if err != nil {
 		return err
 	}
-	say("API server at %s, kubeconfig %s", cp.Config.Host, kubeconfig)
+	if err := install(ctx, o, c, cl, say); err != nil {
+		return err
+	}
 
-	repoURL := fmt.Sprintf("http://%s/%s.git", o.GitAddr, filepath.Base(o.ClusterDir))
+	gitAddr := net.JoinHostPort(c.HostIP().String(), strconv.Itoa(o.GitPort))
+	repoURL := fmt.Sprintf("http://%s/%s.git", gitAddr, filepath.Base(o.ClusterDir))
 	repo, err := seedRepository(o, repoURL)
 	if err != nil {
 		return err
 	}
-	var hookURL atomic.Value // set once the Receiver has its path
-	stopGit, err := serveGit(o, func() {
-		if url, ok := hookURL.Load().(string); ok {
-			notify(url)
+	var hookPath atomic.Value // set once the Receiver has its path
+	stopGit, err := serveGit(o, gitAddr, func() {
+		if path, ok := hookPath.Load().(string); ok {
+			notify(ctx, cl, path)
 		}
 	})
 	if err != nil {
@@ -81,86 +104,77 @@ func Run(ctx context.Context, o Options) error {
 	defer stopGit()
 	say("git repository %s (work tree %s)", repoURL, repo.work)
 
-	c, err := client.New(cp.Config, client.Options{Scheme: scheme.New()})
+	if err := describeNodes(ctx, cl, c); err != nil {
+		return err
+	}
+	path, err := bootstrap(ctx, cl, repoURL)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	mgrDone, err := startController(ctx, cp.Config, o)
-	if err != nil {
-		return err
-	}
-	say("controller started (artifacts in %s)", filepath.Join(o.StateDir, "controller"))
-	agentDone, detachDisks, err := startAgent(ctx, cp.Config, c, o, say)
-	if err != nil {
-		return err
-	}
-	defer detachDisks()
+	hookPath.Store(path)
+	say("bootstrap applied: GitRepository, root Kustomization and a Receiver (%s on the controller's pod) in flux-system", path)
 
-	path, err := bootstrap(ctx, c, repoURL)
-	if err != nil {
+	if err := watchProgress(ctx, cl, o.Out); err != nil {
 		return err
 	}
-	hookURL.Store("http://" + o.HookAddr + path)
-	say("bootstrap applied: GitRepository, root Kustomization and a Receiver (POST http://%s%s) in flux-system", o.HookAddr, path)
-
-	if err := watchProgress(ctx, c, o.Out); err != nil {
+	if err := waitWorkloads(ctx, cl, o.Out); err != nil {
 		return err
 	}
-	printNextSteps(o.Out, repo.work, kubeconfig)
+	say("everything in Git runs, %s after start", time.Since(began).Round(time.Second))
+	kubectl := kubectlFor(o, c)
+	show(o.Out, kubectl, "get", "pods", "-A", "-o", "wide")
+	fmt.Fprintln(o.Out, "The example app's volumes hold:")
+	show(o.Out, kubectl, "-n", "apps", "logs", "deployment/example-app")
+	printNextSteps(o.Out, repo.work, c.KubeconfigPath(), filepath.Join(o.Bin, "k8s"))
 	<-ctx.Done()
-	cancel()
-	var agentErr error
-	if agentDone != nil {
-		agentErr = <-agentDone
-	}
-	return errors.Join(<-mgrDone, agentErr)
+	return nil
 }
 
-func writeKubeconfig(cp *controlplane.ControlPlane, path string) error {
-	data, err := cp.Kubeconfig()
+// buildImages builds the example app and the pause program and lists
+// every image the cluster runs.
+func buildImages(o Options, say func(string, ...any)) ([]images.Image, error) {
+	say("building the local images from bin/ (no registry: each node imports them)")
+	if err := images.BuildCommands(o.Root, o.Bin); err != nil {
+		return nil, err
+	}
+	imgs, err := release.Images(o.Bin)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return os.WriteFile(path, data, 0o600)
+	for _, img := range imgs {
+		fmt.Fprintf(o.Out, "  %s\n", img.Ref)
+	}
+	return imgs, nil
 }
 
-func serveGit(o Options, onPush func()) (stop func(), err error) {
+func serveGit(o Options, addr string, onPush func()) (stop func(), err error) {
 	h, err := gitserver.Handler(filepath.Join(o.StateDir, "git"), func(string) { onPush() })
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", o.GitAddr)
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("serving git on %s: %w (is another strata up running?)", o.GitAddr, err)
+		return nil, fmt.Errorf("serving git on %s: %w (is another strata up running?)", addr, err)
 	}
 	srv := httpserver.New("", h)
 	go func() { _ = srv.Serve(ln) }()
 	return func() { _ = srv.Close() }, nil
 }
 
-// notify calls the Receiver the way a forge would after a push.
-func notify(url string) {
+// notify calls the Receiver on the controller's pod the way a forge would
+// after a push. The host routes to every node's pods.
+func notify(ctx context.Context, cl client.Client, path string) {
 	go func() {
-		resp, err := http.Post(url, "application/json", nil) //nolint:gosec,noctx // loopback URL we built
-		if err == nil {
+		ip, err := controllerIP(ctx, cl)
+		if err != nil {
+			return
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+net.JoinHostPort(ip, "9292")+path, nil)
+		if err != nil {
+			return
+		}
+		if resp, err := http.DefaultClient.Do(req); err == nil {
 			resp.Body.Close()
 		}
 	}()
-}
-
-func startController(ctx context.Context, cfg *rest.Config, o Options) (<-chan error, error) {
-	mo := manager.Defaults()
-	mo.MetricsAddr, mo.HealthProbeAddr = "0", "0"
-	mo.ArtifactDir = filepath.Join(o.StateDir, "controller")
-	mo.ArtifactAddr = "0"
-	mo.ReceiverAddr = o.HookAddr
-	mgr, err := manager.New(ctx, cfg, mo)
-	if err != nil {
-		return nil, err
-	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	return done, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,87 +14,74 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-gitops/strata/internal/app/up"
+	"github.com/strata-gitops/strata/internal/local/kubenode"
 	"github.com/strata-gitops/strata/internal/scheme"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
-	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 )
 
-// TestUpAppliesTheRepositoryAndAPush runs what `make up` runs: everything
-// in the example repository becomes Ready, the btrfs storage host serves
-// the example's StorageClass, a push through the work tree lands, and
-// stopping leaves no loop device or mount behind.
-func TestUpAppliesTheRepositoryAndAPush(t *testing.T) {
-	testenv.NeedRoot(t, "loop-device disks")
-	testenv.NeedTools(t, "git", "lvm", "mkfs.btrfs", "ganesha.nfsd")
-	if _, err := os.Stat(filepath.Join(testenv.AssetsDir(), "kube-apiserver")); err != nil {
-		testenv.Unavailable(t, "control-plane binaries not found: run hack/control-plane.sh (make test does)")
+// TestUpRunsTheHomelab runs what `make up` runs, on its own bridge and
+// ranges: both nodes are Ready, every claim of the example repository is
+// Bound, the static volumes' pods run on their volumes' nodes, the
+// example app reads its files back after a restart, a push through the
+// work tree lands, stopping leaves no mount or loop device behind, and a
+// second run on the same state finds the app's files again.
+func TestUpRunsTheHomelab(t *testing.T) {
+	testenv.NeedRoot(t, "the local cluster's nodes")
+	if missing := testenv.LocalClusterMissing(); missing != "" {
+		testenv.Unavailable(t, missing)
 	}
-	root := testenv.RepoRoot()
-	state := t.TempDir()
-	out := &syncBuffer{}
-	o := up.Options{StateDir: state, ClusterDir: filepath.Join(root, "clusters", "homelab"),
-		CRDDir: filepath.Join(root, "charts", "strata", "crds"), AssetsDir: testenv.AssetsDir(),
-		GitAddr: testenv.FreeAddr(t), HookAddr: testenv.FreeAddr(t), VolumeAPIAddr: testenv.FreeAddr(t), NFSAddr: testenv.FreeAddr(t), Out: out}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- up.Run(ctx, o) }()
-	stopped := false
-	stopUp := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		stop()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("strata up ended with %v\n%s", err, out)
-			}
-		case <-time.After(time.Minute):
-			t.Errorf("strata up did not stop within a minute of Ctrl-C\n%s", out)
-		}
+	if err := testenv.BuildStrata(); err != nil {
+		t.Fatal(err)
 	}
-	t.Cleanup(stopUp)
+	o := up.Defaults(testenv.RepoRoot())
+	o.StateDir = t.TempDir()
+	o.Cluster.Nodes = []string{"up-a", "up-b"}
+	o.Cluster.Network = kubenode.Network{Bridge: "strata-u0", Prefix: netip.MustParsePrefix("10.80.0.0/24"),
+		PodPrefix: netip.MustParsePrefix("10.247.0.0/16")}
+	o.Cluster.ServiceCIDR = netip.MustParsePrefix("10.99.0.0/16")
 
-	testenv.Eventually(t, 4*time.Minute, func() error {
-		select {
-		case err := <-done:
-			done <- err
-			t.Fatalf("strata up ended early: %v\n%s", err, out)
-		default:
+	run := startUp(t, o)
+	c := kubeClient(t, run.kubeconfig)
+	ctx := context.Background()
+	claims := &corev1.PersistentVolumeClaimList{}
+	if err := c.List(ctx, claims); err != nil {
+		t.Fatal(err)
+	}
+	if len(claims.Items) < 5 {
+		t.Errorf("%d claims, want the example repository's 5", len(claims.Items))
+	}
+	for _, pvc := range claims.Items {
+		if pvc.Status.Phase != corev1.ClaimBound {
+			t.Errorf("claim %s/%s is %s once up says everything runs", pvc.Namespace, pvc.Name, pvc.Status.Phase)
 		}
-		if !strings.Contains(out.String(), "Kustomizations are Ready") {
-			return fmt.Errorf("not all Ready yet:\n%s", out)
+	}
+	for app, node := range map[string]string{"notes": "up-a", "wiki": "up-b", "example-app": "up-b"} {
+		if pod := runningPod(t, c, app); pod.Spec.NodeName != node {
+			t.Errorf("%s runs on %s, want %s, its volume's node", app, pod.Spec.NodeName, node)
+		}
+	}
+	first := appOutput(t, c, run)
+	if !strings.Contains(first, "/fast: written by") || !strings.Contains(first, "/shared: written by") {
+		t.Fatalf("the example app did not write both its volumes:\n%s", first)
+	}
+	if err := c.Delete(ctx, runningPod(t, c, "example-app")); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 3*time.Minute, func() error {
+		if again := appOutput(t, c, run); again != first {
+			return fmt.Errorf("the restarted app reads %q, the first wrote %q", again, first)
 		}
 		return nil
 	})
 
-	c := kubeClient(t, filepath.Join(state, "kubeconfig"))
-	sc := &storagev1.StorageClass{}
-	if err := c.Get(ctx, client.ObjectKey{Name: "strata-btrfs"}, sc); err != nil {
-		t.Fatal(err)
-	}
-	if want := "http://" + o.VolumeAPIAddr; sc.Parameters["agentURL"] != want {
-		t.Errorf("StorageClass strata-btrfs has agentURL %q, want the local storage host's %s", sc.Parameters["agentURL"], want)
-	}
-	token, err := os.ReadFile(filepath.Join(state, "btrfs-token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	agent := &volumeapi.Client{URL: sc.Parameters["agentURL"], Token: strings.TrimSpace(string(token))}
-	if _, err := agent.Stats(ctx); err != nil {
-		t.Errorf("the btrfs storage host does not answer with its tenant's token: %v", err)
-	}
-
-	push(t, filepath.Join(state, "work", "homelab"), "apps/app.yaml", "hello from git", "hello from a push")
-	testenv.Eventually(t, 30*time.Second, func() error {
+	push(t, filepath.Join(o.StateDir, "work", "homelab"), "apps/app.yaml", "hello from git", "hello from a push")
+	testenv.Eventually(t, time.Minute, func() error {
 		cm := &corev1.ConfigMap{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: "databases", Name: "app-settings"}, cm); err != nil {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "apps", Name: "app-settings"}, cm); err != nil {
 			return err
 		}
 		if cm.Data["greeting"] != "hello from a push" {
@@ -102,13 +90,116 @@ func TestUpAppliesTheRepositoryAndAPush(t *testing.T) {
 		return nil
 	})
 
-	stopUp()
-	if out, _ := exec.Command("losetup", "--list", "--noheadings", "--output", "BACK-FILE").Output(); strings.Contains(string(out), state) {
+	run.stop(t)
+	if out, _ := exec.Command("losetup", "--list", "--noheadings", "--output", "BACK-FILE").Output(); strings.Contains(string(out), o.StateDir) {
 		t.Errorf("loop devices left attached after stopping:\n%s", out)
 	}
-	if data, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(data), state) {
-		t.Errorf("mounts left under %s after stopping", state)
+	if data, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(data), o.StateDir) {
+		t.Errorf("mounts left under %s after stopping", o.StateDir)
 	}
+
+	again := startUp(t, o)
+	c = kubeClient(t, again.kubeconfig)
+	testenv.Eventually(t, 3*time.Minute, func() error {
+		if out := appOutput(t, c, again); out != first {
+			return fmt.Errorf("after up started again the app reads %q, the first run wrote %q", out, first)
+		}
+		return nil
+	})
+	again.stop(t)
+}
+
+// upRun is one run of strata up.
+type upRun struct {
+	// kubeconfig is the cluster administrator's.
+	kubeconfig string
+	out        *syncBuffer
+	cancel     func()
+	done       chan error
+	stopped    bool
+}
+
+// startUp runs strata up until it says everything runs.
+func startUp(t *testing.T, o up.Options) *upRun {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &upRun{kubeconfig: filepath.Join(o.StateDir, "cluster", "kubeconfig"), out: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
+	o.Out = r.out
+	go func() { r.done <- up.Run(ctx, o) }()
+	t.Cleanup(func() { r.stop(t) })
+	testenv.Eventually(t, 15*time.Minute, func() error {
+		select {
+		case err := <-r.done:
+			r.done <- err
+			t.Fatalf("strata up ended early: %v\n%s", err, r.out)
+		default:
+		}
+		if !strings.Contains(r.out.String(), "everything in Git runs") {
+			return fmt.Errorf("not running yet:\n%s", r.out)
+		}
+		return nil
+	})
+	t.Logf("strata up:\n%s", r.out)
+	return r
+}
+
+// stop ends the run as Ctrl-C does.
+func (r *upRun) stop(t *testing.T) {
+	if r.stopped {
+		return
+	}
+	r.stopped = true
+	r.cancel()
+	select {
+	case err := <-r.done:
+		if err != nil {
+			t.Errorf("strata up ended with %v\n%s", err, r.out)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Errorf("strata up did not stop within two minutes of Ctrl-C\n%s", r.out)
+	}
+}
+
+// runningPod is the running, ready pod of an app in namespace apps.
+func runningPod(t *testing.T, c client.Client, app string) *corev1.Pod {
+	t.Helper()
+	var found *corev1.Pod
+	testenv.Eventually(t, 3*time.Minute, func() error {
+		pods := &corev1.PodList{}
+		if err := c.List(context.Background(), pods, client.InNamespace("apps"), client.MatchingLabels{"app": app}); err != nil {
+			return err
+		}
+		for i, p := range pods.Items {
+			if p.DeletionTimestamp == nil && podReady(&p) {
+				found = &pods.Items[i]
+				return nil
+			}
+		}
+		return fmt.Errorf("no ready pod of %s among %d", app, len(pods.Items))
+	})
+	return found
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// appOutput is what the example app's running pod read from its volumes:
+// the lines it logged at start.
+func appOutput(t *testing.T, c client.Client, r *upRun) string {
+	t.Helper()
+	pod := runningPod(t, c, "example-app")
+	out, err := exec.Command(filepath.Join(testenv.RepoRoot(), "bin", "k8s", "kubectl"), "--kubeconfig", r.kubeconfig,
+		"-n", "apps", "logs", pod.Name).CombinedOutput()
+	if err != nil {
+		t.Fatalf("logs of %s: %v: %s", pod.Name, err, out)
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // push edits a file of the work tree and pushes the change, as the

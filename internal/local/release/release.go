@@ -14,6 +14,8 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-gitops/strata/internal/local/images"
@@ -60,6 +62,9 @@ type Options struct {
 	Namespace  string
 	// Set are more values, key=value.
 	Set []string
+	// Objects are made in Namespace before the chart is installed, such
+	// as the Secrets its values name; ones that exist are kept.
+	Objects []client.Object
 }
 
 // Values are the chart values of the local cluster: the local images,
@@ -82,6 +87,9 @@ func Values() []string {
 // Install installs or upgrades the release and waits until its
 // Deployments and DaemonSets are available.
 func Install(ctx context.Context, c client.Client, o Options, timeout time.Duration) error {
+	if err := prepare(ctx, c, o); err != nil {
+		return err
+	}
 	args := []string{"upgrade", "--install", "strata", o.Chart, "--kubeconfig", o.Kubeconfig,
 		"--namespace", o.Namespace, "--create-namespace"}
 	for _, s := range append(Values(), o.Set...) {
@@ -91,6 +99,17 @@ func Install(ctx context.Context, c client.Client, o Options, timeout time.Durat
 		return fmt.Errorf("helm %s: %v: %s", strings.Join(args[:3], " "), err, out)
 	}
 	return waitAvailable(ctx, c, o.Namespace, timeout)
+}
+
+// prepare makes the release namespace and o.Objects in it.
+func prepare(ctx context.Context, c client.Client, o Options) error {
+	objects := append([]client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.Namespace}}}, o.Objects...)
+	for _, obj := range objects {
+		if err := c.Create(ctx, obj); client.IgnoreAlreadyExists(err) != nil {
+			return fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
+		}
+	}
+	return nil
 }
 
 // waitAvailable waits until every Deployment and DaemonSet in namespace

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
+	"github.com/strata-gitops/strata/internal/local/release"
 	"github.com/strata-gitops/strata/storage/csi/btrfsbackend"
 )
 
@@ -17,41 +18,10 @@ import (
 // of its own, with one tenant. This machine's kernel has no NFS client,
 // so the suite's btrfs volumes are used on the storage host itself,
 // where the CSI node service bind-mounts them.
-const (
-	btrfsBase   = "/var/lib/strata/btrfs"
-	btrfsClass  = "strata-btrfs-e2e"
-	btrfsTenant = "e2e"
-	btrfsToken  = "e2e-tenant-token-0123456789"
-)
+const btrfsClass = "strata-btrfs-e2e"
 
-var btrfsHostValues = []string{
-	"btrfsHost.enabled=true",
-	`btrfsHost.nodeSelector.kubernetes\.io/hostname=e2e-b`,
-	"btrfsHost.base=" + btrfsBase,
-	// Ganesha's files are the node's own; no Ganesha runs, as no node
-	// could mount its exports: the agent records each export, the node
-	// service bind-mounts on the host.
-	"btrfsHost.ganeshaExports=/var/lib/strata/ganesha/strata-exports.conf",
-	"btrfsHost.ganeshaPIDFile=/var/lib/strata/ganesha/ganesha.pid",
-	"btrfsHost.tenantsSecret=btrfs-tenants",
-}
-
-// tenants makes the namespace and the Secret of the host's tenants before
-// the chart is installed.
-func tenants(ctx context.Context, c client.Client) error {
-	for _, obj := range []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "btrfs-tenants", Namespace: namespace},
-			StringData: map[string]string{btrfsTenant: btrfsToken}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "btrfs-token", Namespace: namespace},
-			StringData: map[string]string{btrfsbackend.TokenKey: btrfsToken}},
-	} {
-		if err := c.Create(ctx, obj); client.IgnoreAlreadyExists(err) != nil {
-			return err
-		}
-	}
-	return nil
-}
+var btrfsHost = release.BtrfsHost{Node: "e2e-b", Base: "/var/lib/strata/btrfs",
+	Tenant: "e2e", Token: "e2e-tenant-token-0123456789", TokenSecret: "btrfs-token"}
 
 // makeBtrfsClass makes the StorageClass of the host's volumes, trusting the CA
 // the chart made for the host's agent.
@@ -59,10 +29,10 @@ func makeBtrfsClass(ctx context.Context, c client.Client, hostIP string) error {
 	params := map[string]string{
 		btrfsbackend.AgentURLParameter:      "https://" + hostIP + ":8420",
 		btrfsbackend.NFSServerParameter:     hostIP,
-		btrfsbackend.AgentCASecretParameter: namespace + "/strata-agent-ca-public",
+		btrfsbackend.AgentCASecretParameter: release.CASecret(namespace),
 	}
 	for _, call := range []string{"provisioner", "controller-publish", "controller-expand"} {
-		params["csi.storage.k8s.io/"+call+"-secret-name"] = "btrfs-token"
+		params["csi.storage.k8s.io/"+call+"-secret-name"] = btrfsHost.TokenSecret
 		params["csi.storage.k8s.io/"+call+"-secret-namespace"] = namespace
 	}
 	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: btrfsClass}, Provisioner: storagev1alpha1.CSIDriver, Parameters: params}
@@ -79,7 +49,7 @@ func TestBtrfsVolumeOnTheStorageHost(t *testing.T) {
 	claim.Spec.StorageClassName = &class
 	claim.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}
 	pod := appPod(ns, "app", claim.Name)
-	pod.Spec.NodeSelector = map[string]string{corev1.LabelHostname: "e2e-b"}
+	pod.Spec.NodeSelector = map[string]string{corev1.LabelHostname: btrfsHost.Node}
 	create(t, cl, claim, pod)
 	first := waitServing(t, pod)
 	ctx := context.Background()

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -70,16 +69,11 @@ func start(t *testing.T) (*cluster.Cluster, client.Client) {
 func startStack() error {
 	root := testenv.RepoRoot()
 	bin := filepath.Join(root, "bin")
-	for _, need := range []string{"k8s/kubelet", "helm", "sidecars/csi-provisioner"} {
-		if _, err := os.Stat(filepath.Join(bin, need)); err != nil {
-			stack.skip = "bin/" + need + " is not built (make e2e builds it)"
-			return nil
-		}
+	if stack.skip = testenv.LocalClusterMissing(); stack.skip != "" {
+		return nil
 	}
-	build := exec.Command("go", "build", "-o", filepath.Join(bin, "strata"), "./cmd/strata")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("building strata: %v: %s", err, out)
+	if err := testenv.BuildStrata(); err != nil {
+		return err
 	}
 	if err := images.BuildCommands(root, bin); err != nil {
 		return err
@@ -101,7 +95,7 @@ func startStack() error {
 	o.ServiceCIDR = netip.MustParsePrefix("10.98.0.0/16")
 	o.Images, o.PauseImage, o.Disks = imgs, images.PauseRef, []int64{4 << 30, 2 << 30}
 	// e2e-b is also a btrfs storage host, its second disk the base.
-	o.BtrfsMounts = map[string]map[string]int{"e2e-b": {btrfsBase: 2}}
+	o.BtrfsMounts = map[string]map[string]int{btrfsHost.Node: {btrfsHost.Base: 2}}
 	o.CRDDirs = []string{filepath.Join(root, "charts", "strata", "crds")}
 	ctx := context.Background()
 	c, err := cluster.Start(ctx, o)
@@ -119,11 +113,9 @@ func startStack() error {
 	if stack.client, err = client.New(c.Config, client.Options{Scheme: s}); err != nil {
 		return err
 	}
-	if err := tenants(ctx, stack.client); err != nil {
-		return err
-	}
 	err = release.Install(ctx, stack.client, release.Options{Chart: filepath.Join(root, "charts", "strata"),
-		Helm: filepath.Join(bin, "helm"), Kubeconfig: c.KubeconfigPath(), Namespace: namespace, Set: btrfsHostValues}, 4*time.Minute)
+		Helm: filepath.Join(bin, "helm"), Kubeconfig: c.KubeconfigPath(), Namespace: namespace,
+		Set: btrfsHost.Values(), Objects: btrfsHost.Secrets(namespace)}, 4*time.Minute)
 	if err != nil {
 		return fmt.Errorf("%w\n%s", err, c.Nodes[0].Logs(20))
 	}

@@ -1,0 +1,54 @@
+package release
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/strata-gitops/strata/storage/csi/btrfsbackend"
+)
+
+// BtrfsHost is a node of the local cluster serving btrfs volumes through
+// the chart's btrfs host, with one tenant.
+type BtrfsHost struct {
+	// Node is the node's name; Base is the btrfs mount inside it.
+	Node, Base string
+	// Tenant and Token are the one tenant and its token.
+	Tenant, Token string
+	// TokenSecret is the Secret StorageClasses name for the token (key
+	// btrfsbackend.TokenKey).
+	TokenSecret string
+}
+
+// tenantsSecret holds the host's tenants and their tokens.
+const tenantsSecret = "btrfs-tenants"
+
+// Values are the chart values that run the host. This machine's kernel has
+// no NFS client, so no node could mount the host's exports: no Ganesha
+// runs, the agent keeps its export file in the node's own directory, and
+// the CSI node service bind-mounts volumes on the host itself.
+func (h BtrfsHost) Values() []string {
+	return []string{
+		"btrfsHost.enabled=true",
+		`btrfsHost.nodeSelector.kubernetes\.io/hostname=` + h.Node,
+		"btrfsHost.base=" + h.Base,
+		"btrfsHost.ganeshaExports=/var/lib/strata/ganesha/strata-exports.conf",
+		"btrfsHost.ganeshaPIDFile=/var/lib/strata/ganesha/ganesha.pid",
+		"btrfsHost.tenantsSecret=" + tenantsSecret,
+	}
+}
+
+// Secrets are the host's tenants Secret and the tenant's token Secret,
+// to be made in the release namespace before the chart is installed.
+func (h BtrfsHost) Secrets(namespace string) []client.Object {
+	return []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: tenantsSecret, Namespace: namespace},
+			StringData: map[string]string{h.Tenant: h.Token}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: h.TokenSecret, Namespace: namespace},
+			StringData: map[string]string{btrfsbackend.TokenKey: h.Token}},
+	}
+}
+
+// CASecret is the Secret, namespace/name, holding the CA the host's agent
+// certificate chains to (the chart makes it).
+func CASecret(namespace string) string { return namespace + "/strata-agent-ca-public" }
