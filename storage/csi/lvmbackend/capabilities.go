@@ -52,9 +52,23 @@ func checkCapability(c *csi.VolumeCapability) error {
 	return nil
 }
 
+// minimumSizes are the smallest filesystems mkfs makes, by fstype: a
+// volume for a smaller claim is made this large, as mkfs.xfs refuses
+// anything under 300 MB.
+var minimumSizes = map[string]int64{"xfs": 300 << 20}
+
+// minimumSize is the smallest volume every capability can be formatted in.
+func minimumSize(caps []*csi.VolumeCapability) int64 {
+	var least int64
+	for _, c := range caps {
+		least = max(least, minimumSizes[c.GetMount().GetFsType()])
+	}
+	return least
+}
+
 // volumeSize is the size to give a volume: the required bytes (1 GiB when
-// none) rounded up to whole extents, within the limit.
-func volumeSize(r *csi.CapacityRange) (resource.Quantity, error) {
+// none), at least least, rounded up to whole extents, within the limit.
+func volumeSize(r *csi.CapacityRange, least int64) (resource.Quantity, error) {
 	want, limit := r.GetRequiredBytes(), r.GetLimitBytes()
 	if want < 0 || limit < 0 {
 		return resource.Quantity{}, status.Errorf(codes.InvalidArgument, "capacity range %v has a negative size", r)
@@ -64,6 +78,13 @@ func volumeSize(r *csi.CapacityRange) (resource.Quantity, error) {
 		if limit > 0 && limit < want {
 			want = limit
 		}
+	}
+	if want < least {
+		if limit > 0 && limit < least {
+			return resource.Quantity{}, status.Errorf(codes.OutOfRange,
+				"capacity range: the limit of %d bytes is below the %d bytes its filesystem needs at least", limit, least)
+		}
+		want = least
 	}
 	size := (want + extent - 1) / extent * extent
 	if limit > 0 && size > limit {

@@ -90,7 +90,7 @@ func (b *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 	if err != nil {
 		return nil, err
 	}
-	size, err := volumeSize(req.GetCapacityRange())
+	size, err := volumeSize(req.GetCapacityRange(), minimumSize(req.GetVolumeCapabilities()))
 	if err != nil {
 		return nil, err
 	}
@@ -252,7 +252,7 @@ func (b *Controller) remove(ctx context.Context, id, kind string) error {
 // ControllerExpandVolume raises the LogicalVolume's size and waits for its
 // agent to grow the volume.
 func (b *Controller) ControllerExpandVolume(ctx context.Context, _ backend.VolumeID, req *csi.ControllerExpandVolumeRequest) (*csi.ControllerExpandVolumeResponse, error) {
-	size, err := volumeSize(req.GetCapacityRange())
+	size, err := volumeSize(req.GetCapacityRange(), 0)
 	if err != nil {
 		return nil, err
 	}
