@@ -6,7 +6,7 @@ BIN := $(CURDIR)/bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 export KUBEBUILDER_ASSETS := $(BIN)/k8s
 
-.PHONY: all build test e2e lint generate bench up sanity tools control-plane packages sidecars clean
+.PHONY: all build test e2e conformance lint generate bench up sanity tools control-plane packages sidecars clean
 
 all: build
 
@@ -43,6 +43,14 @@ test: control-plane packages sidecars
 e2e: control-plane packages sidecars
 	@bash hack/tools.sh helm
 	$(GO) test -count=1 -timeout 30m -v ./internal/testing/e2e
+
+# Kubernetes' own storage e2e (e2e.test, external-driver mode) against the
+# driver on the local cluster, each backend in turn: over an hour on 2 cores.
+# Counts and skip reasons go to bin/conformance/BACKEND.txt (docs/csi.md).
+conformance: control-plane packages sidecars
+	@bash hack/tools.sh helm
+	@bash hack/control-plane.sh conformance >/dev/null
+	$(GO) test -tags conformance -count=1 -timeout 200m -v -run TestKubernetesStorageSuite ./internal/testing/e2e
 
 # csi-sanity against the CSI driver on its own; SANITY_ARGS go to csi-sanity,
 # e.g. SANITY_ARGS=-ginkgo.focus=NodeExpandVolume.

@@ -42,9 +42,14 @@ staging_replaces() {
 }
 
 # build_k8s_cmd NAME [VERSION] builds k8s.io/kubernetes/cmd/NAME into bin/k8s.
-build_k8s_cmd() {
-  local name="$1" version="${2:-$K8S_VERSION}"
-  if [ -x "$BIN/$name" ]; then return; fi
+build_k8s_cmd() { build_k8s "$1" "${2:-$K8S_VERSION}" "k8s.io/kubernetes/cmd/$1" "$BIN/$1"; }
+
+# build_k8s NAME VERSION PACKAGE OUT builds a package of k8s.io/kubernetes
+# into OUT: a command, or with TEST=1 a test binary (go test -c).
+build_k8s() {
+  local name="$1" version="$2" pkg="$3" out="$4"
+  if [ -x "$out" ]; then return; fi
+  mkdir -p "$(dirname "$out")"
   say "building $name v$version from the Go module proxy (first time only, several minutes on 2 cores)"
   local work
   work="$(mktemp -d)"
@@ -54,7 +59,7 @@ build_k8s_cmd() {
     go mod init "strata.local/$name" >/dev/null 2>&1
     go mod edit -require "k8s.io/kubernetes@v$version"
     staging_replaces "$version" >>go.mod
-    printf 'package main\nimport _ "k8s.io/kubernetes/cmd/%s"\n' "$name" >tools.go
+    printf 'package main\nimport _ "%s"\nfunc main() {}\n' "$pkg" >tools.go
     GOFLAGS=-mod=mod go mod tidy >/dev/null 2>&1 || true
     # The node's components say their version (kubectl get nodes shows the
     # kubelet's); the API server keeps the build's own, which envtest reads.
@@ -62,9 +67,13 @@ build_k8s_cmd() {
     case "$name" in kube-apiserver | kubectl) ;; *)
       ldflags="-X k8s.io/component-base/version.gitVersion=v$version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$version" | cut -d. -f2)" ;;
     esac
-    GOFLAGS=-mod=mod go build -ldflags "$ldflags" -o "$BIN/$name.tmp" "k8s.io/kubernetes/cmd/$name"
+    if [ "${TEST:-}" = 1 ]; then
+      GOFLAGS=-mod=mod go test -c -o "$out.tmp" "$pkg"
+    else
+      CGO_ENABLED="${CGO_ENABLED:-1}" GOFLAGS=-mod=mod go build -ldflags "$ldflags" -o "$out.tmp" "$pkg"
+    fi
   )
-  mv "$BIN/$name.tmp" "$BIN/$name"
+  mv "$out.tmp" "$out"
   say "$name ready"
 }
 
@@ -76,6 +85,13 @@ if [ "${1:-}" = nodes ]; then
   build_k8s_cmd kube-scheduler
   build_k8s_cmd kube-proxy
   build_k8s_cmd kubelet "$KUBELET_VERSION"
+  build_k8s_cmd kubectl
+fi
+# Kubernetes' storage e2e against strata's driver (`make conformance`): the
+# e2e.test binary and agnhost, the image most of its pods run.
+if [ "${1:-}" = conformance ]; then
+  TEST=1 build_k8s e2e.test "$K8S_VERSION" k8s.io/kubernetes/test/e2e "$ROOT/bin/conformance/e2e.test"
+  CGO_ENABLED=0 build_k8s agnhost "$K8S_VERSION" k8s.io/kubernetes/test/images/agnhost "$ROOT/bin/conformance/agnhost"
 fi
 # The plan benchmark's reference (`hack/control-plane.sh kubectl`): a kubectl
 # of the same version, built the same way, not a distribution's wrapper.

@@ -38,6 +38,8 @@ declare -A wanted=(
   [conntrack]=conntrack
   [nsenter]=util-linux
   [ip]=iproute2
+  # The busybox image of Kubernetes' storage e2e (make conformance).
+  [/bin/busybox]=busybox-static
 )
 
 missing=()

@@ -17,7 +17,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -29,6 +28,7 @@ import (
 	"github.com/strata-gitops/strata/internal/local/controlplane"
 	"github.com/strata-gitops/strata/internal/local/images"
 	"github.com/strata-gitops/strata/internal/local/kubenode"
+	"github.com/strata-gitops/strata/internal/local/process"
 	"github.com/strata-gitops/strata/internal/scheme"
 )
 
@@ -103,7 +103,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	apiLog, err := c.logFile("kube-apiserver")
+	apiLog, err := process.OpenLog(c.logPath("kube-apiserver"))
 	if err != nil {
 		return err
 	}
@@ -251,10 +251,7 @@ func ready(node *corev1.Node) bool {
 }
 
 // Stop stops the nodes, the controllers and the control plane; the state
-// under Dir stays. A node's processes end as in a power loss, leaving
-// connections nobody closes, and the API server's graceful shutdown waits
-// for them: after a while it is killed, which loses nothing, as etcd holds
-// the state.
+// under Dir stays.
 func (c *Cluster) Stop() error {
 	var errs []error
 	for _, n := range c.Nodes {
@@ -265,9 +262,7 @@ func (c *Cluster) Stop() error {
 		_ = p.Wait()
 	}
 	if c.cp != nil {
-		if err := c.cp.Stop(); err != nil && !strings.Contains(err.Error(), "timeout waiting for process kube-apiserver to stop") {
-			errs = append(errs, err)
-		}
+		errs = append(errs, c.cp.Stop())
 	}
 	errs = append(errs, c.o.Network.Down())
 	return errors.Join(errs...)
@@ -276,29 +271,16 @@ func (c *Cluster) Stop() error {
 // run starts a control-plane process on the host, with its output in
 // logs/NAME.log.
 func (c *Cluster) run(name string, args ...string) error {
-	log, err := c.logFile(name)
-	if err != nil {
-		return err
-	}
-	defer log.Close()
 	cmd := exec.Command(filepath.Join(c.o.Bin, name), args...)
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting %s: %w", name, err)
+	if err := process.Start(cmd, c.logPath(name)); err != nil {
+		return err
 	}
 	c.procs = append(c.procs, cmd)
 	return nil
 }
 
-// logFile opens logs/NAME.log for appending.
-func (c *Cluster) logFile(name string) (*os.File, error) {
-	logs := filepath.Join(c.o.Dir, "logs")
-	if err := os.MkdirAll(logs, 0o755); err != nil {
-		return nil, err
-	}
-	return os.OpenFile(filepath.Join(logs, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-}
+// logPath is the log file of a control-plane process.
+func (c *Cluster) logPath(name string) string { return filepath.Join(c.o.Dir, "logs", name+".log") }
 
 // userKubeconfig writes a kubeconfig for a user and returns its path.
 func (c *Cluster) userKubeconfig(file, user string) (string, error) {

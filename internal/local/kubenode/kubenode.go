@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
@@ -21,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/strata-gitops/strata/internal/local/process"
 	"github.com/strata-gitops/strata/internal/mountinfo"
 )
 
@@ -187,22 +187,12 @@ func (n *Node) Logs(lines int) string {
 // run starts a process of the node: in the node's cgroups, network and
 // mount namespaces, with its output in logs/NAME.log.
 func (n *Node) run(name, bin string, args ...string) error {
-	if err := os.MkdirAll(n.path("logs"), 0o755); err != nil {
-		return err
-	}
-	log, err := os.OpenFile(n.path("logs", name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	defer log.Close()
 	// The shell joins the cgroups first, so that every child the process
 	// forks (runtime shims, containers) is in them too.
 	script := fmt.Sprintf(`for f in %s; do echo $$ > "$f"; done; exec "$@"`, strings.Join(cgroupProcsFiles(n.o.Name, "system"), " "))
 	cmd := exec.Command("sh", append([]string{"-c", script, "sh", "nsenter", "--net=/run/netns/" + n.o.Name, "--mount=" + n.mountNamespace(), "--", bin}, args...)...)
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting %s on node %s: %w", name, n.o.Name, err)
+	if err := process.Start(cmd, n.path("logs", name+".log")); err != nil {
+		return fmt.Errorf("node %s: %w", n.o.Name, err)
 	}
 	n.procs = append(n.procs, cmd)
 	return nil

@@ -35,7 +35,9 @@ func makeBtrfsClass(ctx context.Context, c client.Client, hostIP string) error {
 		params["csi.storage.k8s.io/"+call+"-secret-name"] = btrfsHost.TokenSecret
 		params["csi.storage.k8s.io/"+call+"-secret-namespace"] = namespace
 	}
-	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: btrfsClass}, Provisioner: storagev1alpha1.CSIDriver, Parameters: params}
+	expand := true
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: btrfsClass}, Provisioner: storagev1alpha1.CSIDriver, Parameters: params,
+		AllowVolumeExpansion: &expand}
 	return client.IgnoreAlreadyExists(c.Create(ctx, sc))
 }
 

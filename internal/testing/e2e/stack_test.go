@@ -40,6 +40,10 @@ var stack struct {
 
 const namespace = "strata-system"
 
+// customize are changes to the cluster's options made by the files of
+// other build tags (conformance_test.go).
+var customize []func(*cluster.Options) error
+
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if stack.cluster != nil {
@@ -97,6 +101,11 @@ func startStack() error {
 	// e2e-b is also a btrfs storage host, its second disk the base.
 	o.BtrfsMounts = map[string]map[string]int{btrfsHost.Node: {btrfsHost.Base: 2}}
 	o.CRDDirs = []string{filepath.Join(root, "charts", "strata", "crds")}
+	for _, change := range customize {
+		if err := change(&o); err != nil {
+			return err
+		}
+	}
 	ctx := context.Background()
 	c, err := cluster.Start(ctx, o)
 	if err != nil {

@@ -1,0 +1,297 @@
+//go:build conformance
+
+package e2e
+
+import (
+	"context"
+	"encoding/xml"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
+	"github.com/strata-gitops/strata/internal/local/cluster"
+	"github.com/strata-gitops/strata/internal/local/images"
+	"github.com/strata-gitops/strata/internal/local/kubenode"
+	"github.com/strata-gitops/strata/internal/testing/testenv"
+)
+
+// Kubernetes' storage e2e (`make conformance`): the external-driver mode
+// of e2e.test, built from k8s.io/kubernetes/test/e2e at the API server's
+// version by hack/control-plane.sh conformance, against the suite's
+// cluster on a bridge of its own, so that it may run beside make test.
+
+// The images e2e.test names, under the registries KUBE_TEST_REPO_LIST
+// points at strata.local, built here: agnhost from the module proxy,
+// busybox from Debian's busybox-static, the pause program.
+const (
+	e2eRegistry = "strata.local/e2e-test-images"
+	agnhostRef  = e2eRegistry + "/agnhost:2.63.0"
+	busyboxRef  = e2eRegistry + "/busybox:1.37.0-1"
+	pauseRef    = "strata.local/pause:3.10.2"
+)
+
+func init() {
+	customize = append(customize, func(o *cluster.Options) error {
+		o.Network = kubenode.Network{Bridge: "strata-c0", Prefix: netip.MustParsePrefix("10.81.0.0/24"),
+			PodPrefix: netip.MustParsePrefix("10.248.0.0/16")}
+		o.ServiceCIDR = netip.MustParsePrefix("10.100.0.0/16")
+		more, err := conformanceImages(filepath.Join(testenv.RepoRoot(), "bin"))
+		o.Images = append(o.Images, more...)
+		return err
+	})
+}
+
+func conformanceImages(bin string) ([]images.Image, error) {
+	agnhost := filepath.Join(bin, "conformance", "agnhost")
+	if _, err := os.Stat(agnhost); err != nil {
+		return nil, fmt.Errorf("%s is not built: run hack/control-plane.sh conformance", agnhost)
+	}
+	shell, err := busybox()
+	if err != nil {
+		return nil, err
+	}
+	pause := images.Pause(bin)
+	pause.Ref = pauseRef
+	return []images.Image{
+		{Ref: agnhostRef, Entrypoint: []string{"/agnhost"},
+			Files: append([]images.File{{Path: "/agnhost", Source: agnhost, Mode: 0o755}}, shell...)},
+		{Ref: busyboxRef, Cmd: []string{"sh"}, Files: shell},
+		pause,
+	}, nil
+}
+
+// busybox is Debian's static busybox with a link for each of its applets,
+// as the busybox image has.
+func busybox() ([]images.File, error) {
+	const path = "/bin/busybox"
+	out, err := exec.Command(path, "--list-full").Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s --list-full: %w (hack/packages.sh installs busybox-static)", path, err)
+	}
+	files := []images.File{{Path: path, Source: path, Mode: 0o755}, {Path: "/tmp/.keep"}}
+	for _, applet := range strings.Fields(string(out)) {
+		if p := "/" + applet; p != path {
+			files = append(files, images.File{Path: p, Link: path})
+		}
+	}
+	return files, nil
+}
+
+// driver is one backend's test-driver definition.
+type driver struct {
+	name, class, snapshotClass string
+	// onlyNode, when set, is the one node the backend's pods can use.
+	onlyNode     string
+	capabilities []string
+	sizeRange    string
+	fsTypes      string
+}
+
+var drivers = []driver{
+	{name: "lvm", class: storagev1alpha1.StorageClassName("fast"), snapshotClass: storagev1alpha1.StorageClassName("fast"),
+		sizeRange: "{Min: 1Mi, Max: 2Gi}", fsTypes: `{"": {}, xfs: {}, ext4: {}}`,
+		capabilities: []string{"persistence", "block", "fsGroup", "exec", "snapshotDataSource", "pvcDataSource", "controllerExpansion",
+			"nodeExpansion", "onlineExpansion", "topology", "singleNodeVolume", "multipods"}},
+	// This machine's kernel has no NFS client: btrfs volumes are used on
+	// the storage host only, so the other node is tainted for the run.
+	{name: "btrfs", class: btrfsClass, onlyNode: "e2e-b", sizeRange: "{Min: 1Mi, Max: 2Gi}", fsTypes: `{"": {}}`,
+		capabilities: []string{"persistence", "exec", "controllerExpansion", "onlineExpansion", "multipods", "RWX"}},
+}
+
+func (d driver) yaml() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "StorageClass:\n  FromExistingClassName: %s\n", d.class)
+	if d.snapshotClass != "" {
+		fmt.Fprintf(&b, "SnapshotClass:\n  FromExistingClassName: %s\n", d.snapshotClass)
+	}
+	fmt.Fprintf(&b, "DriverInfo:\n  Name: %s\n  SupportedSizeRange: %s\n  SupportedFsType: %s\n  TopologyKeys: [topology.strata.dev/node]\n  Capabilities:\n",
+		storagev1alpha1.CSIDriver, d.sizeRange, d.fsTypes)
+	for _, c := range d.capabilities {
+		fmt.Fprintf(&b, "    %s: true\n", c)
+	}
+	return b.String()
+}
+
+// TestKubernetesStorageSuite runs e2e.test's External.Storage specs, less
+// the Disruptive, Serial and Slow ones, against each backend, and writes
+// the counts and skip reasons to bin/conformance/BACKEND.txt.
+func TestKubernetesStorageSuite(t *testing.T) {
+	c, cl := start(t)
+	root := testenv.RepoRoot()
+	for _, d := range drivers {
+		t.Run(d.name, func(t *testing.T) {
+			dir := filepath.Join(root, "bin", "conformance", d.name)
+			if err := os.RemoveAll(dir); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			files := map[string]string{"driver.yaml": d.yaml(),
+				"repos.yaml": "promoterE2eRegistry: " + e2eRegistry + "\ngcRegistry: strata.local\nsigStorageRegistry: strata.local/sig-storage\n"}
+			for name, data := range files {
+				if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if d.onlyNode != "" {
+				untaint := taintOthers(t, cl, d.onlyNode)
+				defer untaint()
+			}
+			run := exec.Command(filepath.Join(root, "bin", "conformance", "e2e.test"),
+				"-kubeconfig", c.KubeconfigPath(), "-storage.testdriver", filepath.Join(dir, "driver.yaml"),
+				"-ginkgo.focus", `External.Storage`, "-ginkgo.skip", `\[Disruptive\]|\[Serial\]|\[Slow\]|\[Flaky\]`,
+				"-ginkgo.timeout", "80m", "-ginkgo.no-color", "-report-dir", dir, "-ginkgo.junit-report", "junit.xml",
+				"-provider", "skeleton", "-node-os-distro", "debian")
+			run.Env = append(os.Environ(), "KUBE_TEST_REPO_LIST="+filepath.Join(dir, "repos.yaml"))
+			log, err := os.Create(filepath.Join(dir, "e2e.log"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer log.Close()
+			run.Stdout, run.Stderr = log, log
+			began := time.Now()
+			runErr := run.Run()
+			summary, failed, err := summarize(filepath.Join(dir, "junit.xml"))
+			if err != nil {
+				t.Fatalf("%v (e2e.test: %v; log %s)", err, runErr, log.Name())
+			}
+			summary = fmt.Sprintf("backend %s, %s, e2e.test %s\n%s", d.name, time.Since(began).Round(time.Second), runErr, summary)
+			if err := os.WriteFile(filepath.Join(root, "bin", "conformance", d.name+".txt"), []byte(summary), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			t.Log(summary)
+			for _, f := range failed {
+				t.Errorf("failed: %s", f)
+			}
+		})
+	}
+}
+
+// taintOthers keeps the suite's pods off every node but node until the
+// returned function is called.
+func taintOthers(t *testing.T, cl client.Client, node string) func() {
+	t.Helper()
+	taint := corev1.Taint{Key: "strata.dev/conformance", Effect: corev1.TaintEffectNoSchedule}
+	nodes := &corev1.NodeList{}
+	if err := cl.List(context.Background(), nodes); err != nil {
+		t.Fatal(err)
+	}
+	var tainted []string
+	for _, n := range nodes.Items {
+		if n.Name == node {
+			continue
+		}
+		n.Spec.Taints = append(n.Spec.Taints, taint)
+		if err := cl.Update(context.Background(), &n); err != nil {
+			t.Fatal(err)
+		}
+		tainted = append(tainted, n.Name)
+	}
+	return func() {
+		for _, name := range tainted {
+			n := &corev1.Node{}
+			if err := cl.Get(context.Background(), client.ObjectKey{Name: name}, n); err != nil {
+				t.Error(err)
+				continue
+			}
+			var keep []corev1.Taint
+			for _, tt := range n.Spec.Taints {
+				if tt.Key != taint.Key {
+					keep = append(keep, tt)
+				}
+			}
+			n.Spec.Taints = keep
+			if err := cl.Update(context.Background(), n); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+}
+
+type junitSuites struct {
+	Suites []struct {
+		Cases []struct {
+			Name    string `xml:"name,attr"`
+			Skipped *struct {
+				Message string `xml:"message,attr"`
+			} `xml:"skipped"`
+			Failure *struct {
+				Message string `xml:"message,attr"`
+			} `xml:"failure"`
+			Error *struct {
+				Message string `xml:"message,attr"`
+			} `xml:"error"`
+		} `xml:"testcase"`
+	} `xml:"testsuite"`
+}
+
+// specsOf keeps the External.Storage specs: the report lists every spec
+// of e2e.test.
+var specsOf = regexp.MustCompile(`External Storage`)
+
+// summarize counts the report's specs by outcome and the skipped ones by
+// reason, and names the failed ones.
+func summarize(path string) (string, []string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", nil, err
+	}
+	var report junitSuites
+	if err := xml.Unmarshal(data, &report); err != nil {
+		return "", nil, fmt.Errorf("%s: %w", path, err)
+	}
+	var passed, skipped int
+	var failed []string
+	reasons := map[string]int{}
+	for _, s := range report.Suites {
+		for _, c := range s.Cases {
+			if !specsOf.MatchString(c.Name) {
+				continue
+			}
+			switch {
+			case c.Failure != nil || c.Error != nil:
+				failed = append(failed, c.Name)
+			case c.Skipped != nil:
+				if strings.TrimSpace(c.Skipped.Message) == "skipped" {
+					continue // left out by -ginkgo.focus or -ginkgo.skip
+				}
+				skipped++
+				reasons[skipReason(c.Skipped.Message)]++
+			default:
+				passed++
+			}
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d passed, %d failed, %d skipped\n", passed, len(failed), skipped)
+	keys := make([]string, 0, len(reasons))
+	for k := range reasons {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return reasons[keys[i]] > reasons[keys[j]] })
+	for _, k := range keys {
+		fmt.Fprintf(&b, "  %3d skipped: %s\n", reasons[k], k)
+	}
+	for _, f := range failed {
+		fmt.Fprintf(&b, "  failed: %s\n", f)
+	}
+	return b.String(), failed, nil
+}
+
+// skipReason is the first line of a skip message.
+func skipReason(message string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(message), "\n")
+	return strings.TrimSpace(strings.TrimPrefix(line, "skipped - "))
+}
