@@ -21,6 +21,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -215,19 +216,15 @@ func (c *Cluster) WaitReady(ctx context.Context, timeout time.Duration) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for {
-		missing := c.notReady(ctx, cl)
-		if len(missing) == 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("nodes %v not Ready after %s (kubelet logs: %s)", missing, timeout, filepath.Join(c.o.Dir, "nodes", "NODE", "logs"))
-		case <-time.After(250 * time.Millisecond):
-		}
+	var missing []string
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		missing = c.notReady(ctx, cl)
+		return len(missing) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("nodes %v not Ready after %s (kubelet logs: %s)", missing, timeout, filepath.Join(c.o.Dir, "nodes", "NODE", "logs"))
 	}
+	return nil
 }
 
 func (c *Cluster) notReady(ctx context.Context, cl client.Client) []string {

@@ -2,6 +2,7 @@ package kubenode
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // A node's processes live in cgroup /NAME of every v1 hierarchy: its own
@@ -97,20 +100,16 @@ func setFreezer(node, state string) error {
 	if err := os.WriteFile(file, []byte(state), 0o644); err != nil {
 		return fmt.Errorf("node %s: %s: %w", node, file, err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		got, err := os.ReadFile(file)
-		if err != nil {
-			return err
-		}
-		if strings.TrimSpace(string(got)) == state {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("node %s: the freezer is %s, not %s, after 30 s", node, strings.TrimSpace(string(got)), state)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var got string
+	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		data, err := os.ReadFile(file)
+		got = strings.TrimSpace(string(data))
+		return got == state, err
+	})
+	if wait.Interrupted(err) {
+		return fmt.Errorf("node %s: the freezer is %s, not %s, after 30 s", node, got, state)
 	}
+	return err
 }
 
 // cgroupTasks are the pids of every process of the node.

@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"github.com/strata-gitops/strata/internal/local/process"
 	"github.com/strata-gitops/strata/internal/mountinfo"
 )
@@ -200,34 +202,29 @@ func (n *Node) run(name, bin string, args ...string) error {
 
 // waitRuntime waits until containerd answers.
 func (n *Node) waitRuntime(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
 	var last error
-	for {
-		if last = n.ctr("version"); last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("containerd of node %s did not answer (log: %s): %w", n.o.Name, n.path("logs", "containerd.log"), last)
-		case <-time.After(100 * time.Millisecond):
-		}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		last = n.ctr("version")
+		return last == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("containerd of node %s did not answer (log: %s): %w", n.o.Name, n.path("logs", "containerd.log"), last)
 	}
+	return nil
 }
 
 // waitEmpty waits until no process of the node is left.
 func (n *Node) waitEmpty() error {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		pids, err := cgroupTasks(n.o.Name)
-		if err != nil || len(pids) == 0 {
-			return err
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("node %s: processes %v outlived SIGKILL", n.o.Name, pids)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var pids []int
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		var err error
+		pids, err = cgroupTasks(n.o.Name)
+		return len(pids) == 0, err
+	})
+	if wait.Interrupted(err) {
+		return fmt.Errorf("node %s: processes %v outlived SIGKILL", n.o.Name, pids)
 	}
+	return err
 }
 
 // ctr runs containerd's client against the node's runtime, in the

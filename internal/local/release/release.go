@@ -16,6 +16,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-gitops/strata/internal/local/images"
@@ -115,19 +116,16 @@ func prepare(ctx context.Context, c client.Client, o Options) error {
 // waitAvailable waits until every Deployment and DaemonSet in namespace
 // has all its pods ready.
 func waitAvailable(ctx context.Context, c client.Client, namespace string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for {
-		pending, err := notAvailable(ctx, c, namespace)
-		if err == nil && len(pending) == 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("strata's workloads %v not available after %s (%v)", pending, timeout, err)
-		case <-time.After(500 * time.Millisecond):
-		}
+	var pending []string
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		pending, last = notAvailable(ctx, c, namespace)
+		return last == nil && len(pending) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("strata's workloads %v not available after %s (%v)", pending, timeout, last)
 	}
+	return nil
 }
 
 func notAvailable(ctx context.Context, c client.Client, namespace string) ([]string, error) {
