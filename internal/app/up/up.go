@@ -8,10 +8,12 @@ package up
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
@@ -61,6 +63,9 @@ const namespace = "strata-system"
 // Run brings everything up and blocks until ctx ends, then stops it all,
 // keeping the state.
 func Run(ctx context.Context, o Options) error {
+	if os.Geteuid() != 0 {
+		return errors.New("strata up needs root: its nodes have their own network namespaces, cgroups and loop-device disks (run it as root, e.g. sudo make up)")
+	}
 	began := time.Now()
 	say := func(format string, args ...any) { fmt.Fprintf(o.Out, "► "+format+"\n", args...) }
 

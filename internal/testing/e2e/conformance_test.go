@@ -41,8 +41,16 @@ const (
 	pauseRef    = "strata.local/pause:3.10.2"
 )
 
+// shellImages are the images storage specs run only a shell command in:
+// busybox's files under their names.
+var shellImages = []string{busyboxRef, e2eRegistry + "/nginx:1.15-4", e2eRegistry + "/glibc-dns-testing:2.0.0"}
+
 func init() {
+	// Nodes and networks of their own, so that make test may run beside.
+	btrfsHost.Node = "conf-b"
 	customize = append(customize, func(o *cluster.Options) error {
+		o.Nodes = []string{"conf-a", btrfsHost.Node}
+		o.BtrfsMounts = map[string]map[string]int{btrfsHost.Node: {btrfsHost.Base: 2}}
 		o.Network = kubenode.Network{Bridge: "strata-c0", Prefix: netip.MustParsePrefix("10.81.0.0/24"),
 			PodPrefix: netip.MustParsePrefix("10.248.0.0/16")}
 		o.ServiceCIDR = netip.MustParsePrefix("10.100.0.0/16")
@@ -63,12 +71,12 @@ func conformanceImages(bin string) ([]images.Image, error) {
 	}
 	pause := images.Pause(bin)
 	pause.Ref = pauseRef
-	return []images.Image{
-		{Ref: agnhostRef, Entrypoint: []string{"/agnhost"},
-			Files: append([]images.File{{Path: "/agnhost", Source: agnhost, Mode: 0o755}}, shell...)},
-		{Ref: busyboxRef, Cmd: []string{"sh"}, Files: shell},
-		pause,
-	}, nil
+	out := []images.Image{pause, {Ref: agnhostRef, Entrypoint: []string{"/agnhost"},
+		Files: append([]images.File{{Path: "/agnhost", Source: agnhost, Mode: 0o755}}, shell...)}}
+	for _, ref := range shellImages {
+		out = append(out, images.Image{Ref: ref, Cmd: []string{"sh"}, Files: shell})
+	}
+	return out, nil
 }
 
 // busybox is Debian's static busybox with a link for each of its applets,
@@ -91,8 +99,8 @@ func busybox() ([]images.File, error) {
 // driver is one backend's test-driver definition.
 type driver struct {
 	name, class, snapshotClass string
-	// onlyNode, when set, is the one node the backend's pods can use.
-	onlyNode     string
+	// hostOnly: the backend's pods can use the btrfs storage host only.
+	hostOnly     bool
 	capabilities []string
 	sizeRange    string
 	fsTypes      string
@@ -105,7 +113,7 @@ var drivers = []driver{
 			"nodeExpansion", "onlineExpansion", "topology", "singleNodeVolume", "multipods"}},
 	// This machine's kernel has no NFS client: btrfs volumes are used on
 	// the storage host only, so the other node is tainted for the run.
-	{name: "btrfs", class: btrfsClass, onlyNode: "e2e-b", sizeRange: "{Min: 1Mi, Max: 2Gi}", fsTypes: `{"": {}}`,
+	{name: "btrfs", class: btrfsClass, hostOnly: true, sizeRange: "{Min: 1Mi, Max: 2Gi}", fsTypes: `{"": {}}`,
 		capabilities: []string{"persistence", "exec", "controllerExpansion", "onlineExpansion", "multipods", "RWX"}},
 }
 
@@ -145,8 +153,8 @@ func TestKubernetesStorageSuite(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if d.onlyNode != "" {
-				untaint := taintOthers(t, cl, d.onlyNode)
+			if d.hostOnly {
+				untaint := taintOthers(t, cl, btrfsHost.Node)
 				defer untaint()
 			}
 			run := exec.Command(filepath.Join(root, "bin", "conformance", "e2e.test"),

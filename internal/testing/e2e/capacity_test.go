@@ -1,0 +1,93 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
+	"github.com/strata-gitops/strata/internal/testing/testenv"
+	"github.com/strata-gitops/strata/storage/csi/backend"
+)
+
+// A WaitForFirstConsumer claim too large for one node's free space has
+// its pod scheduled to the other node at once: the provisioner publishes
+// each node's capacity (CSIStorageCapacity) and the scheduler reads it.
+func TestClaimGoesToTheNodeWithRoom(t *testing.T) {
+	c, cl := start(t)
+	ctx := context.Background()
+	full, roomy := c.Nodes[0].Name(), c.Nodes[1].Name()
+	ns := namespaceFor(t, cl, "room")
+
+	// Fill full's thin pool but for 1 GiB, with a volume its pod pins there.
+	left := int64(1 << 30)
+	filler := newClaim(ns, "filler", "1Gi")
+	var free int64
+	testenv.Eventually(t, 2*time.Minute, func() error {
+		if free = capacity(t, cl, full); free < 4*left {
+			return fmt.Errorf("node %s has %d bytes for new volumes, its agent says", full, free)
+		}
+		return nil
+	})
+	size := (free - left) &^ (4<<20 - 1) // whole extents
+	filler.Spec.Resources.Requests[corev1.ResourceStorage] = *resource.NewQuantity(size, resource.BinarySI)
+	pinned := appPod(ns, "filler", filler.Name)
+	pinned.Spec.NodeSelector = map[string]string{corev1.LabelHostname: full}
+	create(t, cl, filler, pinned)
+	waitServing(t, pinned)
+	testenv.Eventually(t, 2*time.Minute, func() error {
+		published, err := publishedCapacity(ctx, cl, full)
+		if err != nil {
+			return err
+		}
+		if published > left {
+			return fmt.Errorf("CSIStorageCapacity of %s says %d bytes, the agent %d", full, published, capacity(t, cl, full))
+		}
+		return nil
+	})
+
+	claim := newClaim(ns, "data", "2Gi")
+	pod := appPod(ns, "app", claim.Name)
+	create(t, cl, claim, pod)
+	waitServing(t, pod)
+	if pod.Spec.NodeName != roomy {
+		t.Fatalf("the pod of a 2 GiB claim runs on %s, which had %d bytes left; want %s", pod.Spec.NodeName, left, roomy)
+	}
+	events := &corev1.EventList{}
+	if err := cl.List(ctx, events, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events.Items {
+		if e.InvolvedObject.Name == claim.Name && e.Reason == "ProvisioningFailed" {
+			t.Errorf("the claim was first tried where it did not fit: %s", e.Message)
+		}
+	}
+}
+
+// publishedCapacity is what the CSIStorageCapacity of node and the class
+// "fast" says a new volume may have there.
+func publishedCapacity(ctx context.Context, cl client.Client, node string) (int64, error) {
+	list := &storagev1.CSIStorageCapacityList{}
+	if err := cl.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		return 0, err
+	}
+	for _, c := range list.Items {
+		if c.StorageClassName != storagev1alpha1.StorageClassName("fast") || c.NodeTopology == nil ||
+			c.NodeTopology.MatchLabels[backend.TopologyKey] != node {
+			continue
+		}
+		if c.MaximumVolumeSize != nil {
+			return c.MaximumVolumeSize.Value(), nil
+		}
+		if c.Capacity != nil {
+			return c.Capacity.Value(), nil
+		}
+	}
+	return 0, fmt.Errorf("no CSIStorageCapacity of class %s for node %s among %d", storagev1alpha1.StorageClassName("fast"), node, len(list.Items))
+}
