@@ -2,7 +2,6 @@ package csi_test
 
 import (
 	"context"
-	"encoding/xml"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/strata-gitops/strata/internal/testing/csienv"
+	"github.com/strata-gitops/strata/internal/testing/junit"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 )
 
@@ -91,8 +91,8 @@ func sanityBinary(t *testing.T) string {
 
 func runSanity(t *testing.T, sanity string, e *csienv.Env) {
 	t.Helper()
-	junit := filepath.Join(t.TempDir(), "junit.xml")
-	out, err := exec.Command(sanity, append(e.SanityArgs(), "-csi.junitfile", junit, "-ginkgo.fail-fast", "-ginkgo.no-color")...).CombinedOutput()
+	report := filepath.Join(t.TempDir(), "junit.xml")
+	out, err := exec.Command(sanity, append(e.SanityArgs(), "-csi.junitfile", report, "-ginkgo.fail-fast", "-ginkgo.no-color")...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("csi-sanity failed: %v\n%s", err, out)
 	}
@@ -101,45 +101,28 @@ func runSanity(t *testing.T, sanity string, e *csienv.Env) {
 			t.Log("csi-sanity:", strings.TrimSpace(line))
 		}
 	}
-	checkSkipsDocumented(t, junit)
+	checkSkipsDocumented(t, report)
 }
 
 // checkSkipsDocumented fails for every spec csi-sanity skipped that
 // docs/csi.md does not list with its reason.
-func checkSkipsDocumented(t *testing.T, junit string) {
+func checkSkipsDocumented(t *testing.T, report string) {
 	t.Helper()
-	data, err := os.ReadFile(junit)
+	cases, err := junit.Read(report)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var report struct {
-		Suites []struct {
-			Cases []struct {
-				Name    string `xml:"name,attr"`
-				Skipped *struct {
-					Message string `xml:"message,attr"`
-				} `xml:"skipped"`
-			} `xml:"testcase"`
-		} `xml:"testsuite"`
-	}
-	if err := xml.Unmarshal(data, &report); err != nil {
-		t.Fatalf("reading csi-sanity's report %s: %v", junit, err)
 	}
 	docs, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "docs", "csi.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ran := 0
-	for _, suite := range report.Suites {
-		for _, c := range suite.Cases {
-			ran++
-			if c.Skipped != nil && !strings.Contains(string(docs), specName(c.Name)) {
-				t.Errorf("csi-sanity skipped %q (%s), and docs/csi.md does not list it", specName(c.Name), c.Skipped.Message)
-			}
+	for _, c := range cases {
+		if c.Skipped != nil && !strings.Contains(string(docs), specName(c.Name)) {
+			t.Errorf("csi-sanity skipped %q (%s), and docs/csi.md does not list it", specName(c.Name), c.Skipped.Message)
 		}
 	}
-	if ran == 0 {
-		t.Fatalf("csi-sanity's report %s lists no specs", junit)
+	if len(cases) == 0 {
+		t.Fatalf("csi-sanity's report %s lists no specs", report)
 	}
 }
 

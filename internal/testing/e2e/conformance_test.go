@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/xml"
 	"fmt"
 	"net/netip"
 	"os"
@@ -23,6 +22,7 @@ import (
 	"github.com/strata-gitops/strata/internal/local/cluster"
 	"github.com/strata-gitops/strata/internal/local/images"
 	"github.com/strata-gitops/strata/internal/local/kubenode"
+	"github.com/strata-gitops/strata/internal/testing/junit"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 )
 
@@ -228,23 +228,6 @@ func taintOthers(t *testing.T, cl client.Client, node string) func() {
 	}
 }
 
-type junitSuites struct {
-	Suites []struct {
-		Cases []struct {
-			Name    string `xml:"name,attr"`
-			Skipped *struct {
-				Message string `xml:"message,attr"`
-			} `xml:"skipped"`
-			Failure *struct {
-				Message string `xml:"message,attr"`
-			} `xml:"failure"`
-			Error *struct {
-				Message string `xml:"message,attr"`
-			} `xml:"error"`
-		} `xml:"testcase"`
-	} `xml:"testsuite"`
-}
-
 // specsOf keeps the External.Storage specs: the report lists every spec
 // of e2e.test.
 var specsOf = regexp.MustCompile(`External Storage`)
@@ -252,34 +235,28 @@ var specsOf = regexp.MustCompile(`External Storage`)
 // summarize counts the report's specs by outcome and the skipped ones by
 // reason, and names the failed ones.
 func summarize(path string) (string, []string, error) {
-	data, err := os.ReadFile(path)
+	cases, err := junit.Read(path)
 	if err != nil {
 		return "", nil, err
-	}
-	var report junitSuites
-	if err := xml.Unmarshal(data, &report); err != nil {
-		return "", nil, fmt.Errorf("%s: %w", path, err)
 	}
 	var passed, skipped int
 	var failed []string
 	reasons := map[string]int{}
-	for _, s := range report.Suites {
-		for _, c := range s.Cases {
-			if !specsOf.MatchString(c.Name) {
-				continue
+	for _, c := range cases {
+		if !specsOf.MatchString(c.Name) {
+			continue
+		}
+		switch {
+		case c.Failed():
+			failed = append(failed, c.Name)
+		case c.Skipped != nil:
+			if strings.TrimSpace(c.Skipped.Message) == "skipped" {
+				continue // left out by -ginkgo.focus or -ginkgo.skip
 			}
-			switch {
-			case c.Failure != nil || c.Error != nil:
-				failed = append(failed, c.Name)
-			case c.Skipped != nil:
-				if strings.TrimSpace(c.Skipped.Message) == "skipped" {
-					continue // left out by -ginkgo.focus or -ginkgo.skip
-				}
-				skipped++
-				reasons[skipReason(c.Skipped.Message)]++
-			default:
-				passed++
-			}
+			skipped++
+			reasons[skipReason(c.Skipped.Message)]++
+		default:
+			passed++
 		}
 	}
 	var b strings.Builder
