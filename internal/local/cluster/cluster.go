@@ -96,6 +96,9 @@ func (c *Cluster) start(ctx context.Context) error {
 	if err := checkBinaries(o.Bin); err != nil {
 		return err
 	}
+	if err := c.sweep(); err != nil {
+		return fmt.Errorf("clearing what a previous run on %s left: %w", o.Dir, err)
+	}
 	if err := o.Network.Up(len(o.Nodes)); err != nil {
 		return err
 	}
@@ -181,19 +184,25 @@ func (c *Cluster) startNodes(ctx context.Context, archive string) error {
 		if err != nil {
 			return err
 		}
-		n := kubenode.New(kubenode.Options{
-			Name: name, Index: i, Nodes: len(c.o.Nodes), Network: c.o.Network,
-			Dir: filepath.Join(c.o.Dir, "nodes", name), Bin: c.o.Bin,
-			Kubeconfig: kubelet, ProxyKubeconfig: proxy,
-			Images: []string{archive}, PauseImage: c.o.PauseImage, ServiceCIDR: c.o.ServiceCIDR, Disks: c.o.Disks,
-			BtrfsMounts: c.o.BtrfsMounts[name],
-		})
+		o := c.nodeOptions(i, name)
+		o.Kubeconfig, o.ProxyKubeconfig, o.Images = kubelet, proxy, []string{archive}
+		n := kubenode.New(o)
 		c.Nodes = append(c.Nodes, n)
 		if err := n.Start(ctx); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// nodeOptions are node i's options but for its credentials and images.
+func (c *Cluster) nodeOptions(i int, name string) kubenode.Options {
+	return kubenode.Options{
+		Name: name, Index: i, Nodes: len(c.o.Nodes), Network: c.o.Network,
+		Dir: filepath.Join(c.o.Dir, "nodes", name), Bin: c.o.Bin,
+		PauseImage: c.o.PauseImage, ServiceCIDR: c.o.ServiceCIDR, Disks: c.o.Disks,
+		BtrfsMounts: c.o.BtrfsMounts[name],
+	}
 }
 
 // HostIP is the host's address on the nodes' network: a server the

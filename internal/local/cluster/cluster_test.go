@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,6 +28,29 @@ import (
 // from `strata up`'s.
 func startCluster(t *testing.T) *cluster.Cluster {
 	t.Helper()
+	c, err := cluster.Start(context.Background(), testOptions(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, n := range c.Nodes {
+				t.Log(n.Logs(40))
+			}
+		}
+		if err := c.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := c.WaitReady(context.Background(), 3*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// testOptions are two nodes on a network of the test's own.
+func testOptions(t *testing.T) cluster.Options {
+	t.Helper()
 	testenv.NeedRoot(t, "network namespaces, cgroups and a container runtime")
 	bin := filepath.Join(testenv.RepoRoot(), "bin")
 	for _, name := range []string{"kubelet", "kube-proxy", "kube-controller-manager", "kube-scheduler"} {
@@ -48,24 +72,46 @@ func startCluster(t *testing.T) *cluster.Cluster {
 		PodPrefix: netip.MustParsePrefix("10.245.0.0/16")}
 	o.ServiceCIDR = netip.MustParsePrefix("10.97.0.0/16")
 	o.Images, o.PauseImage = []images.Image{images.Pause(bin), images.ExampleApp(bin)}, images.PauseRef
-	c, err := cluster.Start(context.Background(), o)
+	return o
+}
+
+// A run that ended without stopping (its process killed) leaves its
+// processes, namespaces and mounts; the next start on the same directory
+// clears them and comes up, and its stop leaves nothing behind.
+func TestRestartAfterACrash(t *testing.T) {
+	o := testOptions(t)
+	ctx := context.Background()
+	crashed, err := cluster.Start(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, n := range c.Nodes {
-				t.Log(n.Logs(40))
-			}
-		}
-		if err := c.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	if err := c.WaitReady(context.Background(), 3*time.Minute); err != nil {
+	// Should the test end before the second start clears them.
+	t.Cleanup(func() { _ = crashed.Stop() })
+	if err := crashed.WaitReady(ctx, 3*time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	return c
+	// crashed is never stopped: the next start finds all it runs.
+	again, err := cluster.Start(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := again.WaitReady(ctx, 3*time.Minute); err != nil {
+		t.Error(err)
+	}
+	if err := again.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := exec.Command("pgrep", "-f", o.Dir+"/").Output(); len(out) > 0 {
+		t.Errorf("processes of the cluster left after stopping: %s", out)
+	}
+	if data, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(data), o.Dir+"/") {
+		t.Errorf("mounts left under %s after stopping", o.Dir)
+	}
+	for _, name := range o.Nodes {
+		if _, err := os.Stat("/run/netns/" + name); err == nil {
+			t.Errorf("the network namespace of %s is left after stopping", name)
+		}
+	}
 }
 
 // Pods scheduled onto both nodes run the local images, and a pod on one

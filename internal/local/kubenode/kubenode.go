@@ -11,7 +11,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
@@ -74,6 +76,10 @@ func (n *Node) IP() netip.Addr { return n.o.Network.NodeIP(n.o.Index) }
 // Start brings the node up, or back after Stop: network, cgroups,
 // containerd (with the images imported), kubelet and kube-proxy.
 func (n *Node) Start(ctx context.Context) error {
+	// A socket's path has room for 107 bytes, and containerd adds .ttrpc.
+	if sock := n.socket() + ".ttrpc"; len(sock) > 107 {
+		return fmt.Errorf("node %s: its runtime's socket %s is longer than a socket path may be (107 bytes): use a shorter state directory", n.o.Name, sock)
+	}
 	if err := n.o.Network.plug(n.o.Name, n.o.Index, n.o.Nodes); err != nil {
 		return err
 	}
@@ -112,6 +118,9 @@ func (n *Node) Start(ctx context.Context) error {
 // Stop ends every process of the node at once, containers included, as a
 // power loss would: frozen first, so that none sees the others go.
 func (n *Node) Stop() error {
+	if _, err := os.Stat(filepath.Join(freezerRoot, n.o.Name)); errors.Is(err, fs.ErrNotExist) {
+		return n.releaseMountNamespace() // no cgroup: nothing of the node runs
+	}
 	if err := n.Freeze(); err != nil {
 		return err
 	}
@@ -146,6 +155,17 @@ func (n *Node) Cut() error { return cut(n.o.Name) }
 
 // Mend puts a cut node back on the network.
 func (n *Node) Mend() error { return mend(n.o.Name) }
+
+// Leftover says whether the node has cgroups or a network namespace on
+// this machine: a node of a run that ended without removing it.
+func (n *Node) Leftover() bool {
+	for _, path := range []string{filepath.Join(freezerRoot, n.o.Name), "/run/netns/" + n.o.Name} {
+		if _, err := os.Stat(path); err == nil {
+			return true
+		}
+	}
+	return false
+}
 
 // Remove stops the node and removes its network namespace and cgroups;
 // its state directory stays for a later start.

@@ -107,13 +107,15 @@ type driver struct {
 }
 
 var drivers = []driver{
+	// The class is xfs, whose least size is 300 MiB: a smaller claim gets
+	// a 300 MiB volume, whose snapshot a smaller claim cannot restore.
 	{name: "lvm", class: storagev1alpha1.StorageClassName("fast"), snapshotClass: storagev1alpha1.StorageClassName("fast"),
-		sizeRange: "{Min: 1Mi, Max: 2Gi}", fsTypes: `{"": {}, xfs: {}, ext4: {}}`,
+		sizeRange: "{Min: 300Mi, Max: 2Gi}", fsTypes: `{"": {}, xfs: {}, ext4: {}}`,
 		capabilities: []string{"persistence", "block", "fsGroup", "exec", "snapshotDataSource", "pvcDataSource", "controllerExpansion",
 			"nodeExpansion", "onlineExpansion", "topology", "singleNodeVolume", "multipods"}},
 	// This machine's kernel has no NFS client: btrfs volumes are used on
 	// the storage host only, so the other node is tainted for the run.
-	{name: "btrfs", class: btrfsClass, hostOnly: true, sizeRange: "{Min: 1Mi, Max: 2Gi}", fsTypes: `{"": {}}`,
+	{name: "btrfs", class: btrfsClass, hostOnly: true, sizeRange: "{Min: 64Mi, Max: 2Gi}", fsTypes: `{"": {}}`,
 		capabilities: []string{"persistence", "exec", "controllerExpansion", "onlineExpansion", "multipods", "RWX"}},
 }
 
