@@ -18,6 +18,7 @@ var StrataTools = []string{
 	"lvm", "losetup", "wipefs", "blkid", "lsblk", "mount", "umount", "findmnt", "fsfreeze", "lsattr",
 	"mkfs.ext4", "mke2fs", "resize2fs", "e2fsck", "fsck", "fsck.ext4",
 	"mkfs.xfs", "xfs_growfs", "xfs_repair", "btrfs", "mkfs.btrfs", "sh", "cp", "truncate",
+	"blockdev", // mount-utils asks it a device's size and read-only bit before growing a filesystem
 }
 
 // toolConfig are configuration files the tools read, where this machine

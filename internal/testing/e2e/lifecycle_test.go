@@ -17,8 +17,8 @@ import (
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 )
 
-// A snapshot of a claim restores into a new claim that holds what the
-// first pod wrote.
+// A snapshot of a claim restores into a new, larger claim that holds
+// what the first pod wrote, with its filesystem grown to the new size.
 func TestSnapshotRestoresIntoANewClaim(t *testing.T) {
 	a := runApp(t, "snap")
 	cl, ns, claim, pod, wrote, ctx := a.client, a.ns, a.claim, a.pod, a.wrote, context.Background()
@@ -37,7 +37,7 @@ func TestSnapshotRestoresIntoANewClaim(t *testing.T) {
 		return nil
 	})
 	apiGroup := snapshotv1.GroupName
-	restored := newClaim(ns, "restored", "1Gi")
+	restored := newClaim(ns, "restored", "2Gi")
 	restored.Spec.DataSourceRef = &corev1.TypedObjectReference{APIGroup: &apiGroup, Kind: "VolumeSnapshot", Name: snap.Name}
 	reader := appPod(ns, "reader", restored.Name)
 	// A thin snapshot lives beside its origin; the scheduler, not
@@ -46,6 +46,17 @@ func TestSnapshotRestoresIntoANewClaim(t *testing.T) {
 	create(t, cl, restored, reader)
 	if read := waitServing(t, reader); read != wrote {
 		t.Fatalf("the restored claim holds %q, the snapshot was taken of %q", read, wrote)
+	}
+	before, err := fsSize(pod, "/data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := fsSize(reader, "/data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after < before+(900<<20) {
+		t.Fatalf("the 2 GiB claim restored from a 1 GiB one has a filesystem of %d bytes, its origin %d", after, before)
 	}
 }
 

@@ -69,6 +69,29 @@ func (b Node) Stage(ctx context.Context, req *csi.NodeStageVolumeRequest) error 
 	if err := b.Mounter.FormatAndMount(vol.Device, staging, fstype, options); err != nil {
 		return status.Errorf(codes.Internal, "formatting (if blank) and mounting %s at %s: %v", vol.Device, staging, err)
 	}
+	// A volume restored from a snapshot, or cloned, into a larger claim
+	// holds its origin's smaller filesystem: grow it to the volume.
+	return b.growFilesystem(vol.Device, staging)
+}
+
+// growFilesystem grows the filesystem mounted at path to its device, if
+// the device is larger.
+func (b Node) growFilesystem(device, path string) error {
+	resizer := mount.NewResizeFs(b.Mounter.Exec)
+	need, err := resizer.NeedResize(device, path)
+	if err != nil {
+		return status.Errorf(codes.Internal, "comparing the filesystem at %s with its device %s: %v", path, device, err)
+	}
+	if !need {
+		return nil
+	}
+	if _, err := resizer.Resize(device, path); err != nil {
+		hint := ""
+		if strings.Contains(err.Error(), "Permission denied to resize") {
+			hint = " (the kernel lets only a process with CAP_SYS_RESOURCE grow a mounted ext4: give the node service that capability)"
+		}
+		return status.Errorf(codes.Internal, "growing the filesystem on %s (mounted at %s): %v%s", device, path, err, hint)
+	}
 	return nil
 }
 
@@ -131,12 +154,8 @@ func (b Node) Expand(ctx context.Context, req *csi.NodeExpandVolumeRequest) (*cs
 	if block || req.GetVolumeCapability().GetBlock() != nil {
 		return &csi.NodeExpandVolumeResponse{CapacityBytes: int64(vol.Size)}, nil
 	}
-	if _, err := mount.NewResizeFs(b.Mounter.Exec).Resize(vol.Device, req.GetVolumePath()); err != nil {
-		hint := ""
-		if strings.Contains(err.Error(), "Permission denied to resize") {
-			hint = " (the kernel lets only a process with CAP_SYS_RESOURCE grow a mounted ext4: give the node service that capability)"
-		}
-		return nil, status.Errorf(codes.Internal, "growing the filesystem on %s (mounted at %s): %v%s", vol.Device, req.GetVolumePath(), err, hint)
+	if err := b.growFilesystem(vol.Device, req.GetVolumePath()); err != nil {
+		return nil, err
 	}
 	return &csi.NodeExpandVolumeResponse{CapacityBytes: int64(vol.Size)}, nil
 }
