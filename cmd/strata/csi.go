@@ -2,7 +2,6 @@ package main
 
 import (
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -18,12 +17,14 @@ func csiCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctrl.SetLogger(zap.New())
 			o.Version = version
-			var cfg *rest.Config
-			if o.Mode == "controller" {
-				var err error
-				if cfg, err = restConfig(kubeconfig); err != nil {
-					return err
-				}
+			// The node service reads pods' fsGroupChangePolicy through the
+			// API when it can; the controller service cannot do without it.
+			cfg, err := restConfig(kubeconfig)
+			if err != nil && o.Mode == "controller" {
+				return err
+			}
+			if err != nil {
+				cfg = nil
 			}
 			return csi.Run(ctrl.SetupSignalHandler(), cfg, o)
 		},
@@ -31,7 +32,7 @@ func csiCommand() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&o.Mode, "mode", o.Mode, "which CSI service to serve besides Identity: controller or node")
 	f.StringVar(&o.Endpoint, "endpoint", o.Endpoint, "unix socket to serve on, as unix:///path or /path")
-	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file for controller mode; in-cluster configuration when empty")
+	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (controller mode; node mode reads pods' fsGroupChangePolicy with it); in-cluster configuration when empty")
 	f.BoolVar(&o.Expand, "expand", o.Expand, "controller mode: grow volumes whose claims ask for more (the work of external-resizer, which strata needs no sidecar for)")
 	f.DurationVar(&o.Wait, "agent-wait", o.Wait, "controller mode: how long a call waits for a node's agent before the CO is told to retry")
 	f.StringVar(&o.NodeName, "node-name", o.NodeName, "node mode: this node's name (default: $NODE_NAME)")

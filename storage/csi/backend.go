@@ -60,7 +60,9 @@ func (n *Node) byMount(volumeID, path string) (backend.Node, error) {
 	return n.lvm(), nil
 }
 
-func (n *Node) lvm() backend.Node { return lvmbackend.Node{Agent: n.Agent, Mounter: n.Mounter} }
+func (n *Node) lvm() backend.Node {
+	return lvmbackend.Node{Agent: n.Agent, Mounter: n.Mounter, Pods: n.Pods}
+}
 
 func (n *Node) btrfs() backend.Node {
 	return btrfsbackend.Node{Name: n.Name, Base: n.BtrfsBase, Mounter: n.Mounter}

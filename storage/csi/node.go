@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"k8s.io/mount-utils"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-gitops/strata/storage/csi/backend"
 	"github.com/strata-gitops/strata/storage/csi/lvmbackend"
@@ -25,6 +26,9 @@ type Node struct {
 	// bind-mounted from this host only when its path is under it, else it
 	// is mounted over NFS. Empty: always NFS.
 	BtrfsBase string
+	// Pods reads the pod a publish is for (podInfoOnMount), for its
+	// fsGroupChangePolicy; nil: Always.
+	Pods client.Reader
 }
 
 // NodeGetInfo implements csi.NodeServer.

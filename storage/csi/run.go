@@ -83,6 +83,11 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		}
 		defer agent.Close()
 		node := &Node{Name: o.NodeName, IP: o.NodeIP, Agent: agent, Mounter: NewMounter(), BtrfsBase: o.BtrfsBase}
+		if cfg != nil {
+			if node.Pods, err = client.New(cfg, client.Options{}); err != nil {
+				return err
+			}
+		}
 		g, ctx := errgroup.WithContext(ctx)
 		g.Go(func() error { return Serve(ctx, o.Endpoint, identity, nil, node) })
 		if o.RegistrationDir != "" {

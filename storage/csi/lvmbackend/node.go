@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"k8s.io/mount-utils"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-gitops/strata/storage/agent/nodeapi"
 	"github.com/strata-gitops/strata/storage/csi/backend"
@@ -31,6 +32,9 @@ type Agent interface {
 type Node struct {
 	Agent   Agent
 	Mounter *mount.SafeFormatAndMount
+	// Pods reads the pod a publish is for, for its fsGroupChangePolicy;
+	// nil: Always.
+	Pods client.Reader
 }
 
 // stage formats a filesystem volume if blank and mounts it at the staging
@@ -111,7 +115,8 @@ func (b Node) Publish(ctx context.Context, req *csi.NodePublishVolumeRequest) er
 		if staged, serr := b.mountedDevice(source); serr != nil || !sameDevice(staged, vol.Device) {
 			return status.Errorf(codes.FailedPrecondition, "volume %s is not staged at %s: call NodeStageVolume first", req.GetVolumeId(), source)
 		}
-		if err := backend.ApplyMountGroup(source, capability.GetMount().GetVolumeMountGroup(), true); err != nil {
+		policy := backend.ChangePolicy(ctx, b.Pods, req.GetVolumeContext())
+		if err := backend.ApplyMountGroupWithPolicy(source, capability.GetMount().GetVolumeMountGroup(), policy); err != nil {
 			return err
 		}
 		err = os.MkdirAll(target, 0o750)
