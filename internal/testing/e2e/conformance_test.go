@@ -45,15 +45,26 @@ const (
 // busybox's files under their names.
 var shellImages = []string{busyboxRef, e2eRegistry + "/nginx:1.15-4", e2eRegistry + "/glibc-dns-testing:2.0.0"}
 
+// onlyBackend, from STRATA_CONFORMANCE_BACKEND, runs one backend on a
+// cluster of its own, so that both may run at once.
+var onlyBackend = os.Getenv("STRATA_CONFORMANCE_BACKEND")
+
 func init() {
 	// Nodes and networks of their own, so that make test may run beside.
-	btrfsHost.Node = "conf-b"
+	prefix, n := "conf", 1
+	switch onlyBackend {
+	case "lvm":
+		prefix, n = "conl", 2
+	case "btrfs":
+		prefix, n = "conb", 3
+	}
+	btrfsHost.Node = prefix + "-b"
 	customize = append(customize, func(o *cluster.Options) error {
-		o.Nodes = []string{"conf-a", btrfsHost.Node}
+		o.Nodes = []string{prefix + "-a", btrfsHost.Node}
 		o.BtrfsMounts = map[string]map[string]int{btrfsHost.Node: {btrfsHost.Base: 2}}
-		o.Network = kubenode.Network{Bridge: "strata-c0", Prefix: netip.MustParsePrefix("10.81.0.0/24"),
-			PodPrefix: netip.MustParsePrefix("10.248.0.0/16")}
-		o.ServiceCIDR = netip.MustParsePrefix("10.100.0.0/16")
+		o.Network = kubenode.Network{Bridge: fmt.Sprintf("strata-c%d", n), Prefix: netip.MustParsePrefix(fmt.Sprintf("10.%d.0.0/24", 80+n)),
+			PodPrefix: netip.MustParsePrefix(fmt.Sprintf("10.%d.0.0/16", 247+n))}
+		o.ServiceCIDR = netip.MustParsePrefix(fmt.Sprintf("10.%d.0.0/16", 99+n))
 		more, err := conformanceImages(filepath.Join(testenv.RepoRoot(), "bin"))
 		o.Images = append(o.Images, more...)
 		return err
@@ -104,6 +115,7 @@ type driver struct {
 	capabilities []string
 	sizeRange    string
 	fsTypes      string
+	mountOptions []string
 }
 
 var drivers = []driver{
@@ -111,8 +123,9 @@ var drivers = []driver{
 	// a 300 MiB volume, whose snapshot a smaller claim cannot restore.
 	{name: "lvm", class: storagev1alpha1.StorageClassName("fast"), snapshotClass: storagev1alpha1.StorageClassName("fast"),
 		sizeRange: "{Min: 300Mi, Max: 2Gi}", fsTypes: `{"": {}, xfs: {}, ext4: {}}`,
+		mountOptions: []string{"noatime"},
 		capabilities: []string{"persistence", "block", "fsGroup", "exec", "snapshotDataSource", "pvcDataSource", "controllerExpansion",
-			"nodeExpansion", "onlineExpansion", "topology", "singleNodeVolume", "multipods"}},
+			"nodeExpansion", "onlineExpansion", "topology", "singleNodeVolume", "multipods", "capacity", "readWriteOncePod"}},
 	// This machine's kernel has no NFS client: btrfs volumes are used on
 	// the storage host only, so the other node is tainted for the run.
 	{name: "btrfs", class: btrfsClass, hostOnly: true, sizeRange: "{Min: 64Mi, Max: 2Gi}", fsTypes: `{"": {}}`,
@@ -125,8 +138,12 @@ func (d driver) yaml() string {
 	if d.snapshotClass != "" {
 		fmt.Fprintf(&b, "SnapshotClass:\n  FromExistingClassName: %s\n", d.snapshotClass)
 	}
-	fmt.Fprintf(&b, "DriverInfo:\n  Name: %s\n  SupportedSizeRange: %s\n  SupportedFsType: %s\n  TopologyKeys: [topology.strata.dev/node]\n  Capabilities:\n",
+	fmt.Fprintf(&b, "DriverInfo:\n  Name: %s\n  SupportedSizeRange: %s\n  SupportedFsType: %s\n  TopologyKeys: [topology.strata.dev/node]\n",
 		storagev1alpha1.CSIDriver, d.sizeRange, d.fsTypes)
+	if len(d.mountOptions) > 0 {
+		fmt.Fprintf(&b, "  SupportedMountOption: {%s: {}}\n", strings.Join(d.mountOptions, ": {}, "))
+	}
+	b.WriteString("  Capabilities:\n")
 	for _, c := range d.capabilities {
 		fmt.Fprintf(&b, "    %s: true\n", c)
 	}
@@ -140,6 +157,9 @@ func TestKubernetesStorageSuite(t *testing.T) {
 	c, cl := start(t)
 	root := testenv.RepoRoot()
 	for _, d := range drivers {
+		if onlyBackend != "" && d.name != onlyBackend {
+			continue
+		}
 		t.Run(d.name, func(t *testing.T) {
 			dir := filepath.Join(root, "bin", "conformance", d.name)
 			if err := os.RemoveAll(dir); err != nil {
@@ -162,7 +182,7 @@ func TestKubernetesStorageSuite(t *testing.T) {
 			run := exec.Command(filepath.Join(root, "bin", "conformance", "e2e.test"),
 				"-kubeconfig", c.KubeconfigPath(), "-storage.testdriver", filepath.Join(dir, "driver.yaml"),
 				"-ginkgo.focus", `External.Storage`, "-ginkgo.skip", `\[Disruptive\]|\[Serial\]|\[Slow\]|\[Flaky\]`,
-				"-ginkgo.timeout", "80m", "-ginkgo.no-color", "-report-dir", dir, "-ginkgo.junit-report", "junit.xml",
+				"-ginkgo.timeout", "80m", "-ginkgo.no-color", "-report-dir", dir,
 				"-provider", "skeleton", "-node-os-distro", "debian")
 			run.Env = append(os.Environ(), "KUBE_TEST_REPO_LIST="+filepath.Join(dir, "repos.yaml"))
 			log, err := os.Create(filepath.Join(dir, "e2e.log"))
@@ -173,7 +193,7 @@ func TestKubernetesStorageSuite(t *testing.T) {
 			run.Stdout, run.Stderr = log, log
 			began := time.Now()
 			runErr := run.Run()
-			summary, failed, err := summarize(filepath.Join(dir, "junit.xml"))
+			summary, failed, err := summarize(filepath.Join(dir, "junit_01.xml")) // the e2e framework names it
 			if err != nil {
 				t.Fatalf("%v (e2e.test: %v; log %s)", err, runErr, log.Name())
 			}
