@@ -183,7 +183,7 @@ func TestKubernetesStorageSuite(t *testing.T) {
 				"-kubeconfig", c.KubeconfigPath(), "-storage.testdriver", filepath.Join(dir, "driver.yaml"),
 				"-ginkgo.focus", `External.Storage`, "-ginkgo.skip", `\[Disruptive\]|\[Serial\]|\[Slow\]|\[Flaky\]`,
 				"-ginkgo.timeout", "80m", "-ginkgo.no-color", "-report-dir", dir,
-				"-provider", "skeleton", "-node-os-distro", "debian")
+				"-provider", "skeleton", "-node-os-distro", "debian", "-non-blocking-taints", conformanceTaint)
 			run.Env = append(os.Environ(), "KUBE_TEST_REPO_LIST="+filepath.Join(dir, "repos.yaml"))
 			log, err := os.Create(filepath.Join(dir, "e2e.log"))
 			if err != nil {
@@ -209,11 +209,15 @@ func TestKubernetesStorageSuite(t *testing.T) {
 	}
 }
 
+// conformanceTaint keeps pods off the nodes a backend cannot serve; the
+// suite is told it does not make a node unready.
+const conformanceTaint = "strata.dev/conformance"
+
 // taintOthers keeps the suite's pods off every node but node until the
 // returned function is called.
 func taintOthers(t *testing.T, cl client.Client, node string) func() {
 	t.Helper()
-	taint := corev1.Taint{Key: "strata.dev/conformance", Effect: corev1.TaintEffectNoSchedule}
+	taint := corev1.Taint{Key: conformanceTaint, Effect: corev1.TaintEffectNoSchedule}
 	nodes := &corev1.NodeList{}
 	if err := cl.List(context.Background(), nodes); err != nil {
 		t.Fatal(err)
