@@ -30,6 +30,9 @@ func makeBtrfsClass(ctx context.Context, c client.Client, hostIP string) error {
 		btrfsbackend.AgentURLParameter:      "https://" + hostIP + ":8420",
 		btrfsbackend.NFSServerParameter:     hostIP,
 		btrfsbackend.AgentCASecretParameter: release.CASecret(namespace),
+		// Copies of the class (Kubernetes' storage e2e makes them) name
+		// it, so that they are told apart from it.
+		storagev1alpha1.StorageClassParameter: btrfsClass,
 	}
 	for _, call := range []string{"provisioner", "controller-publish", "controller-expand"} {
 		params["csi.storage.k8s.io/"+call+"-secret-name"] = btrfsHost.TokenSecret

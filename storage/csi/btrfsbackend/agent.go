@@ -116,12 +116,27 @@ func (b *Controller) classOf(ctx context.Context, id backend.VolumeID) (*storage
 // of this driver with exactly these parameters (the sidecar adds only
 // csi.storage.k8s.io/ ones), or the one the storage-class parameter names.
 func (b *Controller) matchClass(ctx context.Context, params map[string]string) (*storagev1.StorageClass, error) {
+	found, err := b.classesFor(ctx, params)
+	if err != nil {
+		return nil, err
+	}
+	if len(found) > 1 {
+		return nil, status.Errorf(codes.InvalidArgument, "StorageClasses %s and %s have the same parameters: add %s with each one's name to tell them apart",
+			found[0].Name, found[1].Name, storagev1alpha1.StorageClassParameter)
+	}
+	return &found[0], nil
+}
+
+// classesFor are the StorageClasses the parameters can be of: the one
+// they name, or every class of this driver with these parameters, at
+// least one.
+func (b *Controller) classesFor(ctx context.Context, params map[string]string) ([]storagev1.StorageClass, error) {
 	if name := params[storagev1alpha1.StorageClassParameter]; name != "" {
 		sc, err := b.classOf(ctx, backend.VolumeID{StorageClass: name})
 		if err != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "StorageClass %s (parameter %s): %v", name, storagev1alpha1.StorageClassParameter, err)
 		}
-		return sc, nil
+		return []storagev1.StorageClass{*sc}, nil
 	}
 	want := userParameters(params)
 	found, err := classesWith(ctx, b.Cache, want)
@@ -133,15 +148,11 @@ func (b *Controller) matchClass(ctx context.Context, params map[string]string) (
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "listing StorageClasses: %v", err)
 	}
-	switch len(found) {
-	case 1:
-		return &found[0], nil
-	case 0:
+	if len(found) == 0 {
 		return nil, status.Errorf(codes.InvalidArgument, "no StorageClass of %s has the parameters %v; a btrfs volume needs one, which tells later calls where its agent is",
 			storagev1alpha1.CSIDriver, want)
 	}
-	return nil, status.Errorf(codes.InvalidArgument, "StorageClasses %s and %s have the same parameters: add %s with each one's name to tell them apart",
-		found[0].Name, found[1].Name, storagev1alpha1.StorageClassParameter)
+	return found, nil
 }
 
 // classesWith lists this driver's StorageClasses whose user parameters

@@ -377,12 +377,14 @@ func (b *Controller) ControllerUnpublishVolume(ctx context.Context, id backend.V
 	return &csi.ControllerUnpublishVolumeResponse{}, nil
 }
 
-// GetCapacity is the agent's free space.
+// GetCapacity is the agent's free space. Classes with the same
+// parameters share their agent and its token, so any of them answers.
 func (b *Controller) GetCapacity(ctx context.Context, req *csi.GetCapacityRequest) (*csi.GetCapacityResponse, error) {
-	sc, err := b.matchClass(ctx, req.GetParameters())
+	found, err := b.classesFor(ctx, req.GetParameters())
 	if err != nil {
 		return nil, err
 	}
+	sc := &found[0]
 	agent, err := b.agent(ctx, sc, nil)
 	if err != nil {
 		return nil, err
