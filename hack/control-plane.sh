@@ -51,9 +51,8 @@ build_k8s() {
   if [ -x "$out" ]; then return; fi
   mkdir -p "$(dirname "$out")"
   say "building $name v$version from the Go module proxy (first time only, several minutes on 2 cores)"
-  local work
+  local work status=0
   work="$(mktemp -d)"
-  trap 'rm -rf "$work"' RETURN
   (
     cd "$work"
     go mod init "strata.local/$name" >/dev/null 2>&1
@@ -72,7 +71,11 @@ build_k8s() {
     else
       CGO_ENABLED="${CGO_ENABLED:-1}" GOFLAGS=-mod=mod go build -ldflags "$ldflags" -o "$out.tmp" "$pkg"
     fi
-  )
+  ) || status=$?
+  # Removed here, not by a RETURN trap: a trap stays set after the
+  # function and fires, with $work gone, when its caller returns.
+  rm -rf "$work"
+  [ "$status" = 0 ] || return "$status"
   mv "$out.tmp" "$out"
   say "$name ready"
 }
