@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/mount-utils"
+
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"google.golang.org/grpc/codes"
@@ -157,6 +159,12 @@ func mountOnNode(t *testing.T, e *csienv.Env, id string, capability *csi.VolumeC
 	t.Cleanup(func() {
 		_, _ = node.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: staging})
 	})
+	// kubelet unstages only a mount no other shares its root with, and
+	// the storage host's NFS server has the data subvolume bind-mounted
+	// onto itself.
+	if refs, err := mount.New("").GetMountRefs(staging); err != nil || len(refs) > 0 {
+		t.Fatalf("the staging mount shares its root with %v (%v): kubelet would never unstage it", refs, err)
+	}
 	if _, err := node.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: id, StagingTargetPath: staging, TargetPath: target,
 		VolumeCapability: capability, PublishContext: pc, VolumeContext: volumeContext}); err != nil {
 		t.Fatal(err)

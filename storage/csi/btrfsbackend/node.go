@@ -53,8 +53,13 @@ func (b Node) Stage(_ context.Context, req *csi.NodeStageVolumeRequest) error {
 			return status.Errorf(codes.PermissionDenied, "volume %s: refusing to bind-mount %s: %v", req.GetVolumeId(), local, err)
 		}
 		if _, err := os.Stat(local); err == nil {
-			if err := backend.BindMount(local, staging, false); err != nil {
-				return status.Errorf(codes.Internal, "bind-mounting %s's subvolume %s at %s: %v", req.GetVolumeId(), local, staging, err)
+			// The volume's directory, not its data subvolume: the storage
+			// host's NFS server has the subvolume bind-mounted onto itself,
+			// and kubelet will not unstage a mount another one shares its
+			// root with. Publish mounts the data below it.
+			volumeDir := filepath.Dir(local)
+			if err := backend.BindMount(volumeDir, staging, false); err != nil {
+				return status.Errorf(codes.Internal, "bind-mounting %s's directory %s at %s: %v", req.GetVolumeId(), volumeDir, staging, err)
 			}
 			return nil
 		}
@@ -118,7 +123,11 @@ func (b Node) Publish(_ context.Context, req *csi.NodePublishVolumeRequest) erro
 	if staged, err := b.Mounter.IsMountPoint(staging); err != nil || !staged {
 		return status.Errorf(codes.FailedPrecondition, "volume %s is not staged at %s: call NodeStageVolume first", req.GetVolumeId(), staging)
 	}
-	if err := backend.ApplyMountGroup(staging, capability.GetMount().GetVolumeMountGroup(), false); err != nil {
+	source, err := stagedData(req.GetVolumeId(), staging)
+	if err != nil {
+		return err
+	}
+	if err := backend.ApplyMountGroup(source, capability.GetMount().GetVolumeMountGroup(), false); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(target, 0o750); err != nil {
@@ -130,10 +139,31 @@ func (b Node) Publish(_ context.Context, req *csi.NodePublishVolumeRequest) erro
 		return nil
 	}
 	readOnly := req.GetReadonly() || backend.IsReadOnlyMode(capability.GetAccessMode().GetMode())
-	if err := backend.BindMount(staging, target, readOnly); err != nil {
-		return status.Errorf(codes.Internal, "bind-mounting %s at %s: %v", staging, target, err)
+	if err := backend.BindMount(source, target, readOnly); err != nil {
+		return status.Errorf(codes.Internal, "bind-mounting %s at %s: %v", source, target, err)
 	}
 	return nil
+}
+
+// stagedData is where the staged volume's data is: the staging path for
+// an NFS mount (the export is the data), its data directory for the
+// volume's directory bind-mounted on the storage host. The mount table
+// tells which, so that a user's own "data" directory is never taken for it.
+func stagedData(volumeID, staging string) (string, error) {
+	id, err := backend.ParseVolumeID(volumeID)
+	if err != nil {
+		return "", status.Error(codes.NotFound, err.Error())
+	}
+	points, err := mountinfo.Read()
+	if err != nil {
+		return "", status.Errorf(codes.Internal, "reading the mount table: %v", err)
+	}
+	for _, p := range points {
+		if p.MountPoint == filepath.Clean(staging) && strings.HasSuffix(p.Root, "/"+id.Name) {
+			return filepath.Join(staging, dataDirName), nil
+		}
+	}
+	return staging, nil
 }
 
 // IsMount says whether the volume at path is a btrfs-backend
@@ -164,8 +194,8 @@ func IsMount(volumeID, path string) (bool, error) {
 		return true, status.Errorf(codes.Internal, "reading the mount table: %v", err)
 	}
 	for _, p := range points {
-		if p.MountPoint == filepath.Clean(path) &&
-			(strings.HasSuffix(p.Root, "/"+id.Name+"/data") || strings.HasSuffix(p.Source, "/"+id.Name)) {
+		if p.MountPoint == filepath.Clean(path) && (strings.HasSuffix(p.Root, "/"+id.Name+"/"+dataDirName) ||
+			strings.HasSuffix(p.Root, "/"+id.Name) || strings.HasSuffix(p.Source, "/"+id.Name)) {
 			return true, nil
 		}
 	}
