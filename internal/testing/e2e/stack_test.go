@@ -31,7 +31,10 @@ import (
 // stack is the cluster every test of the suite shares, started by the
 // first test that needs it.
 var stack struct {
-	once    sync.Once
+	once sync.Once
+	// tempDir is the cluster's directory when the suite made it, removed
+	// after the suite.
+	tempDir string
 	cluster *cluster.Cluster
 	client  client.Client
 	err     error
@@ -50,6 +53,11 @@ func TestMain(m *testing.M) {
 		if err := stack.cluster.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "stopping the cluster:", err)
 			code = 1
+		}
+	}
+	if stack.tempDir != "" {
+		if err := os.RemoveAll(stack.tempDir); err != nil {
+			fmt.Fprintln(os.Stderr, "removing the cluster's directory:", err)
 		}
 	}
 	os.Exit(code)
@@ -91,6 +99,7 @@ func startStack() error {
 		if dir, err = os.MkdirTemp("", "strata-e2e-"); err != nil {
 			return err
 		}
+		stack.tempDir = dir
 	}
 	o := cluster.Defaults(dir, testenv.AssetsDir())
 	o.Nodes = []string{"e2e-a", "e2e-b"}
