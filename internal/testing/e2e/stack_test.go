@@ -55,7 +55,7 @@ func TestMain(m *testing.M) {
 			code = 1
 		}
 	}
-	if stack.tempDir != "" {
+	if stack.tempDir != "" && code == 0 { // kept to read when something failed
 		if err := os.RemoveAll(stack.tempDir); err != nil {
 			fmt.Fprintln(os.Stderr, "removing the cluster's directory:", err)
 		}
