@@ -106,7 +106,7 @@ func runResizer(ctx context.Context, cfg *rest.Config, c *Controller) error {
 	if err != nil {
 		return err
 	}
-	r := &resizer.Reconciler{Client: mgr.GetClient(), Events: mgr.GetEventRecorder("strata-csi-resizer"),
+	r := &resizer.Reconciler{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Events: mgr.GetEventRecorder("strata-csi-resizer"),
 		Driver: DriverName, Expand: c.ControllerExpandVolume}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err

@@ -45,7 +45,7 @@ func makeBtrfsClass(ctx context.Context, c client.Client, hostIP string) error {
 }
 
 // A claim on the btrfs storage host keeps what its pod wrote for the
-// next pod, used on the host itself by bind mount.
+// next pod, used on the host itself by bind mount, and grows.
 func TestBtrfsVolumeOnTheStorageHost(t *testing.T) {
 	_, cl := start(t)
 	ns := namespaceFor(t, cl, "btrfs")
@@ -67,4 +67,9 @@ func TestBtrfsVolumeOnTheStorageHost(t *testing.T) {
 	if second := waitServing(t, again); second != first {
 		t.Fatalf("the second pod read %q from the btrfs volume, the first wrote %q", second, first)
 	}
+	// Growing it takes the class's expand secret, the tenant's token.
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(claim), claim); err != nil {
+		t.Fatal(err)
+	}
+	grow(t, cl, claim, "2Gi")
 }

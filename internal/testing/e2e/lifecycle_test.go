@@ -60,20 +60,16 @@ func TestSnapshotRestoresIntoANewClaim(t *testing.T) {
 	}
 }
 
-// A claim grown while its pod runs is grown on the node too: the pod's
-// filesystem has the new size without a restart.
-func TestOnlineExpansionIsSeenInThePod(t *testing.T) {
-	a := runApp(t, "grow")
-	cl, claim, pod, ctx := a.client, a.claim, a.pod, context.Background()
-	if err := cl.Get(ctx, client.ObjectKeyFromObject(claim), claim); err != nil {
-		t.Fatal(err)
-	}
+// grow asks for more room in claim and waits until it has it.
+func grow(t *testing.T, cl client.Client, claim *corev1.PersistentVolumeClaim, size string) {
+	t.Helper()
+	ctx := context.Background()
 	before := claim.DeepCopy()
-	claim.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("2Gi")
+	want := resource.MustParse(size)
+	claim.Spec.Resources.Requests[corev1.ResourceStorage] = want
 	if err := cl.Patch(ctx, claim, client.MergeFrom(before)); err != nil {
 		t.Fatal(err)
 	}
-	want := resource.MustParse("2Gi")
 	testenv.Eventually(t, 3*time.Minute, func() error {
 		if err := cl.Get(ctx, client.ObjectKeyFromObject(claim), claim); err != nil {
 			return err
@@ -83,6 +79,17 @@ func TestOnlineExpansionIsSeenInThePod(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A claim grown while its pod runs is grown on the node too: the pod's
+// filesystem has the new size without a restart.
+func TestOnlineExpansionIsSeenInThePod(t *testing.T) {
+	a := runApp(t, "grow")
+	cl, claim, pod, ctx := a.client, a.claim, a.pod, context.Background()
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(claim), claim); err != nil {
+		t.Fatal(err)
+	}
+	grow(t, cl, claim, "2Gi")
 	testenv.Eventually(t, time.Minute, func() error {
 		if err := cl.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
 			return err

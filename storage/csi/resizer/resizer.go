@@ -29,7 +29,11 @@ import (
 // Reconciler grows the volumes of one CSI driver.
 type Reconciler struct {
 	client.Client
-	Events events.EventRecorder
+	// Secrets reads expand secrets from the API server, not a cache: a
+	// cache would list and watch every Secret, which the driver's role
+	// rightly may not, and wait for that forever.
+	Secrets client.Reader
+	Events  events.EventRecorder
 	// Driver is the CSI driver whose volumes this resizer grows.
 	Driver string
 	// Expand is the driver's ControllerExpandVolume.
@@ -145,7 +149,7 @@ func (r *Reconciler) secrets(ctx context.Context, pv *corev1.PersistentVolume) (
 		return nil, nil
 	}
 	secret := &corev1.Secret{}
-	if err := r.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, secret); err != nil {
+	if err := r.Secrets.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, secret); err != nil {
 		return nil, fmt.Errorf("the expand secret %s/%s of volume %s: %w", ref.Namespace, ref.Name, pv.Name, err)
 	}
 	out := map[string]string{}
