@@ -41,6 +41,8 @@ func TestClaimGoesToTheNodeWithRoom(t *testing.T) {
 	pinned := appPod(ns, "filler", filler.Name)
 	pinned.Spec.NodeSelector = map[string]string{corev1.LabelHostname: full}
 	create(t, cl, filler, pinned)
+	// The tests after this one need full's room back, published.
+	t.Cleanup(func() { giveBack(t, cl, full, free-size, pinned, filler) })
 	waitServing(t, pinned)
 	testenv.Eventually(t, 2*time.Minute, func() error {
 		published, err := publishedCapacity(ctx, cl, full)
@@ -69,6 +71,24 @@ func TestClaimGoesToTheNodeWithRoom(t *testing.T) {
 			t.Errorf("the claim was first tried where it did not fit: %s", e.Message)
 		}
 	}
+}
+
+// giveBack deletes the filler and waits until node's published capacity
+// is above what the filler left.
+func giveBack(t *testing.T, cl client.Client, node string, left int64, objs ...client.Object) {
+	ctx := context.Background()
+	for _, obj := range objs {
+		if err := cl.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+			t.Error(err)
+		}
+	}
+	testenv.Eventually(t, 3*time.Minute, func() error {
+		published, err := publishedCapacity(ctx, cl, node)
+		if err == nil && published <= left {
+			err = fmt.Errorf("CSIStorageCapacity of %s still says %d bytes", node, published)
+		}
+		return err
+	})
 }
 
 // publishedCapacity is what the CSIStorageCapacity of node and the class
