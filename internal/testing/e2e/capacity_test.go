@@ -9,9 +9,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
+	"github.com/strata-gitops/strata/internal/local/images"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/storage/csi/backend"
 )
@@ -26,7 +28,8 @@ func TestClaimGoesToTheNodeWithRoom(t *testing.T) {
 	ns := namespaceFor(t, cl, "room")
 
 	// Fill full's thin pool but for about 1 GiB, with a volume its pod
-	// pins there.
+	// pins there: a block volume, so that nothing formats its hundreds of
+	// thin GiB.
 	left := int64(1 << 30)
 	filler := newClaim(ns, "filler", "1Gi")
 	var free int64
@@ -38,12 +41,27 @@ func TestClaimGoesToTheNodeWithRoom(t *testing.T) {
 	})
 	size := (free - left) &^ (4<<20 - 1) // whole extents
 	filler.Spec.Resources.Requests[corev1.ResourceStorage] = *resource.NewQuantity(size, resource.BinarySI)
-	pinned := appPod(ns, "filler", filler.Name)
-	pinned.Spec.NodeSelector = map[string]string{corev1.LabelHostname: full}
+	block := corev1.PersistentVolumeBlock
+	filler.Spec.VolumeMode = &block
+	pinned := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "filler", Namespace: ns}, Spec: corev1.PodSpec{
+		NodeSelector: map[string]string{corev1.LabelHostname: full},
+		Containers: []corev1.Container{{Name: "hold", Image: images.PauseRef, ImagePullPolicy: corev1.PullIfNotPresent,
+			VolumeDevices: []corev1.VolumeDevice{{Name: "data", DevicePath: "/dev/filler"}}}},
+		Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: filler.Name}}}},
+	}}
 	create(t, cl, filler, pinned)
 	// The tests after this one need full's room back, published.
 	t.Cleanup(func() { giveBack(t, cl, full, free-size, pinned, filler) })
-	waitServing(t, pinned)
+	testenv.Eventually(t, 3*time.Minute, func() error {
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(pinned), pinned); err != nil {
+			return err
+		}
+		if pinned.Status.Phase != corev1.PodRunning {
+			return fmt.Errorf("the filler pod is %s: %v", pinned.Status.Phase, pinned.Status.Conditions)
+		}
+		return nil
+	})
 	testenv.Eventually(t, 2*time.Minute, func() error {
 		published, err := publishedCapacity(ctx, cl, full)
 		if err != nil {

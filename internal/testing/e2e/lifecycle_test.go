@@ -123,7 +123,7 @@ func TestDeletedClaimFreesItsSpace(t *testing.T) {
 		}
 		return gone(ctx, cl, &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: volume}})
 	})
-	testenv.Eventually(t, 2*time.Minute, func() error {
+	testenv.Eventually(t, 3*time.Minute, func() error {
 		if free := capacity(t, cl, node); free <= held {
 			return fmt.Errorf("node %s has %d bytes for new volumes, as before the delete (%d)", node, free, held)
 		}
