@@ -24,6 +24,7 @@ func csiCommand() *cobra.Command {
 				return err
 			}
 			if err != nil {
+				ctrl.Log.Info("no Kubernetes API for the node service: pods' fsGroupChangePolicy is taken as Always; give it a kubeconfig (--kubeconfig) or run it in-cluster to honour OnRootMismatch", "error", err.Error())
 				cfg = nil
 			}
 			return csi.Run(ctrl.SetupSignalHandler(), cfg, o)

@@ -78,6 +78,16 @@ func (b Node) Stage(ctx context.Context, req *csi.NodeStageVolumeRequest) error 
 	return b.growFilesystem(vol.Device, staging)
 }
 
+// applyMountGroup gives the pod's fsGroup the volume by the pod's
+// fsGroupChangePolicy; the pod is read only when there is a group, so a
+// publish without one costs no API call.
+func (b Node) applyMountGroup(ctx context.Context, root, group string, volumeContext map[string]string) error {
+	if group == "" {
+		return nil
+	}
+	return backend.ApplyMountGroupWithPolicy(root, group, backend.ChangePolicy(ctx, b.Pods, volumeContext))
+}
+
 // growFilesystem grows the filesystem mounted at path to its device, if
 // the device is larger.
 func (b Node) growFilesystem(device, path string) error {
@@ -115,8 +125,7 @@ func (b Node) Publish(ctx context.Context, req *csi.NodePublishVolumeRequest) er
 		if staged, serr := b.mountedDevice(source); serr != nil || !sameDevice(staged, vol.Device) {
 			return status.Errorf(codes.FailedPrecondition, "volume %s is not staged at %s: call NodeStageVolume first", req.GetVolumeId(), source)
 		}
-		policy := backend.ChangePolicy(ctx, b.Pods, req.GetVolumeContext())
-		if err := backend.ApplyMountGroupWithPolicy(source, capability.GetMount().GetVolumeMountGroup(), policy); err != nil {
+		if err := b.applyMountGroup(ctx, source, capability.GetMount().GetVolumeMountGroup(), req.GetVolumeContext()); err != nil {
 			return err
 		}
 		err = os.MkdirAll(target, 0o750)
