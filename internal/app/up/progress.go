@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/kubectl/pkg/util/podutils"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-gitops/strata/internal/local/cluster"
@@ -72,13 +73,16 @@ func describe(ks *kustomizev1.Kustomization) (string, string) {
 
 // waitWorkloads prints each claim's phase and each Deployment the
 // Kustomizations applied as they change, and returns once every claim is
-// Bound and every such Deployment has its replicas ready.
-func waitWorkloads(ctx context.Context, c client.Client, out io.Writer) error {
+// Bound and every such Deployment has its replicas ready with containers
+// started since this run began. A Deployment's own status is not enough:
+// on a second run it still says ready from the last one until the
+// restarted kubelets report, and the app's pods are not serving yet.
+func waitWorkloads(ctx context.Context, c client.Client, out io.Writer, since time.Time) error {
 	seen := map[string]string{}
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		states, done, err := workloadStates(ctx, c)
+		states, done, err := workloadStates(ctx, c, since)
 		if err != nil {
 			return err
 		}
@@ -102,7 +106,7 @@ func waitWorkloads(ctx context.Context, c client.Client, out io.Writer) error {
 
 type workloadState struct{ name, state string }
 
-func workloadStates(ctx context.Context, c client.Client) ([]workloadState, bool, error) {
+func workloadStates(ctx context.Context, c client.Client, since time.Time) ([]workloadState, bool, error) {
 	claims := &corev1.PersistentVolumeClaimList{}
 	if err := c.List(ctx, claims); err != nil {
 		return nil, false, err
@@ -126,11 +130,49 @@ func workloadStates(ctx context.Context, c client.Client) ([]workloadState, bool
 		if d.Spec.Replicas != nil {
 			want = *d.Spec.Replicas
 		}
-		states = append(states, workloadState{"deployment " + d.Namespace + "/" + d.Name, fmt.Sprintf("%d/%d ready", d.Status.ReadyReplicas, want)})
-		done = done && d.Status.ObservedGeneration >= d.Generation && d.Status.ReadyReplicas >= want && d.Status.UpdatedReplicas >= want
+		ready, err := podsReadySince(ctx, c, &d, since)
+		if err != nil {
+			return nil, false, err
+		}
+		states = append(states, workloadState{"deployment " + d.Namespace + "/" + d.Name, fmt.Sprintf("%d/%d ready", ready, want)})
+		done = done && d.Status.ObservedGeneration >= d.Generation && ready >= want && d.Status.UpdatedReplicas >= want
 	}
 	sort.Slice(states, func(i, j int) bool { return states[i].name < states[j].name })
 	return states, done, nil
+}
+
+// podsReadySince counts the Deployment's pods that are Ready and whose
+// containers all started at or after since.
+func podsReadySince(ctx context.Context, c client.Client, d *appsv1.Deployment, since time.Time) (int32, error) {
+	selector, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	if err != nil {
+		return 0, fmt.Errorf("deployment %s/%s: %w", d.Namespace, d.Name, err)
+	}
+	pods := &corev1.PodList{}
+	if err := c.List(ctx, pods, client.InNamespace(d.Namespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
+		return 0, err
+	}
+	// The API keeps start times in whole seconds.
+	since = since.Truncate(time.Second)
+	var ready int32
+	for i := range pods.Items {
+		if p := &pods.Items[i]; p.DeletionTimestamp == nil && podutils.IsPodReady(p) && startedSince(p, since) {
+			ready++
+		}
+	}
+	return ready, nil
+}
+
+func startedSince(p *corev1.Pod, since time.Time) bool {
+	if len(p.Status.ContainerStatuses) == 0 {
+		return false
+	}
+	for _, s := range p.Status.ContainerStatuses {
+		if s.State.Running == nil || s.State.Running.StartedAt.Time.Before(since) {
+			return false
+		}
+	}
+	return true
 }
 
 // kubectlFor is kubectl with the cluster's administrator kubeconfig.

@@ -122,7 +122,7 @@ func Run(ctx context.Context, o Options) error {
 	if err := watchProgress(ctx, cl, o.Out); err != nil {
 		return err
 	}
-	if err := waitWorkloads(ctx, cl, o.Out); err != nil {
+	if err := waitWorkloads(ctx, cl, o.Out, began); err != nil {
 		return err
 	}
 	say("everything in Git runs, %s after start", time.Since(began).Round(time.Second))

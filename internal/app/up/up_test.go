@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/kubectl/pkg/util/podutils"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-gitops/strata/internal/app/up"
@@ -64,7 +65,10 @@ func TestUpRunsTheHomelab(t *testing.T) {
 			t.Errorf("%s runs on %s, want %s, its volume's node", app, pod.Spec.NodeName, node)
 		}
 	}
-	first := appOutput(t, c, run)
+	first, err := appOutput(t, c, run)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if !strings.Contains(first, "/fast: written by") || !strings.Contains(first, "/shared: written by") {
 		t.Fatalf("the example app did not write both its volumes:\n%s", first)
 	}
@@ -72,7 +76,11 @@ func TestUpRunsTheHomelab(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 3*time.Minute, func() error {
-		if again := appOutput(t, c, run); again != first {
+		again, err := appOutput(t, c, run)
+		if err != nil {
+			return err
+		}
+		if again != first {
 			return fmt.Errorf("the restarted app reads %q, the first wrote %q", again, first)
 		}
 		return nil
@@ -101,7 +109,11 @@ func TestUpRunsTheHomelab(t *testing.T) {
 	again := startUp(t, o)
 	c = kubeClient(t, again.kubeconfig)
 	testenv.Eventually(t, 3*time.Minute, func() error {
-		if out := appOutput(t, c, again); out != first {
+		out, err := appOutput(t, c, again)
+		if err != nil {
+			return err
+		}
+		if out != first {
 			return fmt.Errorf("after up started again the app reads %q, the first run wrote %q", out, first)
 		}
 		return nil
@@ -134,12 +146,13 @@ func startUp(t *testing.T, o up.Options) *upRun {
 			t.Fatalf("strata up ended early: %v\n%s", err, r.out)
 		default:
 		}
-		if !strings.Contains(r.out.String(), "everything in Git runs") {
+		if !strings.Contains(r.out.String(), "Use the cluster with:") {
 			return fmt.Errorf("not running yet:\n%s", r.out)
 		}
 		return nil
 	})
 	t.Logf("strata up:\n%s", r.out)
+	r.checkPrintedApp(t)
 	return r
 }
 
@@ -170,7 +183,7 @@ func runningPod(t *testing.T, c client.Client, app string) *corev1.Pod {
 			return err
 		}
 		for i, p := range pods.Items {
-			if p.DeletionTimestamp == nil && podReady(&p) {
+			if p.DeletionTimestamp == nil && podutils.IsPodReady(&p) {
 				found = &pods.Items[i]
 				return nil
 			}
@@ -180,26 +193,29 @@ func runningPod(t *testing.T, c client.Client, app string) *corev1.Pod {
 	return found
 }
 
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
+// checkPrintedApp checks that up printed what the example app read from
+// both its volumes: up says everything runs only once the app's pods of
+// this run serve their logs.
+func (r *upRun) checkPrintedApp(t *testing.T) {
+	t.Helper()
+	out := r.out.String()
+	printed := out[strings.Index(out, "The example app's volumes hold:"):strings.Index(out, "Use the cluster with:")]
+	if !strings.Contains(printed, "/fast: written by") || !strings.Contains(printed, "/shared: written by") || strings.Contains(printed, "(kubectl") {
+		t.Errorf("up did not print what the example app read from its two volumes:\n%s", printed)
 	}
-	return false
 }
 
 // appOutput is what the example app's running pod read from its volumes:
 // the lines it logged at start.
-func appOutput(t *testing.T, c client.Client, r *upRun) string {
+func appOutput(t *testing.T, c client.Client, r *upRun) (string, error) {
 	t.Helper()
 	pod := runningPod(t, c, "example-app")
 	out, err := exec.Command(filepath.Join(testenv.RepoRoot(), "bin", "k8s", "kubectl"), "--kubeconfig", r.kubeconfig,
 		"-n", "apps", "logs", pod.Name).CombinedOutput()
 	if err != nil {
-		t.Fatalf("logs of %s: %v: %s", pod.Name, err, out)
+		return "", fmt.Errorf("logs of %s: %w: %s", pod.Name, err, out)
 	}
-	return strings.TrimSpace(string(out))
+	return strings.TrimSpace(string(out)), nil
 }
 
 // push edits a file of the work tree and pushes the change, as the
