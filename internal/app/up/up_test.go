@@ -75,16 +75,7 @@ func TestUpRunsTheHomelab(t *testing.T) {
 	if err := c.Delete(ctx, runningPod(t, c, "example-app")); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 3*time.Minute, func() error {
-		again, err := appOutput(t, c, run)
-		if err != nil {
-			return err
-		}
-		if again != first {
-			return fmt.Errorf("the restarted app reads %q, the first wrote %q", again, first)
-		}
-		return nil
-	})
+	waitAppReads(t, c, run, first, "the restarted app")
 
 	push(t, filepath.Join(o.StateDir, "work", "homelab"), "apps/app.yaml", "hello from git", "hello from a push")
 	testenv.Eventually(t, time.Minute, func() error {
@@ -108,16 +99,7 @@ func TestUpRunsTheHomelab(t *testing.T) {
 
 	again := startUp(t, o)
 	c = kubeClient(t, again.kubeconfig)
-	testenv.Eventually(t, 3*time.Minute, func() error {
-		out, err := appOutput(t, c, again)
-		if err != nil {
-			return err
-		}
-		if out != first {
-			return fmt.Errorf("after up started again the app reads %q, the first run wrote %q", out, first)
-		}
-		return nil
-	})
+	waitAppReads(t, c, again, first, "after up started again the app")
 	again.stop(t)
 }
 
@@ -203,6 +185,22 @@ func (r *upRun) checkPrintedApp(t *testing.T) {
 	if !strings.Contains(printed, "/fast: written by") || !strings.Contains(printed, "/shared: written by") || strings.Contains(printed, "(kubectl") {
 		t.Errorf("up did not print what the example app read from its two volumes:\n%s", printed)
 	}
+}
+
+// waitAppReads waits until the example app's running pod logs what the
+// first pod wrote.
+func waitAppReads(t *testing.T, c client.Client, r *upRun, first, who string) {
+	t.Helper()
+	testenv.Eventually(t, 3*time.Minute, func() error {
+		out, err := appOutput(t, c, r)
+		if err != nil {
+			return err
+		}
+		if out != first {
+			return fmt.Errorf("%s reads %q, the first pod wrote %q", who, out, first)
+		}
+		return nil
+	})
 }
 
 // appOutput is what the example app's running pod read from its volumes:
