@@ -2,9 +2,7 @@ package volumes
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -137,12 +135,7 @@ func (s *Store) prepareDir(dir string) error {
 // removeDir removes a volume's or snapshot's directory with its
 // subvolume. It is never called while the metadata exists.
 func (s *Store) removeDir(ctx context.Context, dir string) error {
-	data := filepath.Join(dir, dataDir)
-	if ok, err := btrfs.IsSubvolume(data); err == nil && ok {
-		if err := s.FS.DeleteSubvolume(ctx, data); err != nil {
-			return err
-		}
-	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := s.deleteIfSubvolume(ctx, filepath.Join(dir, dataDir)); err != nil {
 		return err
 	}
 	return os.RemoveAll(dir)

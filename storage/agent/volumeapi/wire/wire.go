@@ -92,3 +92,36 @@ type CloneRequest struct {
 	Source    Source `json:"source"`
 	SizeBytes int64  `json:"sizeBytes,omitempty"`
 }
+
+// Pair is one side of a replication pair on an agent: the read-only
+// replicas of a volume this agent sent or received, numbered in order.
+// Both sides keep the newest replica they share, so each sync sends
+// only what changed since it, in either direction.
+type Pair struct {
+	Name string `json:"name"`
+	// Volume is this side's volume: snapshots of it are sent, and a
+	// promotion replaces its data with the newest replica.
+	Volume string `json:"volume"`
+	// Latest is the newest complete replica, 0 when there is none.
+	Latest uint64 `json:"latest"`
+	// LatestAt is when the newest replica was made on the side that
+	// sent it: the age of the data a promotion would serve.
+	LatestAt *time.Time `json:"latestAt,omitempty"`
+}
+
+// PairRequest sets up this side of a pair: its volume and the token the
+// peer sends replicas with. Only the token's SHA-256 is kept.
+type PairRequest struct {
+	Volume string `json:"volume"`
+	Token  string `json:"token"`
+}
+
+// Replica is the outcome of a sync: the replica the destination now
+// holds and how many stream bytes went to it.
+type Replica struct {
+	Pair        string    `json:"pair"`
+	Seq         uint64    `json:"seq"`
+	Parent      uint64    `json:"parent,omitempty"`
+	StreamBytes int64     `json:"streamBytes"`
+	MadeAt      time.Time `json:"madeAt"`
+}

@@ -1,0 +1,428 @@
+package volumes
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/strata-gitops/strata/internal/atomicfile"
+	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
+	"github.com/strata-gitops/strata/storage/btrfs"
+)
+
+// A pair's replicas live under {base}/{tenant}/.pairs/{pair}/:
+//
+//	metadata.json    the pair's record: its volume and token hash
+//	{seq}/data       a complete replica, read-only, with replica.json
+//	{seq}.new/       a snapshot being taken on the sending side
+//	{seq}.part/      a stream being received
+//
+// A replica becomes {seq} only by a rename once it is whole, so a sync
+// cut off at any point leaves the newest complete replica as it was;
+// what a crash leaves in .new and .part is removed by the next sync or
+// sweep. These are the store's own copies under a pair record, never a
+// user's data, so unlike a volume without a record they are deleted,
+// not quarantined.
+const (
+	pairsDir    = ".pairs"
+	replicaFile = "replica.json"
+	newSuffix   = ".new"
+	partSuffix  = ".part"
+)
+
+// pairRecord is what a pair's metadata.json holds.
+type pairRecord struct {
+	Name        string `json:"name"`
+	Volume      string `json:"volume"`
+	TokenSHA256 string `json:"tokenSHA256"`
+}
+
+// replicaRecord is what a replica's replica.json holds.
+type replicaRecord struct {
+	Parent uint64    `json:"parent,omitempty"`
+	MadeAt time.Time `json:"madeAt"`
+}
+
+// Pair is this side of a replication pair; see wire.Pair.
+type Pair = wire.Pair
+
+func (s *Store) pairDir(tenant, name string) string {
+	return filepath.Join(s.Base, tenant, pairsDir, name)
+}
+
+func (s *Store) pairLock(tenant, name string) func() {
+	return s.locks.lock(tenant + "/" + pairsDir + "/" + name)
+}
+
+// SetPair makes or changes this side of a pair: the volume it replicates
+// and the token its peer authenticates with.
+func (s *Store) SetPair(tenant, name string, req wire.PairRequest) (Pair, error) {
+	if err := CheckName("pair", name); err != nil {
+		return Pair{}, err
+	}
+	if len(req.Token) < 32 {
+		return Pair{}, invalid("pair %s: the token is %d characters; give at least 32 random ones", name, len(req.Token))
+	}
+	if _, err := s.Get(tenant, req.Volume); err != nil {
+		return Pair{}, err
+	}
+	defer s.pairLock(tenant, name)()
+	dir := s.pairDir(tenant, name)
+	var have pairRecord
+	err := readMetadata(dir, "pair "+name, &have)
+	switch {
+	case err == nil && have.Volume != req.Volume:
+		return Pair{}, newError(Conflict, "pair %s exists, of volume %s", name, have.Volume)
+	case err != nil && KindOf(err) != NotFound:
+		return Pair{}, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return Pair{}, err
+	}
+	rec := pairRecord{Name: name, Volume: req.Volume, TokenSHA256: tokenHash(req.Token)}
+	if err := s.recordNew(dir, rec); err != nil {
+		return Pair{}, err
+	}
+	return s.pairState(tenant, rec)
+}
+
+// GetPair returns this side of a pair with its newest replica.
+func (s *Store) GetPair(tenant, name string) (Pair, error) {
+	rec, err := s.pairRecord(tenant, name)
+	if err != nil {
+		return Pair{}, err
+	}
+	return s.pairState(tenant, rec)
+}
+
+func (s *Store) pairRecord(tenant, name string) (pairRecord, error) {
+	if err := CheckName("pair", name); err != nil {
+		return pairRecord{}, err
+	}
+	var rec pairRecord
+	err := readMetadata(s.pairDir(tenant, name), "pair "+name, &rec)
+	return rec, err
+}
+
+// AuthorizePair checks the token a peer sent for the pair.
+func (s *Store) AuthorizePair(tenant, name, token string) error {
+	rec, err := s.pairRecord(tenant, name)
+	if err != nil {
+		return err
+	}
+	if subtle.ConstantTimeCompare([]byte(tokenHash(token)), []byte(rec.TokenSHA256)) != 1 {
+		return newError(Forbidden, "pair %s: the token is not this pair's", name)
+	}
+	return nil
+}
+
+func tokenHash(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+func (s *Store) pairState(tenant string, rec pairRecord) (Pair, error) {
+	seqs, err := s.replicas(tenant, rec.Name)
+	if err != nil {
+		return Pair{}, err
+	}
+	p := Pair{Name: rec.Name, Volume: rec.Volume}
+	if len(seqs) == 0 {
+		return p, nil
+	}
+	p.Latest = seqs[len(seqs)-1]
+	r, err := s.replicaRecord(tenant, rec.Name, p.Latest)
+	if err != nil {
+		return Pair{}, err
+	}
+	p.LatestAt = &r.MadeAt
+	return p, nil
+}
+
+// replicas lists the complete replicas of a pair, oldest first.
+func (s *Store) replicas(tenant, name string) ([]uint64, error) {
+	names, err := listDirs(s.pairDir(tenant, name))
+	if err != nil {
+		return nil, err
+	}
+	var seqs []uint64
+	for _, n := range names {
+		if seq, err := strconv.ParseUint(n, 10, 64); err == nil {
+			seqs = append(seqs, seq)
+		}
+	}
+	return seqs, nil
+}
+
+func (s *Store) replicaDir(tenant, name string, seq uint64) string {
+	return filepath.Join(s.pairDir(tenant, name), strconv.FormatUint(seq, 10))
+}
+
+func (s *Store) replicaRecord(tenant, name string, seq uint64) (replicaRecord, error) {
+	var r replicaRecord
+	data, err := os.ReadFile(filepath.Join(s.replicaDir(tenant, name, seq), replicaFile))
+	if err != nil {
+		return r, fmt.Errorf("pair %s, replica %d: %w", name, seq, err)
+	}
+	return r, json.Unmarshal(data, &r)
+}
+
+// Outgoing is a replica made on the sending side, to be streamed to the
+// peer: Path is the snapshot, ParentPath the replica both sides hold
+// (empty for a whole stream).
+type Outgoing struct {
+	Seq, Parent      uint64
+	Path, ParentPath string
+	MadeAt           time.Time
+}
+
+// SnapshotForSend takes the next replica of the pair's volume, given
+// the newest one the peer holds. Replicas the peer never got are
+// removed first; the peer's newest becomes the parent when this side
+// still has it, otherwise the whole volume is sent.
+func (s *Store) SnapshotForSend(ctx context.Context, tenant, name string, peerLatest uint64) (Outgoing, error) {
+	rec, err := s.pairRecord(tenant, name)
+	if err != nil {
+		return Outgoing{}, err
+	}
+	defer s.locks.lock(tenant + "/" + rec.Volume)()
+	defer s.pairLock(tenant, name)()
+	v, err := s.get(tenant, rec.Volume)
+	if err != nil {
+		return Outgoing{}, err
+	}
+	if err := s.clearIncomplete(ctx, tenant, name); err != nil {
+		return Outgoing{}, err
+	}
+	seqs, err := s.replicas(tenant, name)
+	if err != nil {
+		return Outgoing{}, err
+	}
+	out := Outgoing{Seq: peerLatest + 1, MadeAt: time.Now().UTC()}
+	for _, seq := range seqs {
+		switch {
+		case seq == peerLatest:
+			out.Parent, out.ParentPath = seq, filepath.Join(s.replicaDir(tenant, name, seq), dataDir)
+		case seq > peerLatest:
+			// Sent but never received: the peer cannot use it as a parent.
+			if err := s.removeReplica(ctx, s.replicaDir(tenant, name, seq)); err != nil {
+				return Outgoing{}, err
+			}
+		}
+	}
+	dir := s.replicaDir(tenant, name, out.Seq)
+	if err := os.MkdirAll(dir+newSuffix, 0o700); err != nil {
+		return Outgoing{}, err
+	}
+	if err := s.FS.Snapshot(ctx, v.Path, filepath.Join(dir+newSuffix, dataDir), true); err != nil {
+		return Outgoing{}, err
+	}
+	if err := finishReplica(dir+newSuffix, dir, replicaRecord{Parent: out.Parent, MadeAt: out.MadeAt}); err != nil {
+		return Outgoing{}, err
+	}
+	out.Path = filepath.Join(dir, dataDir)
+	return out, nil
+}
+
+// Sent records that the peer holds replica seq: older ones are no
+// longer anyone's parent.
+func (s *Store) Sent(ctx context.Context, tenant, name string, seq uint64) error {
+	defer s.pairLock(tenant, name)()
+	return s.pruneBefore(ctx, tenant, name, seq)
+}
+
+// Receive makes replica seq of the pair from a send stream whose parent
+// is replica parent (0 for a whole stream). whole is called once the
+// stream has ended and says whether every byte the peer sent arrived;
+// only then does the replica count. Older replicas are removed after.
+func (s *Store) Receive(ctx context.Context, tenant, name string, seq, parent uint64, madeAt time.Time, r io.Reader, whole func() error) (Pair, error) {
+	rec, err := s.pairRecord(tenant, name)
+	if err != nil {
+		return Pair{}, err
+	}
+	defer s.pairLock(tenant, name)()
+	have, err := s.pairState(tenant, rec)
+	if err != nil {
+		return Pair{}, err
+	}
+	if seq <= have.Latest || (parent != 0 && parent != have.Latest) {
+		return Pair{}, newError(Conflict, "pair %s holds replica %d; a stream of replica %d from parent %d does not follow it", name, have.Latest, seq, parent)
+	}
+	if err := s.clearIncomplete(ctx, tenant, name); err != nil {
+		return Pair{}, err
+	}
+	dir := s.replicaDir(tenant, name, seq)
+	if err := os.MkdirAll(dir+partSuffix, 0o700); err != nil {
+		return Pair{}, err
+	}
+	err = btrfs.Receive(ctx, r, dir+partSuffix)
+	if err == nil {
+		err = whole()
+	}
+	if err == nil {
+		err = finishReplica(dir+partSuffix, dir, replicaRecord{Parent: parent, MadeAt: madeAt})
+	}
+	if err != nil {
+		return Pair{}, errors.Join(fmt.Errorf("pair %s, replica %d: %w; replica %d is kept", name, seq, err, have.Latest),
+			s.removeReplica(ctx, dir+partSuffix))
+	}
+	if err := s.pruneBefore(ctx, tenant, name, seq); err != nil {
+		return Pair{}, err
+	}
+	return s.pairState(tenant, rec)
+}
+
+// finishReplica records a replica in its .new or .part directory, whose
+// data is complete, and renames it to its number: from then on it is
+// the pair's newest replica, after a crash too.
+func finishReplica(from, dir string, r replicaRecord) error {
+	data, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.Write(filepath.Join(from, replicaFile), data); err != nil {
+		return err
+	}
+	if err := os.Rename(from, dir); err != nil {
+		return err
+	}
+	return atomicfile.SyncDir(filepath.Dir(dir))
+}
+
+// pruneBefore removes the replicas older than seq.
+func (s *Store) pruneBefore(ctx context.Context, tenant, name string, seq uint64) error {
+	seqs, err := s.replicas(tenant, name)
+	if err != nil {
+		return err
+	}
+	for _, old := range seqs {
+		if old < seq {
+			if err := s.removeReplica(ctx, s.replicaDir(tenant, name, old)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// clearIncomplete removes the .new and .part directories a cut-off
+// sync or a crash left in the pair.
+func (s *Store) clearIncomplete(ctx context.Context, tenant, name string) error {
+	dir := s.pairDir(tenant, name)
+	names, err := listDirs(dir)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if strings.HasSuffix(n, newSuffix) || strings.HasSuffix(n, partSuffix) {
+			if err := s.removeReplica(ctx, filepath.Join(dir, n)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// removeReplica deletes a replica directory and every subvolume in it: a
+// received one is named as the sender's was.
+func (s *Store) removeReplica(ctx context.Context, dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := s.deleteIfSubvolume(ctx, filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	return atomicfile.SyncDir(filepath.Dir(dir))
+}
+
+// promoteSuffix names the copy a promotion swaps in; after the swap it
+// holds the volume's old data until that is deleted.
+const promoteSuffix = ".promote"
+
+// Promote replaces the data of the pair's volume with a writable copy of
+// the newest replica, so that the volume serves what the peer last sent
+// and nothing this side wrote since. The two are swapped in one atomic
+// rename: after a crash the volume holds either the old data or the
+// replica, and the leftover is deleted by the next promotion or sweep.
+// A volume with NFS clients is refused: they would keep the old data.
+func (s *Store) Promote(ctx context.Context, tenant, name string) (Volume, error) {
+	rec, err := s.pairRecord(tenant, name)
+	if err != nil {
+		return Volume{}, err
+	}
+	defer s.locks.lock(tenant + "/" + rec.Volume)()
+	defer s.pairLock(tenant, name)()
+	v, err := s.get(tenant, rec.Volume)
+	if err != nil {
+		return Volume{}, err
+	}
+	if len(v.Clients) > 0 {
+		return Volume{}, newError(InUse, "volume %s of pair %s is exported to %s; remove the exports before promoting", v.Name, name, strings.Join(v.Clients, ", "))
+	}
+	state, err := s.pairState(tenant, rec)
+	if err != nil {
+		return Volume{}, err
+	}
+	if state.Latest == 0 {
+		return Volume{}, newError(NotFound, "pair %s holds no complete replica to promote", name)
+	}
+	dir := s.volumeDir(tenant, v.Name)
+	swap := filepath.Join(dir, dataDir+promoteSuffix)
+	if err := s.deleteIfSubvolume(ctx, swap); err != nil {
+		return Volume{}, err
+	}
+	groups, err := s.tenantGroups(ctx, tenant)
+	if err != nil {
+		return Volume{}, err
+	}
+	if err := s.FS.Snapshot(ctx, filepath.Join(s.replicaDir(tenant, name, state.Latest), dataDir), swap, false, groups...); err != nil {
+		return Volume{}, err
+	}
+	if err := unix.Renameat2(unix.AT_FDCWD, swap, unix.AT_FDCWD, filepath.Join(dir, dataDir), unix.RENAME_EXCHANGE); err != nil {
+		return Volume{}, fmt.Errorf("volume %s: swapping in replica %d of pair %s: %w", v.Name, state.Latest, name, err)
+	}
+	if err := atomicfile.SyncDir(dir); err != nil {
+		return Volume{}, err
+	}
+	if err := s.apply(ctx, dir, &v, Tuning{Compression: v.Compression, CompressionLevel: v.CompressionLevel}, false); err != nil {
+		return Volume{}, err
+	}
+	if err := s.deleteIfSubvolume(ctx, swap); err != nil {
+		return Volume{}, err
+	}
+	return s.fill(tenant, v), nil
+}
+
+// deleteIfSubvolume deletes the subvolume at path, if there is one.
+func (s *Store) deleteIfSubvolume(ctx context.Context, path string) error {
+	ok, err := btrfs.IsSubvolume(path)
+	if errors.Is(err, fs.ErrNotExist) || (err == nil && !ok) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return s.FS.DeleteSubvolume(ctx, path)
+}

@@ -1,0 +1,253 @@
+package volumes_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
+	"github.com/strata-gitops/strata/storage/agent/volumes"
+	"github.com/strata-gitops/strata/storage/btrfs"
+)
+
+const pairToken = "0123456789abcdef0123456789abcdef"
+
+// pairedStores are two stores on two btrfs filesystems, as two nodes
+// have, with volume db on each and pair p between them.
+func pairedStores(t *testing.T) (a, b *volumes.Store) {
+	t.Helper()
+	a, b = newStore(t, nil), newStore(t, nil)
+	for _, s := range []*volumes.Store{a, b} {
+		if _, _, err := s.Create(context.Background(), "t", volumes.CreateRequest{Name: "db", SizeBytes: 256 * mib}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.SetPair("t", "p", wire.PairRequest{Volume: "db", Token: pairToken}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return a, b
+}
+
+// syncPair sends the next replica of pair p from one store to the
+// other, cutting the stream after cut(stream) bytes when cut is not nil,
+// and returns the stream's length.
+func syncPair(t *testing.T, from, to *volumes.Store, cut func([]byte) int64) (int64, error) {
+	t.Helper()
+	ctx := context.Background()
+	peer, err := to.GetPair("t", "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := from.SnapshotForSend(ctx, "t", "p", peer.Latest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stream bytes.Buffer
+	if err := btrfs.Send(ctx, &stream, out.Path, out.ParentPath); err != nil {
+		t.Fatal(err)
+	}
+	sent := int64(stream.Len())
+	body := io.Reader(&stream)
+	if cut != nil {
+		body = io.LimitReader(&stream, cut(stream.Bytes()))
+	}
+	counted := &countingReader{r: body}
+	_, err = to.Receive(ctx, "t", "p", out.Seq, out.Parent, out.MadeAt, counted, func() error {
+		if counted.n != sent {
+			return fmt.Errorf("%d of %d stream bytes arrived", counted.n, sent)
+		}
+		return nil
+	})
+	if err == nil {
+		err = from.Sent(ctx, "t", "p", out.Seq)
+	}
+	return sent, err
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func writeRandom(t *testing.T, s *volumes.Store, file string, size int) []byte {
+	t.Helper()
+	v, err := s.Get("t", "db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, size)
+	if _, err := rand.Read(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(v.Path, file), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// wantFile promotes the pair on s and checks that its volume then holds
+// file with exactly data.
+func wantPromoted(t *testing.T, s *volumes.Store, files map[string][]byte) {
+	t.Helper()
+	v, err := s.Promote(context.Background(), "t", "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for file, data := range files {
+		got, err := os.ReadFile(filepath.Join(v.Path, file))
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("after promotion %s holds %d bytes (%v), want the %d bytes written on the other side", file, len(got), err, len(data))
+		}
+	}
+	if u, err := s.FS.Usage(v.Path); err != nil || u.Limit != 256*mib {
+		t.Fatalf("promoted volume's quota = %+v, %v; want its 256 MiB limit", u, err)
+	}
+}
+
+func TestSyncsAreWholeThenIncremental(t *testing.T) {
+	a, b := pairedStores(t)
+	first := writeRandom(t, a, "first", 16*mib)
+	full, err := syncPair(t, a, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := writeRandom(t, a, "second", 1*mib)
+	delta, err := syncPair(t, a, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("whole stream %d bytes, incremental stream %d bytes after 1 MiB changed", full, delta)
+	if full < 16*mib || delta < 1*mib || delta > 2*mib {
+		t.Fatalf("streams of %d and %d bytes; want the whole 16 MiB, then only the 1 MiB that changed", full, delta)
+	}
+	p, err := b.GetPair("t", "p")
+	if err != nil || p.Latest != 2 || p.LatestAt == nil {
+		t.Fatalf("destination = %+v, %v; want replica 2 with its time", p, err)
+	}
+	wantPromoted(t, b, map[string][]byte{"first": first, "second": second})
+	wantOnlyReplica(t, a, 2)
+	wantOnlyReplica(t, b, 2)
+}
+
+// wantOnlyReplica checks that the pair holds replica seq and nothing
+// else: older replicas and cut-off streams are gone.
+func wantOnlyReplica(t *testing.T, s *volumes.Store, seq uint64) {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(s.Base, "t", ".pairs", "p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if want := fmt.Sprintf("%d metadata.json", seq); strings.Join(names, " ") != want {
+		t.Fatalf("the pair's directory holds %v, want %s", names, want)
+	}
+}
+
+func TestACutStreamKeepsTheLastReplica(t *testing.T) {
+	a, b := pairedStores(t)
+	first := writeRandom(t, a, "first", 4*mib)
+	if _, err := syncPair(t, a, b, nil); err != nil {
+		t.Fatal(err)
+	}
+	writeRandom(t, a, "second", 4*mib)
+	cuts := map[string]func([]byte) int64{
+		"in its header":        func([]byte) int64 { return 5 },
+		"inside a command":     func(stream []byte) int64 { return int64(len(stream) / 2) },
+		"between two commands": func(stream []byte) int64 { return commandBoundary(t, stream, len(stream)/2) },
+	}
+	for where, cut := range cuts {
+		if _, err := syncPair(t, a, b, cut); err == nil {
+			t.Fatalf("a stream cut %s was taken", where)
+		}
+		if p, err := b.GetPair("t", "p"); err != nil || p.Latest != 1 {
+			t.Fatalf("after a stream cut %s the destination is %+v, %v; want replica 1 kept", where, p, err)
+		}
+		wantOnlyReplica(t, b, 1)
+	}
+	// The next sync still starts from replica 1.
+	delta, err := syncPair(t, a, b, nil)
+	if err != nil || delta > 5*mib {
+		t.Fatalf("the sync after the cut ones sent %d bytes (%v), want only the 4 MiB changed", delta, err)
+	}
+	wantPromoted(t, b, map[string][]byte{"first": first})
+}
+
+func TestFailbackSendsOnlyWhatChangedOnTheBackup(t *testing.T) {
+	a, b := pairedStores(t)
+	first := writeRandom(t, a, "first", 16*mib)
+	if _, err := syncPair(t, a, b, nil); err != nil {
+		t.Fatal(err)
+	}
+	wantPromoted(t, b, map[string][]byte{"first": first})
+	// A's copy went stale while B served: B now sends back.
+	writeRandom(t, a, "stale", 1*mib)
+	during := writeRandom(t, b, "during", 2*mib)
+	back, err := syncPair(t, b, a, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back > 3*mib {
+		t.Fatalf("failback sent %d bytes, want only the 2 MiB written on the backup", back)
+	}
+	wantPromoted(t, a, map[string][]byte{"first": first, "during": during})
+	if v, _ := a.Get("t", "db"); fileExists(filepath.Join(v.Path, "stale")) {
+		t.Fatal("the old primary still serves what it wrote after the failover")
+	}
+}
+
+// commandBoundary is the offset of the first command of a btrfs send
+// stream that starts at or after offset: a stream cut there ends
+// cleanly as far as btrfs receive can tell. A stream is a 17-byte
+// header, then commands of a 10-byte header (length, type, checksum)
+// and length bytes of attributes.
+func commandBoundary(t *testing.T, stream []byte, offset int) int64 {
+	t.Helper()
+	at := 17
+	for at < offset {
+		if at+10 > len(stream) {
+			t.Fatalf("no command starts after byte %d of a %d-byte stream", offset, len(stream))
+		}
+		at += 10 + int(binary.LittleEndian.Uint32(stream[at:]))
+	}
+	return int64(at)
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return !errors.Is(err, os.ErrNotExist)
+}
+
+func TestPairRefusals(t *testing.T) {
+	a, _ := pairedStores(t)
+	ctx := context.Background()
+	_, err := a.SetPair("t", "q", wire.PairRequest{Volume: "db", Token: "short"})
+	wantKind(t, err, volumes.Invalid, "a short token")
+	_, err = a.SetPair("t", "q", wire.PairRequest{Volume: "missing", Token: pairToken})
+	wantKind(t, err, volumes.NotFound, "a pair of a missing volume")
+	wantKind(t, a.AuthorizePair("t", "p", strings.Repeat("x", 32)), volumes.Forbidden, "another token")
+	if err := a.AuthorizePair("t", "p", pairToken); err != nil {
+		t.Fatalf("the pair's own token: %v", err)
+	}
+	_, err = a.Promote(ctx, "t", "p")
+	wantKind(t, err, volumes.NotFound, "promoting with no replica")
+	_, err = a.Receive(ctx, "t", "p", 3, 2, time.Now(), strings.NewReader(""), func() error { return nil })
+	wantKind(t, err, volumes.Conflict, "a stream whose parent this side does not have")
+}
