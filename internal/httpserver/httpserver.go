@@ -93,3 +93,7 @@ func (r *StatusRecorder) Flush() {
 		f.Flush()
 	}
 }
+
+// Unwrap gives http.ResponseController the writer underneath, so a
+// handler of a long stream can lift the server's deadlines.
+func (r *StatusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }

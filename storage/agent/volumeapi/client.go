@@ -60,14 +60,29 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 		}
 		body = bytes.NewReader(data)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(c.URL, "/")+path, body)
+	req, err := c.request(ctx, method, path, body)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+c.Token)
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	return c.roundTrip(req, out)
+}
+
+// request is a request to the agent with the client's token.
+func (c *Client) request(ctx context.Context, method, path string, body io.Reader) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(c.URL, "/")+path, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	return req, nil
+}
+
+// roundTrip sends req and decodes a success into out, or returns the
+// agent's error.
+func (c *Client) roundTrip(req *http.Request, out any) error {
 	hc := c.HTTP
 	if hc == nil {
 		hc = http.DefaultClient

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 	"time"
@@ -31,6 +32,9 @@ type Server struct {
 	Tenants *Tenants
 	// Networks bound the NFS clients each tenant may export to.
 	Networks Networks
+	// PeerHTTP calls other agents when this one sends a replica; nil
+	// uses http.DefaultClient.
+	PeerHTTP *http.Client
 	metrics  *metrics
 }
 
@@ -61,8 +65,12 @@ func (s *Server) Handler() http.Handler {
 		"POST /v1/clones":                               s.clone,
 		"GET /v1/stats":                                 s.stats,
 	}
+	maps.Copy(routes, s.pairRoutes())
 	for pattern, h := range routes {
 		mux.Handle(pattern, s.metrics.instrument(pattern, s.authenticated(h)))
+	}
+	for pattern, h := range s.peerRoutes() {
+		mux.Handle(pattern, s.metrics.instrument(pattern, h))
 	}
 	return mux
 }
@@ -79,20 +87,25 @@ func (s *Server) authenticated(h func(http.ResponseWriter, *http.Request, string
 				Error: "a valid tenant token is required: send Authorization: Bearer <token>"})
 			return
 		}
-		code, body, err := h(w, r, tenant)
-		if err != nil {
-			code, body = errorResponse(err)
-			if code == http.StatusInternalServerError {
-				// Command lines, stderr and host paths stay in the log.
-				log.Log.WithName("volume-api").Error(err, "request failed", "tenant", tenant, "method", r.Method, "path", r.URL.Path)
-			}
-		}
-		if body == nil {
-			w.WriteHeader(code)
-			return
-		}
-		writeJSON(w, code, body)
+		s.answer(w, r, tenant, h)
 	})
+}
+
+// answer runs h for the tenant and writes what it returns as JSON.
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, tenant string, h func(http.ResponseWriter, *http.Request, string) (int, any, error)) {
+	code, body, err := h(w, r, tenant)
+	if err != nil {
+		code, body = errorResponse(err)
+		if code == http.StatusInternalServerError {
+			// Command lines, stderr and host paths stay in the log.
+			log.Log.WithName("volume-api").Error(err, "request failed", "tenant", tenant, "method", r.Method, "path", r.URL.Path)
+		}
+	}
+	if body == nil {
+		w.WriteHeader(code)
+		return
+	}
+	writeJSON(w, code, body)
 }
 
 type errorBody struct {
@@ -289,6 +302,8 @@ type metrics struct {
 	registry *prometheus.Registry
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	// replicationBytes counts replica stream bytes, sent and received.
+	replicationBytes *prometheus.CounterVec
 }
 
 func newMetrics(store *volumes.Store) *metrics {
@@ -298,6 +313,8 @@ func newMetrics(store *volumes.Store) *metrics {
 			Help: "API requests by route and status code."}, []string{"route", "code"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "strata_agent_http_request_duration_seconds",
 			Help: "API request latency by route.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}, []string{"route"}),
+		replicationBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_agent_replication_stream_bytes_total",
+			Help: "Bytes of replica streams that completed, by direction (sent, received)."}, []string{"direction"}),
 	}
 	fsGauge := func(name, help string, pick func(size, free int64) int64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
@@ -308,7 +325,7 @@ func newMetrics(store *volumes.Store) *metrics {
 			return float64(pick(size, free))
 		})
 	}
-	m.registry.MustRegister(m.requests, m.duration,
+	m.registry.MustRegister(m.requests, m.duration, m.replicationBytes,
 		fsGauge("strata_agent_filesystem_size_bytes", "Size of the btrfs filesystem volumes live on.", func(size, _ int64) int64 { return size }),
 		fsGauge("strata_agent_filesystem_free_bytes", "Free space of the btrfs filesystem volumes live on.", func(_, free int64) int64 { return free }))
 	return m

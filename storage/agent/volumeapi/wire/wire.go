@@ -124,4 +124,15 @@ type Replica struct {
 	Parent      uint64    `json:"parent,omitempty"`
 	StreamBytes int64     `json:"streamBytes"`
 	MadeAt      time.Time `json:"madeAt"`
+	// Duration is how long the sync took, as a Go duration.
+	Duration string `json:"duration"`
+}
+
+// SyncRequest asks the sending side of a pair for its next replica:
+// Peer is the other agent's base URL, PeerTenant the tenant the pair is
+// under there, Token the pair's token.
+type SyncRequest struct {
+	Peer       string `json:"peer"`
+	PeerTenant string `json:"peerTenant"`
+	Token      string `json:"token"`
 }
