@@ -3,8 +3,8 @@
 # module proxy into bin/sidecars (no image registry is reachable here):
 # csi-provisioner, csi-attacher, csi-snapshotter and snapshot-controller.
 # node-driver-registrar and csi-resizer are not served by the proxy; strata
-# does their work itself (docs/csi.md). Each is built in a scratch module
-# that requires the sidecar's module with that module's own replace
+# does their work itself (docs/csi.md). They are built in a scratch module
+# that requires the sidecars' modules with those modules' own replace
 # directives, as `go install` refuses modules that have them. Idempotent.
 set -euo pipefail
 
@@ -13,35 +13,62 @@ BIN="$ROOT/bin/sidecars"
 mkdir -p "$BIN"
 say() { echo "sidecars: $*" >&2; }
 
-# build NAME MODULE VERSION: MODULE/cmd/NAME at VERSION into bin/sidecars.
-build() {
-  local name="$1" module="$2" version="$3"
-  if [ -x "$BIN/$name" ]; then return; fi
-  say "building $name $version from the Go module proxy (first time only)"
-  local work gomod
-  work="$(mktemp -d)"
-  trap 'rm -rf "$work"' RETURN
+# The sidecars, as NAME MODULE VERSION.
+SIDECARS=(
+  "csi-provisioner github.com/kubernetes-csi/external-provisioner/v6 v6.4.0"
+  "csi-attacher github.com/kubernetes-csi/external-attacher/v4 v4.13.0"
+  "csi-snapshotter github.com/kubernetes-csi/external-snapshotter/v8 v8.7.0"
+  "snapshot-controller github.com/kubernetes-csi/external-snapshotter/v8 v8.7.0"
+)
+
+# replaces MODULE VERSION prints the module's replace directives as this
+# scratch module needs them: replaces to published versions carry over;
+# one to a folder of the module itself (./client) names that folder's own
+# published module.
+replaces() {
+  local module="$1" version="$2" gomod
   gomod="$(go mod download -json "$module@$version" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
-  (
-    cd "$work"
-    go mod init "strata.local/$name" >/dev/null 2>&1
-    go mod edit -require "$module@$version"
-    # Replaces to published versions carry over; one to a folder of the
-    # module itself (./client) names that folder's own published module.
-    grep -E '^replace .* => [^.].* v[0-9]' "$gomod" >>go.mod || true
-    { grep -E '^replace .* => \./' "$gomod" || true; } | while read -r _ path _ _; do
-      echo "replace $path => $path ${version}"
-    done >>go.mod
-    printf 'package main\nimport _ "%s/cmd/%s"\n' "$module" "$name" >tools.go
-    GOFLAGS=-mod=mod go mod tidy >/dev/null 2>&1 || true
-    CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -o "$BIN/$name.tmp" "$module/cmd/$name"
-  )
-  mv "$BIN/$name.tmp" "$BIN/$name"
-  say "$name ready"
+  grep -E '^replace .* => [^.].* v[0-9]' "$gomod" | awk '{print $2, $4, $5}' || true
+  { grep -E '^replace .* => \./' "$gomod" || true; } | while read -r _ path _ _; do
+    echo "$path $path $version"
+  done
 }
 
-build csi-provisioner github.com/kubernetes-csi/external-provisioner/v6 v6.4.0
-build csi-attacher github.com/kubernetes-csi/external-attacher/v4 v4.13.0
-build csi-snapshotter github.com/kubernetes-csi/external-snapshotter/v8 v8.7.0
-build snapshot-controller github.com/kubernetes-csi/external-snapshotter/v8 v8.7.0
+# All sidecars are built in one scratch module by one `go build`, so the
+# libraries they share (client-go, gRPC, the CSI spec) compile once: on a
+# fresh machine that is minutes of the first `make up`. Where two
+# sidecars replace the same module, the newer version is taken.
+missing=()
+for s in "${SIDECARS[@]}"; do
+  read -r name _ _ <<<"$s"
+  [ -x "$BIN/$name" ] || missing+=("$s")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  say "building ${#missing[@]} sidecars from the Go module proxy (first time only, a few minutes on 2 cores)"
+  work="$(mktemp -d)"
+  trap 'rm -rf "$work"' EXIT
+  (
+    cd "$work"
+    go mod init strata.local/sidecars >/dev/null 2>&1
+    for s in "${missing[@]}"; do
+      read -r name module version <<<"$s"
+      go mod edit -require "$module@$version"
+      replaces "$module" "$version"
+    done | sort -k1,1 -k3,3V | awk '{latest[$1] = $2 " " $3} END {for (p in latest) print "replace " p " => " latest[p]}' >>go.mod
+    for s in "${missing[@]}"; do
+      read -r name module _ <<<"$s"
+      echo "import _ \"$module/cmd/$name\""
+    done | { echo "package main"; cat; } >tools.go
+    GOFLAGS=-mod=mod go mod tidy >/dev/null 2>&1 || true
+    mkdir out
+    for s in "${missing[@]}"; do read -r name module _ <<<"$s"; echo "$module/cmd/$name"; done >pkgs
+    # shellcheck disable=SC2046 # one package path per line
+    CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -o out/ $(cat pkgs)
+  )
+  for s in "${missing[@]}"; do
+    read -r name _ _ <<<"$s"
+    mv "$work/out/$name" "$BIN/$name"
+    say "$name ready"
+  done
+fi
 echo "$BIN"

@@ -12,7 +12,9 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
+	failoverv1alpha1 "github.com/strata-gitops/strata/api/failover/v1alpha1"
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
+	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
 )
 
 // New returns a scheme with every kind strata reads or writes.
@@ -25,6 +27,8 @@ func New() *runtime.Scheme {
 		kustomizev1.AddToScheme,
 		notificationv1.AddToScheme,
 		storagev1alpha1.AddToScheme,
+		failoverv1alpha1.AddToScheme,
+		volsyncv1alpha1.AddToScheme,
 	} {
 		utilruntime.Must(add(s))
 	}

@@ -1,0 +1,59 @@
+package v1alpha1
+
+import "k8s.io/apimachinery/pkg/runtime"
+
+// ProviderBtrfs is the external provider strata's btrfs mover answers
+// to: agent to agent, incremental `btrfs send` of read-only snapshots.
+const ProviderBtrfs = "strata.dev/btrfs"
+
+// ExternalSpec hands a pair to an external mover, VolSync's extension
+// point: Provider names the mover (domain/name), Parameters are its own.
+type ExternalSpec struct {
+	// Provider is the mover, such as strata.dev/btrfs.
+	Provider string `json:"provider,omitempty"`
+	// Parameters are the mover's settings; docs/failover.md lists
+	// strata's.
+	// +optional
+	Parameters map[string]string `json:"parameters,omitempty"`
+}
+
+// MoverResult is how the latest mover run ended.
+type MoverResult string
+
+// The results VolSync reports.
+const (
+	MoverResultSuccessful MoverResult = "Successful"
+	MoverResultFailed     MoverResult = "Failed"
+)
+
+// MoverStatus is VolSync's summary of the latest mover run.
+type MoverStatus struct {
+	// +optional
+	Result MoverResult `json:"result,omitempty"`
+	// Logs is the run's summary: what was sent and how much.
+	// +optional
+	Logs string `json:"logs,omitempty"`
+}
+
+// ConditionSynchronizing is VolSync's one condition; it is True while a
+// sync runs.
+const ConditionSynchronizing = "Synchronizing"
+
+// The reasons of ConditionSynchronizing, as VolSync gives them.
+const (
+	SynchronizingReasonSync    = "SyncInProgress"
+	SynchronizingReasonSched   = "WaitingForSchedule"
+	SynchronizingReasonManual  = "WaitingForManual"
+	SynchronizingReasonCleanup = "CleaningUp"
+	SynchronizingReasonError   = "Error"
+)
+
+// OtherMover is the settings of one of VolSync's own movers (rsync,
+// restic, ...), kept as written: strata does not act on them, VolSync
+// does where it is installed.
+// +kubebuilder:pruning:PreserveUnknownFields
+// +kubebuilder:validation:Schemaless
+// +kubebuilder:validation:Type=object
+type OtherMover struct {
+	runtime.RawExtension `json:",inline"`
+}
