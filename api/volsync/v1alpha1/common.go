@@ -1,6 +1,9 @@
 package v1alpha1
 
-import "k8s.io/apimachinery/pkg/runtime"
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
 
 // ProviderBtrfs is the external provider strata's btrfs mover answers
 // to: agent to agent, incremental `btrfs send` of read-only snapshots.
@@ -56,4 +59,36 @@ const (
 // +kubebuilder:validation:Type=object
 type OtherMover struct {
 	runtime.RawExtension `json:",inline"`
+}
+
+// GetConditions returns the source's conditions.
+func (s *ReplicationSource) GetConditions() []metav1.Condition {
+	if s.Status == nil {
+		return nil
+	}
+	return s.Status.Conditions
+}
+
+// SetConditions sets the source's conditions.
+func (s *ReplicationSource) SetConditions(c []metav1.Condition) {
+	if s.Status == nil {
+		s.Status = &ReplicationSourceStatus{}
+	}
+	s.Status.Conditions = c
+}
+
+// GetConditions returns the destination's conditions.
+func (d *ReplicationDestination) GetConditions() []metav1.Condition {
+	if d.Status == nil {
+		return nil
+	}
+	return d.Status.Conditions
+}
+
+// SetConditions sets the destination's conditions.
+func (d *ReplicationDestination) SetConditions(c []metav1.Condition) {
+	if d.Status == nil {
+		d.Status = &ReplicationDestinationStatus{}
+	}
+	d.Status.Conditions = c
 }

@@ -9,6 +9,14 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
+	"github.com/strata-gitops/strata/failover/replication"
+	"github.com/strata-gitops/strata/storage/csi/btrfsbackend"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	notificationv1 "github.com/fluxcd/notification-controller/api/v1"
@@ -152,6 +160,9 @@ func register(ctx context.Context, mgr manager.Manager, cfg *rest.Config, o Opti
 	if err := (&lvmcluster.Reconciler{Client: mgr.GetClient(), Events: events}).SetupWithManager(mgr); err != nil {
 		return err
 	}
+	if err := registerReplication(ctx, mgr); err != nil {
+		return err
+	}
 	if o.ArtifactAddr != "" && o.ArtifactAddr != "0" {
 		if err := mgr.Add(httpServer(o.ArtifactAddr, storage.Handler())); err != nil {
 			return err
@@ -189,4 +200,20 @@ func localAddr(bind string) string {
 		return net.JoinHostPort("localhost", port)
 	}
 	return bind
+}
+
+// registerReplication runs strata's VolSync mover where the cluster
+// serves VolSync's kinds (the chart's CRDs, or VolSync's own); without
+// them there is nothing to reconcile, and the rest of strata still runs.
+func registerReplication(ctx context.Context, mgr manager.Manager) error {
+	if _, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: volsyncv1alpha1.GroupVersion.Group, Kind: "ReplicationSource"}); err != nil {
+		log.FromContext(ctx).Info("VolSync's kinds are not served: replication with provider strata.dev/btrfs is off", "reason", err.Error())
+		return nil
+	}
+	agents := btrfsbackend.New(mgr.GetClient(), mgr.GetAPIReader(), 30*time.Second)
+	if err := (&replication.DestinationReconciler{Client: mgr.GetClient(), Agents: agents, Refresh: 30 * time.Second}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	return (&replication.SourceReconciler{Client: mgr.GetClient(), Agents: agents, Continuous: 10 * time.Second,
+		SyncTimeout: time.Hour, Now: time.Now}).SetupWithManager(mgr)
 }

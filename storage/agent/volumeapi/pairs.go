@@ -47,11 +47,13 @@ func (s *Server) setPair(_ http.ResponseWriter, r *http.Request, tenant string) 
 		return 0, nil, err
 	}
 	p, err := s.Store.SetPair(tenant, r.PathValue("name"), req)
+	p.Tenant = tenant
 	return http.StatusOK, p, err
 }
 
 func (s *Server) getPair(_ http.ResponseWriter, r *http.Request, tenant string) (int, any, error) {
 	p, err := s.Store.GetPair(tenant, r.PathValue("name"))
+	p.Tenant = tenant
 	return http.StatusOK, p, err
 }
 

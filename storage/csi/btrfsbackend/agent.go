@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"maps"
 	"net/http"
 	"net/url"
@@ -210,4 +211,19 @@ func agentError(err error, what string) error {
 		code = codes.DeadlineExceeded
 	}
 	return status.Errorf(code, "%s: %v", what, err)
+}
+
+// AgentOf returns a client of the agent that holds a btrfs volume, by its
+// CSI volume handle, with its class's tenant token, and the volume's name
+// on that agent. Replication and failover reach the agents this way.
+func (b *Controller) AgentOf(ctx context.Context, volumeHandle string) (*volumeapi.Client, string, error) {
+	id, isBtrfs, err := b.Route(ctx, volumeHandle, nil)
+	if err != nil {
+		return nil, "", err
+	}
+	if !isBtrfs {
+		return nil, "", fmt.Errorf("volume %s is not on a btrfs StorageClass (one with %s)", volumeHandle, AgentURLParameter)
+	}
+	agent, _, err := b.agentFor(ctx, id, nil)
+	return agent, id.Name, err
 }

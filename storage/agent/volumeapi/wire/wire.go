@@ -99,6 +99,9 @@ type CloneRequest struct {
 // only what changed since it, in either direction.
 type Pair struct {
 	Name string `json:"name"`
+	// Tenant is the tenant the pair is under on this agent: a peer's
+	// replica routes name it.
+	Tenant string `json:"tenant"`
 	// Volume is this side's volume: snapshots of it are sent, and a
 	// promotion replaces its data with the newest replica.
 	Volume string `json:"volume"`

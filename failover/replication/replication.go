@@ -1,0 +1,79 @@
+// Package replication drives strata's btrfs mover from VolSync's
+// ReplicationSource and ReplicationDestination objects whose
+// spec.external.provider is strata.dev/btrfs. The destination's side is
+// set up first: its claim's agent gets the pair and a token, and the
+// destination's status says where it is. The source's side then syncs
+// on its trigger: its claim's agent streams the next replica straight to
+// the destination's agent. Objects of other providers are left alone.
+package replication
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
+	"github.com/strata-gitops/strata/storage/agent/volumeapi"
+)
+
+// Parameters of the strata.dev/btrfs provider, under
+// spec.external.parameters.
+const (
+	// ParamDestinationPVC is, on a ReplicationDestination, the claim the
+	// replicas are for: a promotion fills it from the newest one.
+	ParamDestinationPVC = "destinationPVC"
+	// ParamDestination is, on a ReplicationSource, the name of its
+	// ReplicationDestination in the same namespace.
+	ParamDestination = "destination"
+)
+
+// Keys of the destination's status.external, which the source reads.
+const (
+	externalAgent  = "agentURL"
+	externalTenant = "tenant"
+	externalPair   = "pair"
+	externalSecret = "tokenSecret"
+	externalLatest = "replica"
+)
+
+// tokenKey is the key of the pair's token in its Secret.
+const tokenKey = "token"
+
+// Agents finds the agent that holds a btrfs volume, by the volume's CSI
+// handle, and the volume's name there: btrfsbackend.Controller.AgentOf.
+type Agents interface {
+	AgentOf(ctx context.Context, volumeHandle string) (*volumeapi.Client, string, error)
+}
+
+// claimVolume resolves a claim of the namespace to the agent holding its
+// volume and the volume's name there.
+func claimVolume(ctx context.Context, c client.Reader, agents Agents, namespace, claim string) (*volumeapi.Client, string, error) {
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: claim}, pvc); err != nil {
+		return nil, "", fmt.Errorf("claim %s/%s: %w", namespace, claim, err)
+	}
+	if pvc.Status.Phase != corev1.ClaimBound || pvc.Spec.VolumeName == "" {
+		return nil, "", fmt.Errorf("claim %s/%s is %s, not Bound: replication waits for its volume", namespace, claim, pvc.Status.Phase)
+	}
+	pv := &corev1.PersistentVolume{}
+	if err := c.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, pv); err != nil {
+		return nil, "", fmt.Errorf("volume %s of claim %s/%s: %w", pvc.Spec.VolumeName, namespace, claim, err)
+	}
+	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != storagev1alpha1.CSIDriver {
+		return nil, "", fmt.Errorf("volume %s of claim %s/%s is not a %s volume: strata.dev/btrfs replicates strata's btrfs volumes", pv.Name, namespace, claim, storagev1alpha1.CSIDriver)
+	}
+	agent, name, err := agents.AgentOf(ctx, pv.Spec.CSI.VolumeHandle)
+	if err != nil {
+		return nil, "", fmt.Errorf("volume %s of claim %s/%s: %w", pv.Name, namespace, claim, err)
+	}
+	return agent, name, nil
+}
+
+// pairName is the pair's name on both agents: unique per destination.
+func pairName(namespace, destination string) string { return namespace + "." + destination }
+
+// tokenSecretName is the Secret that holds the pair's token, beside the
+// destination.
+func tokenSecretName(destination string) string { return destination + "-strata-pair" }

@@ -1,0 +1,190 @@
+package replication
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/robfig/cron/v3"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
+	"github.com/strata-gitops/strata/internal/status"
+	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
+)
+
+// SourceReconciler syncs each strata.dev/btrfs ReplicationSource on its
+// trigger: a cron schedule, a new spec.trigger.manual, or, with neither,
+// continuously.
+type SourceReconciler struct {
+	client.Client
+	Agents Agents
+	// Continuous is the pause between syncs of a source with no trigger:
+	// an unchanged volume's sync costs a snapshot and a few hundred bytes.
+	Continuous time.Duration
+	// SyncTimeout bounds one sync; a larger volume's first one needs more.
+	SyncTimeout time.Duration
+	Now         func() time.Time
+}
+
+// SetupWithManager watches ReplicationSources.
+func (r *SourceReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).Named("replicationsource").
+		For(&volsyncv1alpha1.ReplicationSource{}).
+		Complete(r)
+}
+
+// Reconcile runs a sync when the trigger says so.
+func (r *SourceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	rs := &volsyncv1alpha1.ReplicationSource{}
+	if err := r.Get(ctx, req.NamespacedName, rs); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if rs.Spec.External == nil || rs.Spec.External.Provider != volsyncv1alpha1.ProviderBtrfs {
+		return ctrl.Result{}, nil
+	}
+	before := rs.DeepCopy()
+	if rs.Status == nil {
+		rs.Status = &volsyncv1alpha1.ReplicationSourceStatus{}
+	}
+	due, wait, err := r.due(rs)
+	var result ctrl.Result
+	switch {
+	case err != nil:
+		status.Set(rs, volsyncv1alpha1.ConditionSynchronizing, metav1.ConditionFalse, volsyncv1alpha1.SynchronizingReasonError, err.Error())
+		err = nil // a bad schedule waits for a new spec, not a retry
+	case rs.Spec.Paused:
+		status.Set(rs, volsyncv1alpha1.ConditionSynchronizing, metav1.ConditionFalse, volsyncv1alpha1.SynchronizingReasonManual, "paused: spec.paused is true")
+	case !due:
+		result.RequeueAfter = wait
+	default:
+		err = r.sync(ctx, rs)
+		if err == nil {
+			_, result.RequeueAfter, _ = r.due(rs)
+		}
+	}
+	if perr := status.Patch(ctx, r.Client, before, rs); perr != nil {
+		return ctrl.Result{}, perr
+	}
+	return result, err
+}
+
+// due says whether a sync is due now and, if not, how long until it is;
+// it sets nextSyncTime and the waiting condition.
+func (r *SourceReconciler) due(rs *volsyncv1alpha1.ReplicationSource) (bool, time.Duration, error) {
+	now := r.Now()
+	trigger := rs.Spec.Trigger
+	switch {
+	case trigger != nil && trigger.Manual != "":
+		rs.Status.NextSyncTime = nil
+		if trigger.Manual != rs.Status.LastManualSync {
+			return true, 0, nil
+		}
+		status.Set(rs, volsyncv1alpha1.ConditionSynchronizing, metav1.ConditionFalse, volsyncv1alpha1.SynchronizingReasonManual,
+			"waiting for spec.trigger.manual to change")
+		return false, 0, nil
+	case trigger != nil && trigger.Schedule != nil:
+		schedule, err := cron.ParseStandard(*trigger.Schedule)
+		if err != nil {
+			return false, 0, fmt.Errorf("spec.trigger.schedule %q: %w", *trigger.Schedule, err)
+		}
+		from := rs.CreationTimestamp.Time
+		if rs.Status.LastSyncStartTime != nil {
+			from = rs.Status.LastSyncStartTime.Time
+		}
+		next := schedule.Next(from)
+		if !next.After(now) {
+			return true, 0, nil
+		}
+		rs.Status.NextSyncTime = &metav1.Time{Time: next}
+		status.Set(rs, volsyncv1alpha1.ConditionSynchronizing, metav1.ConditionFalse, volsyncv1alpha1.SynchronizingReasonSched,
+			"waiting for the next scheduled sync")
+		return false, next.Sub(now), nil
+	}
+	// Continuous: the next sync starts a pause after the last one.
+	if last := rs.Status.LastSyncTime; last != nil && now.Sub(last.Time) < r.Continuous {
+		next := last.Add(r.Continuous)
+		rs.Status.NextSyncTime = &metav1.Time{Time: next}
+		return false, next.Sub(now), nil
+	}
+	return true, 0, nil
+}
+
+// sync has the source claim's agent send its next replica to the
+// destination's agent, and records the outcome as VolSync does.
+func (r *SourceReconciler) sync(ctx context.Context, rs *volsyncv1alpha1.ReplicationSource) error {
+	started := r.Now()
+	rs.Status.LastSyncStartTime = &metav1.Time{Time: started}
+	replica, err := r.send(ctx, rs)
+	if err != nil {
+		rs.Status.LatestMoverStatus = &volsyncv1alpha1.MoverStatus{Result: volsyncv1alpha1.MoverResultFailed, Logs: err.Error()}
+		status.Set(rs, volsyncv1alpha1.ConditionSynchronizing, metav1.ConditionFalse, volsyncv1alpha1.SynchronizingReasonError, err.Error())
+		return err
+	}
+	finished := r.Now()
+	rs.Status.LastSyncTime = &metav1.Time{Time: finished}
+	rs.Status.LastSyncDuration = &metav1.Duration{Duration: finished.Sub(started).Round(time.Millisecond)}
+	if rs.Spec.Trigger != nil && rs.Spec.Trigger.Manual != "" {
+		rs.Status.LastManualSync = rs.Spec.Trigger.Manual
+	}
+	from := "whole"
+	if replica.Parent != 0 {
+		from = fmt.Sprintf("changes since replica %d", replica.Parent)
+	}
+	rs.Status.LatestMoverStatus = &volsyncv1alpha1.MoverStatus{Result: volsyncv1alpha1.MoverResultSuccessful,
+		Logs: fmt.Sprintf("replica %d (%s): %d stream bytes in %s", replica.Seq, from, replica.StreamBytes, replica.Duration)}
+	rs.Status.External = map[string]string{externalLatest: strconv.FormatUint(replica.Seq, 10),
+		"streamBytes": strconv.FormatInt(replica.StreamBytes, 10), "destinationAgent": rs.Status.External["destinationAgent"]}
+	status.Set(rs, volsyncv1alpha1.ConditionSynchronizing, metav1.ConditionFalse, volsyncv1alpha1.SynchronizingReasonSched,
+		fmt.Sprintf("replica %d sent", replica.Seq))
+	return nil
+}
+
+// send finds both sides and runs one sync between their agents.
+func (r *SourceReconciler) send(ctx context.Context, rs *volsyncv1alpha1.ReplicationSource) (wire.Replica, error) {
+	name := rs.Spec.External.Parameters[ParamDestination]
+	if name == "" {
+		return wire.Replica{}, fmt.Errorf("spec.external.parameters.%s is empty: name the ReplicationDestination in %s", ParamDestination, rs.Namespace)
+	}
+	rd := &volsyncv1alpha1.ReplicationDestination{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: name}, rd); err != nil {
+		return wire.Replica{}, fmt.Errorf("ReplicationDestination %s/%s: %w", rs.Namespace, name, err)
+	}
+	if rd.Spec.External == nil || rd.Spec.External.Provider != volsyncv1alpha1.ProviderBtrfs {
+		return wire.Replica{}, fmt.Errorf("ReplicationDestination %s/%s is not a %s one", rs.Namespace, name, volsyncv1alpha1.ProviderBtrfs)
+	}
+	if rd.Status == nil || rd.Status.External[externalAgent] == "" {
+		return wire.Replica{}, fmt.Errorf("ReplicationDestination %s/%s is not set up yet: see its Synchronizing condition", rs.Namespace, name)
+	}
+	dest := rd.Status.External
+	secret := &corev1.Secret{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: dest[externalSecret]}, secret); err != nil {
+		return wire.Replica{}, fmt.Errorf("the pair's token Secret %s/%s: %w", rs.Namespace, dest[externalSecret], err)
+	}
+	token := string(secret.Data[tokenKey])
+	agent, volume, err := claimVolume(ctx, r.Client, r.Agents, rs.Namespace, rs.Spec.SourcePVC)
+	if err != nil {
+		return wire.Replica{}, err
+	}
+	if agent.URL == dest[externalAgent] {
+		return wire.Replica{}, fmt.Errorf("claim %s and the destination's claim are on the same agent %s: a pair on one node survives no node loss", rs.Spec.SourcePVC, agent.URL)
+	}
+	if _, err := agent.SetPair(ctx, dest[externalPair], wire.PairRequest{Volume: volume, Token: token}); err != nil {
+		return wire.Replica{}, fmt.Errorf("setting up pair %s on agent %s: %w", dest[externalPair], agent.URL, err)
+	}
+	rs.Status.External = map[string]string{"destinationAgent": dest[externalAgent]}
+	ctx, cancel := context.WithTimeout(ctx, r.SyncTimeout)
+	defer cancel()
+	long := *agent
+	long.HTTP = &http.Client{Transport: agent.HTTP.Transport} // the sync's context bounds it, not the agent's call timeout
+	replica, err := long.SyncPair(ctx, dest[externalPair], wire.SyncRequest{Peer: dest[externalAgent], PeerTenant: dest[externalTenant], Token: token})
+	if err != nil {
+		return wire.Replica{}, fmt.Errorf("sync of pair %s from %s to %s: %w", dest[externalPair], agent.URL, dest[externalAgent], err)
+	}
+	return replica, nil
+}
