@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -10,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/strata-gitops/strata/failover/lease"
 	"github.com/strata-gitops/strata/internal/scheme"
 	"github.com/strata-gitops/strata/storage/agent"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
@@ -20,6 +22,7 @@ func agentCommand() *cobra.Command {
 	vo := volumeapi.DefaultOptions()
 	var kubeconfig string
 	lvmSide := true
+	leasePeriod := 2 * time.Second
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run a node's storage agent: volume groups and logical volumes (LVM), and the btrfs volume API with NFS exports",
@@ -38,6 +41,10 @@ func agentCommand() *cobra.Command {
 			}
 			mgr, err := agent.NewManager(ctx, cfg, o)
 			if err != nil {
+				return err
+			}
+			beat := &lease.Heartbeat{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: o.Namespace, Node: o.NodeName, Period: leasePeriod}
+			if err := mgr.Add(beat); err != nil {
 				return err
 			}
 			if vo.Base != "" {
@@ -63,6 +70,7 @@ func agentCommand() *cobra.Command {
 	f.StringVar(&o.APISocket, "api-socket", o.APISocket, "unix socket of the local API the CSI node service uses; empty to serve none")
 	f.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address of the Prometheus metrics endpoint, 0 to disable")
 	f.StringVar(&o.HealthProbeAddr, "health-probe-bind-address", o.HealthProbeAddr, "address of the /healthz and /readyz probes, 0 to disable")
+	f.DurationVar(&leasePeriod, "lease-period", leasePeriod, "how often the node's Lease strata-node-{node} is renewed; failover reads its age (docs/failover.md)")
 	f.BoolVar(&lvmSide, "lvm", lvmSide, "reconcile LVMClusters and LogicalVolumes for this node; false on a host that serves only btrfs volumes")
 	f.StringVar(&vo.Base, "btrfs-base", vo.Base, "directory on btrfs that holds the tenants' volumes; empty serves no btrfs volume API")
 	f.StringVar(&vo.Listen, "volume-api-listen", vo.Listen, "address of the btrfs volume HTTP API")

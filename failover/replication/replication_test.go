@@ -3,10 +3,7 @@ package replication_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/pem"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -16,47 +13,33 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
 	"github.com/strata-gitops/strata/failover/replication"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
-	"github.com/strata-gitops/strata/storage/agent/volumeapi"
-	"github.com/strata-gitops/strata/storage/agent/volumes"
 	"github.com/strata-gitops/strata/storage/csi/btrfsbackend"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 const (
-	mib         = 1 << 20
-	tenant      = "homelab"
-	tenantToken = "homelab-token-0123456789abcdef"
-	timeout     = time.Minute
+	mib     = 1 << 20
+	tenant  = testenv.Tenant
+	timeout = time.Minute
 )
 
 var counter atomic.Int32
-
-// node is one node's agent: a btrfs store served over TLS, with the
-// StorageClass whose volumes it holds.
-type node struct {
-	store *volumes.Store
-	srv   *httptest.Server
-	class string
-}
 
 // world is an API server with the replication reconcilers running, and
 // two nodes' agents.
 type world struct {
 	c    client.Client
 	ns   string
-	a, b node
+	a, b testenv.BtrfsAgent
 }
 
 func newWorld(t *testing.T) *world {
@@ -64,15 +47,10 @@ func newWorld(t *testing.T) *world {
 	testenv.NeedRoot(t, "btrfs on loop devices")
 	env := testenv.Get(t)
 	w := &world{c: env.Client, ns: fmt.Sprintf("repl-%d-%d", os.Getpid(), counter.Add(1))}
-	ctx := context.Background()
-	if err := w.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.ns}}); err != nil {
+	if err := w.c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.ns}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "tenant"},
-		StringData: map[string]string{btrfsbackend.TokenKey: tenantToken}}); err != nil {
-		t.Fatal(err)
-	}
-	w.a, w.b = w.node(t, "a"), w.node(t, "b")
+	w.a, w.b = testenv.StartBtrfsAgent(t, w.c, w.ns, "a"), testenv.StartBtrfsAgent(t, w.c, w.ns, "b")
 	testenv.RunManager(t, env, func(mgr manager.Manager) error {
 		agents := btrfsbackend.New(mgr.GetClient(), mgr.GetAPIReader(), 30*time.Second)
 		if err := (&replication.DestinationReconciler{Client: mgr.GetClient(), Agents: agents, Refresh: 200 * time.Millisecond}).SetupWithManager(mgr); err != nil {
@@ -82,84 +60,6 @@ func newWorld(t *testing.T) *world {
 			SyncTimeout: time.Minute, Now: time.Now}).SetupWithManager(mgr)
 	})
 	return w
-}
-
-// node starts an agent and its StorageClass, which trusts the agent's
-// certificate through a CA Secret, as the chart's classes do.
-func (w *world) node(t *testing.T, name string) node {
-	t.Helper()
-	ctx := context.Background()
-	store, err := volumes.Open(ctx, filepath.Join(testenv.BtrfsDisk(t, 1<<30), "strata"), nil, "node-"+name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tenants := &volumeapi.Tenants{}
-	if err := tenants.Set(map[string]string{tenant: tenantToken}); err != nil {
-		t.Fatal(err)
-	}
-	server := volumeapi.New(store, tenants)
-	srv := httptest.NewTLSServer(server.Handler())
-	server.PeerHTTP = srv.Client()
-	t.Cleanup(srv.Close)
-	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
-	ca := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "ca-" + name}, Data: map[string][]byte{"ca.crt": caPEM}}
-	class := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: w.ns + "-" + name}, Provisioner: storagev1alpha1.CSIDriver,
-		Parameters: map[string]string{
-			btrfsbackend.AgentURLParameter: srv.URL, btrfsbackend.AgentCASecretParameter: w.ns + "/ca-" + name,
-			"csi.storage.k8s.io/provisioner-secret-name": "tenant", "csi.storage.k8s.io/provisioner-secret-namespace": w.ns,
-		}}
-	for _, o := range []client.Object{ca, class} {
-		if err := w.c.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() { _ = w.c.Delete(context.Background(), class) })
-	return node{store: store, srv: srv, class: class.Name}
-}
-
-// claim makes a volume on the node's agent and a claim bound to it, as
-// the CSI driver and the PV controller would.
-func (w *world) claim(t *testing.T, n node, name string) {
-	t.Helper()
-	ctx := context.Background()
-	if _, _, err := n.store.Create(ctx, tenant, volumes.CreateRequest{Name: name, SizeBytes: 128 * mib}); err != nil {
-		t.Fatal(err)
-	}
-	size := resource.MustParse("128Mi")
-	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: w.ns + "-" + name}, Spec: corev1.PersistentVolumeSpec{
-		Capacity: corev1.ResourceList{corev1.ResourceStorage: size}, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-		PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
-			Driver: storagev1alpha1.CSIDriver, VolumeHandle: n.class + "|" + name}},
-		StorageClassName: n.class,
-	}}
-	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}, Spec: corev1.PersistentVolumeClaimSpec{
-		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, StorageClassName: &n.class, VolumeName: pv.Name,
-		Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
-	}}
-	for _, o := range []client.Object{pv, pvc} {
-		if err := w.c.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() { _ = w.c.Delete(context.Background(), pv) })
-	pvc.Status.Phase = corev1.ClaimBound
-	if err := w.c.Status().Update(ctx, pvc); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func (w *world) write(t *testing.T, n node, volume, file string, size int) []byte {
-	t.Helper()
-	v, err := n.store.Get(tenant, volume)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data := make([]byte, size)
-	_, _ = rand.Read(data)
-	if err := os.WriteFile(filepath.Join(v.Path, file), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return data
 }
 
 func (w *world) pair(t *testing.T, source, sourceClaim, destClaim, manual string) {
@@ -210,16 +110,16 @@ func (w *world) setManual(t *testing.T, source, manual string) {
 
 func TestManualSyncsReplicateAgentToAgent(t *testing.T) {
 	w := newWorld(t)
-	w.claim(t, w.a, "db")
-	w.claim(t, w.b, "db-backup")
-	first := w.write(t, w.a, "db", "first", 8*mib)
+	w.a.Claim(t, w.c, w.ns, "db", "node-a")
+	w.b.Claim(t, w.c, w.ns, "db-backup", "node-b")
+	first := w.a.Write(t, "db", "first", 8*mib)
 	w.pair(t, "db", "db", "db-backup", "one")
 	st := w.synced(t, "db", "one")
 	if st.LatestMoverStatus == nil || st.LatestMoverStatus.Result != volsyncv1alpha1.MoverResultSuccessful ||
 		st.LastSyncTime == nil || st.LastSyncDuration == nil || st.External["replica"] != "1" {
 		t.Fatalf("after the first sync the source's status is %+v", st)
 	}
-	second := w.write(t, w.a, "db", "second", 1*mib)
+	second := w.a.Write(t, "db", "second", 1*mib)
 	w.setManual(t, "db", "two")
 	st = w.synced(t, "db", "two")
 	sent, _ := strconv.ParseInt(st.External["streamBytes"], 10, 64)
@@ -230,7 +130,7 @@ func TestManualSyncsReplicateAgentToAgent(t *testing.T) {
 	w.wantDestination(t, "db-backup", "2")
 
 	// The backup's agent promotes the newest replica: the source's bytes.
-	v, err := w.b.store.Promote(context.Background(), tenant, w.ns+".db-backup")
+	v, err := w.b.Store.Promote(context.Background(), tenant, w.ns+".db-backup")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,8 +161,8 @@ func (w *world) wantDestination(t *testing.T, name, n string) {
 // that names no claim, each get a clear condition and move nothing.
 func TestBadPairsGetAClearCondition(t *testing.T) {
 	w := newWorld(t)
-	w.claim(t, w.a, "db")
-	w.claim(t, w.a, "db-same-node")
+	w.a.Claim(t, w.c, w.ns, "db", "node-a")
+	w.a.Claim(t, w.c, w.ns, "db-same-node", "node-a")
 	w.pair(t, "db", "db", "db-same-node", "one")
 	w.wantCondition(t, &volsyncv1alpha1.ReplicationSource{}, "db", "same agent")
 
@@ -272,7 +172,7 @@ func TestBadPairsGetAClearCondition(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.wantCondition(t, &volsyncv1alpha1.ReplicationDestination{}, "nameless", "destinationPVC is empty")
-	if p, err := w.a.store.GetPair(tenant, w.ns+".db-backup"); err != nil || p.Latest != 0 {
+	if p, err := w.a.Store.GetPair(tenant, w.ns+".db-backup"); err != nil || p.Latest != 0 {
 		t.Fatalf("the refused pair holds %+v, %v; want no replica", p, err)
 	}
 }

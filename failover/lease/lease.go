@@ -1,0 +1,90 @@
+// Package lease is a node's liveness as strata's failover sees it. Each
+// node's agent renews the Lease strata-node-{node} every period; the
+// failover controller reads how long ago that was. It does not wait for
+// the Node to turn NotReady, which takes the kubelet's 40 s grace and
+// more, and it learns that the agent itself, which fences, is alive.
+package lease
+
+import (
+	"context"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+// Name is the Lease of a node.
+func Name(node string) string { return "strata-node-" + node }
+
+// Heartbeat renews a node's Lease until its context ends. It is a
+// controller-runtime Runnable, so the agent's manager runs it.
+type Heartbeat struct {
+	// Client writes the Lease; Reader reads it without a cache, so the
+	// agent needs no right to list every Lease.
+	Client    client.Client
+	Reader    client.Reader
+	Namespace string
+	Node      string
+	// Period is how often the Lease is renewed.
+	Period time.Duration
+	// Renewed, when set, is told each renewal's outcome: the agent's
+	// self-fencing counts the time since the last success.
+	Renewed func(ok bool)
+}
+
+// Start renews the Lease every period until ctx ends.
+func (h *Heartbeat) Start(ctx context.Context) error {
+	logger := log.FromContext(ctx).WithName("lease").WithValues("node", h.Node)
+	tick := time.NewTicker(h.Period)
+	defer tick.Stop()
+	for {
+		err := h.renew(ctx)
+		if err != nil {
+			logger.Error(err, "renewing the node's Lease")
+		}
+		if h.Renewed != nil {
+			h.Renewed(err == nil)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// NeedLeaderElection is false: every agent beats for its own node.
+func (h *Heartbeat) NeedLeaderElection() bool { return false }
+
+func (h *Heartbeat) renew(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, h.Period)
+	defer cancel()
+	now := metav1.NewMicroTime(time.Now())
+	l := &coordinationv1.Lease{}
+	err := h.Reader.Get(ctx, client.ObjectKey{Namespace: h.Namespace, Name: Name(h.Node)}, l)
+	if apierrors.IsNotFound(err) {
+		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: h.Namespace, Name: Name(h.Node)},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(h.Node), LeaseDurationSeconds: ptr.To(max(1, int32(3*h.Period/time.Second))),
+				AcquireTime: &now, RenewTime: &now}}
+		return h.Client.Create(ctx, l)
+	}
+	if err != nil {
+		return err
+	}
+	l.Spec.RenewTime = &now
+	l.Spec.HolderIdentity = ptr.To(h.Node)
+	return h.Client.Update(ctx, l)
+}
+
+// Age is how long ago the Lease was last renewed, by the reader's clock.
+// A Lease never renewed is as old as it can be.
+func Age(l *coordinationv1.Lease, now time.Time) time.Duration {
+	if l.Spec.RenewTime == nil {
+		return time.Duration(1<<63 - 1)
+	}
+	return now.Sub(l.Spec.RenewTime.Time)
+}

@@ -1,0 +1,125 @@
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/pem"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
+	"github.com/strata-gitops/strata/storage/agent/volumeapi"
+	"github.com/strata-gitops/strata/storage/agent/volumes"
+	"github.com/strata-gitops/strata/storage/csi/btrfsbackend"
+)
+
+// Tenant and TenantToken are the tenant of BtrfsAgent's store.
+const (
+	Tenant      = "homelab"
+	TenantToken = "homelab-token-0123456789abcdef"
+)
+
+// BtrfsAgent is one node's btrfs volume API, served over TLS from a
+// store on its own loop btrfs, and the StorageClass whose volumes it
+// holds, as a node's agent and the chart's class are.
+type BtrfsAgent struct {
+	Store *volumes.Store
+	Srv   *httptest.Server
+	Class string
+}
+
+// StartBtrfsAgent starts an agent for node name and creates, in ns, its
+// CA Secret, the tenant's token Secret and a StorageClass that trusts it.
+func StartBtrfsAgent(t *testing.T, c client.Client, ns, name string) BtrfsAgent {
+	t.Helper()
+	NeedRoot(t, "btrfs on loop devices")
+	ctx := context.Background()
+	store, err := volumes.Open(ctx, filepath.Join(BtrfsDisk(t, 1<<30), "strata"), nil, "node-"+name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenants := &volumeapi.Tenants{}
+	if err := tenants.Set(map[string]string{Tenant: TenantToken}); err != nil {
+		t.Fatal(err)
+	}
+	server := volumeapi.New(store, tenants)
+	srv := httptest.NewTLSServer(server.Handler())
+	server.PeerHTTP = srv.Client() // every test server has the same certificate
+	t.Cleanup(srv.Close)
+	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	objects := []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ca-" + name}, Data: map[string][]byte{"ca.crt": caPEM}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant-" + name},
+			StringData: map[string]string{btrfsbackend.TokenKey: TenantToken}},
+		&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name}, Provisioner: storagev1alpha1.CSIDriver,
+			Parameters: map[string]string{
+				btrfsbackend.AgentURLParameter: srv.URL, btrfsbackend.AgentCASecretParameter: ns + "/ca-" + name,
+				"csi.storage.k8s.io/provisioner-secret-name": "tenant-" + name, "csi.storage.k8s.io/provisioner-secret-namespace": ns,
+			}},
+	}
+	for _, o := range objects {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), objects[2]) })
+	return BtrfsAgent{Store: store, Srv: srv, Class: ns + "-" + name}
+}
+
+// Claim makes a volume on the agent and, in ns, a claim bound to it
+// through a PV with node affinity to node, as the CSI driver and the PV
+// controller would.
+func (a BtrfsAgent) Claim(t *testing.T, c client.Client, ns, name, node string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, _, err := a.Store.Create(ctx, Tenant, volumes.CreateRequest{Name: name, SizeBytes: 128 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	size := resource.MustParse("128Mi")
+	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name}, Spec: corev1.PersistentVolumeSpec{
+		Capacity: corev1.ResourceList{corev1.ResourceStorage: size}, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+		PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
+			Driver: storagev1alpha1.CSIDriver, VolumeHandle: a.Class + "|" + name}},
+		StorageClassName: a.Class,
+		NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}}},
+	}}
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.PersistentVolumeClaimSpec{
+		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, StorageClassName: &a.Class, VolumeName: pv.Name,
+		Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
+	}}
+	for _, o := range []client.Object{pv, pvc} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), pv) })
+	pvc.Status.Phase = corev1.ClaimBound
+	if err := c.Status().Update(ctx, pvc); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Write puts size random bytes into file of the agent's volume and
+// returns them.
+func (a BtrfsAgent) Write(t *testing.T, volume, file string, size int) []byte {
+	t.Helper()
+	v, err := a.Store.Get(Tenant, volume)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, size)
+	_, _ = rand.Read(data)
+	if err := os.WriteFile(filepath.Join(v.Path, file), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
