@@ -20,6 +20,7 @@ import (
 
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
 	"github.com/strata-gitops/strata/failover/replication"
+	"github.com/strata-gitops/strata/internal/testing/btrfsagent"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/storage/csi/btrfsbackend"
 )
@@ -28,7 +29,7 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 const (
 	mib     = 1 << 20
-	tenant  = testenv.Tenant
+	tenant  = btrfsagent.Tenant
 	timeout = time.Minute
 )
 
@@ -39,7 +40,7 @@ var counter atomic.Int32
 type world struct {
 	c    client.Client
 	ns   string
-	a, b testenv.BtrfsAgent
+	a, b btrfsagent.Agent
 }
 
 func newWorld(t *testing.T) *world {
@@ -50,7 +51,7 @@ func newWorld(t *testing.T) *world {
 	if err := w.c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.ns}}); err != nil {
 		t.Fatal(err)
 	}
-	w.a, w.b = testenv.StartBtrfsAgent(t, w.c, w.ns, "a"), testenv.StartBtrfsAgent(t, w.c, w.ns, "b")
+	w.a, w.b = btrfsagent.Start(t, w.c, w.ns, "a"), btrfsagent.Start(t, w.c, w.ns, "b")
 	testenv.RunManager(t, env, func(mgr manager.Manager) error {
 		agents := btrfsbackend.New(mgr.GetClient(), mgr.GetAPIReader(), 30*time.Second)
 		if err := (&replication.DestinationReconciler{Client: mgr.GetClient(), Agents: agents, Refresh: 200 * time.Millisecond}).SetupWithManager(mgr); err != nil {

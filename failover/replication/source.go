@@ -12,7 +12,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	failoverv1alpha1 "github.com/strata-gitops/strata/api/failover/v1alpha1"
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
 	"github.com/strata-gitops/strata/internal/status"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
@@ -34,8 +37,14 @@ type SourceReconciler struct {
 
 // SetupWithManager watches ReplicationSources.
 func (r *SourceReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	// A Failover that changes sides stops or resumes its source's syncs.
+	sourceOfFailover := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		fo := o.(*failoverv1alpha1.Failover)
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: fo.Namespace, Name: fo.Spec.Replication.Source}}}
+	})
 	return ctrl.NewControllerManagedBy(mgr).Named("replicationsource").
 		For(&volsyncv1alpha1.ReplicationSource{}).
+		Watches(&failoverv1alpha1.Failover{}, sourceOfFailover).
 		Complete(r)
 }
 
@@ -54,7 +63,13 @@ func (r *SourceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	due, wait, err := r.due(rs)
 	var result ctrl.Result
+	failedOver, ferr := r.failedOverBy(ctx, rs)
 	switch {
+	case ferr != nil:
+		err = ferr
+	case failedOver != "":
+		status.Set(rs, volsyncv1alpha1.ConditionSynchronizing, metav1.ConditionFalse, volsyncv1alpha1.SynchronizingReasonManual,
+			fmt.Sprintf("stopped: Failover %s runs the app on the backup; the source claim's copy is stale until failback", failedOver))
 	case err != nil:
 		status.Set(rs, volsyncv1alpha1.ConditionSynchronizing, metav1.ConditionFalse, volsyncv1alpha1.SynchronizingReasonError, err.Error())
 		err = nil // a bad schedule waits for a new spec, not a retry
@@ -187,4 +202,20 @@ func (r *SourceReconciler) send(ctx context.Context, rs *volsyncv1alpha1.Replica
 		return wire.Replica{}, fmt.Errorf("sync of pair %s from %s to %s: %w", dest[externalPair], agent.URL, dest[externalAgent], err)
 	}
 	return replica, nil
+}
+
+// failedOverBy names the Failover, if any, that runs this source's app
+// on its backup: the source claim's node was lost and fenced, and its
+// copy must not be sent over the replicas the backup was promoted from.
+func (r *SourceReconciler) failedOverBy(ctx context.Context, rs *volsyncv1alpha1.ReplicationSource) (string, error) {
+	list := &failoverv1alpha1.FailoverList{}
+	if err := r.List(ctx, list, client.InNamespace(rs.Namespace)); err != nil {
+		return "", err
+	}
+	for _, fo := range list.Items {
+		if fo.Spec.Replication.Source == rs.Name && fo.Status.Active == failoverv1alpha1.ActiveBackup {
+			return fo.Name, nil
+		}
+	}
+	return "", nil
 }

@@ -61,14 +61,18 @@ func Options(obj *kustomizev1.Kustomization) ssa.ApplyOptions {
 
 // PrepareObjects turns rendered objects into what the engine applies:
 // owned by the Kustomization (Flux's name and namespace labels), with its
-// commonMetadata, keeping the fields the volume binder set. strata plan
-// --kubeconfig dry-runs the same objects.
+// commonMetadata, keeping the fields the volume binder set and a
+// failed-over app on its backup claim. strata plan --kubeconfig dry-runs
+// the same objects.
 func PrepareObjects(ctx context.Context, m *ssa.ResourceManager, live client.Reader, obj *kustomizev1.Kustomization, objects []*unstructured.Unstructured) error {
 	m.SetOwnerLabels(objects, obj.Name, obj.Namespace)
 	if cm := obj.Spec.CommonMetadata; cm != nil {
 		ssautils.SetCommonMetadata(objects, cm.Labels, cm.Annotations)
 	}
-	return keepBinderFields(ctx, live, objects)
+	if err := keepBinderFields(ctx, live, objects); err != nil {
+		return err
+	}
+	return keepFailoverSwitch(ctx, live, objects)
 }
 
 // NewResourceManager manages objects as the engine's field manager.

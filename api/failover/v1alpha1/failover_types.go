@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -165,18 +167,19 @@ type FailoverStatus struct {
 }
 
 // PhaseTimestamps are when the latest failover or failback reached each
-// step.
+// step, to the microsecond: a failover takes seconds, and its parts are
+// what its benchmark reports.
 type PhaseTimestamps struct {
 	// +optional
-	Detected *metav1.Time `json:"detected,omitempty"`
+	Detected *metav1.MicroTime `json:"detected,omitempty"`
 	// +optional
-	Fenced *metav1.Time `json:"fenced,omitempty"`
+	Fenced *metav1.MicroTime `json:"fenced,omitempty"`
 	// +optional
-	Promoted *metav1.Time `json:"promoted,omitempty"`
+	Promoted *metav1.MicroTime `json:"promoted,omitempty"`
 	// +optional
-	Started *metav1.Time `json:"started,omitempty"`
+	Started *metav1.MicroTime `json:"started,omitempty"`
 	// +optional
-	FailedBack *metav1.Time `json:"failedBack,omitempty"`
+	FailedBack *metav1.MicroTime `json:"failedBack,omitempty"`
 }
 
 // FailoverList is a list of Failovers.
@@ -185,4 +188,34 @@ type FailoverList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []Failover `json:"items"`
+}
+
+// GetConditions returns the Failover's conditions.
+func (f *Failover) GetConditions() []metav1.Condition { return f.Status.Conditions }
+
+// SetConditions sets the Failover's conditions.
+func (f *Failover) SetConditions(c []metav1.Condition) { f.Status.Conditions = c }
+
+// The policy's defaults, which a zero or missing field takes.
+const (
+	DefaultUnreachableAfter = 15 * time.Second
+	DefaultMaxDataAge       = time.Hour
+)
+
+// WithDefaults is the policy with each zero field at its default: a
+// client that sends "0s" gets the same as one that leaves it out.
+func (p Policy) WithDefaults() Policy {
+	if p.UnreachableAfter.Duration <= 0 {
+		p.UnreachableAfter.Duration = DefaultUnreachableAfter
+	}
+	if p.Fencing == "" {
+		p.Fencing = FencingAgentSelfFence
+	}
+	if p.MaxDataAge.Duration <= 0 {
+		p.MaxDataAge.Duration = DefaultMaxDataAge
+	}
+	if p.Failback == "" {
+		p.Failback = FailbackManual
+	}
+	return p
 }

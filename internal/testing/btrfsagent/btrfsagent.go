@@ -1,4 +1,7 @@
-package testenv
+// Package btrfsagent starts nodes' btrfs volume APIs for the tests of
+// what drives them (replication, failover): each a real store on its own
+// loop btrfs, served over TLS, with the StorageClass that points at it.
+package btrfsagent
 
 import (
 	"context"
@@ -16,33 +19,34 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
+	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 	"github.com/strata-gitops/strata/storage/agent/volumes"
 	"github.com/strata-gitops/strata/storage/csi/btrfsbackend"
 )
 
-// Tenant and TenantToken are the tenant of BtrfsAgent's store.
+// Tenant and TenantToken are the tenant of each Agent's store.
 const (
 	Tenant      = "homelab"
 	TenantToken = "homelab-token-0123456789abcdef"
 )
 
-// BtrfsAgent is one node's btrfs volume API, served over TLS from a
+// Agent is one node's btrfs volume API, served over TLS from a
 // store on its own loop btrfs, and the StorageClass whose volumes it
 // holds, as a node's agent and the chart's class are.
-type BtrfsAgent struct {
+type Agent struct {
 	Store *volumes.Store
 	Srv   *httptest.Server
 	Class string
 }
 
-// StartBtrfsAgent starts an agent for node name and creates, in ns, its
+// Start starts an agent for node name and creates, in ns, its
 // CA Secret, the tenant's token Secret and a StorageClass that trusts it.
-func StartBtrfsAgent(t *testing.T, c client.Client, ns, name string) BtrfsAgent {
+func Start(t *testing.T, c client.Client, ns, name string) Agent {
 	t.Helper()
-	NeedRoot(t, "btrfs on loop devices")
+	testenv.NeedRoot(t, "btrfs on loop devices")
 	ctx := context.Background()
-	store, err := volumes.Open(ctx, filepath.Join(BtrfsDisk(t, 1<<30), "strata"), nil, "node-"+name)
+	store, err := volumes.Open(ctx, filepath.Join(testenv.BtrfsDisk(t, 1<<30), "strata"), nil, "node-"+name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,13 +75,13 @@ func StartBtrfsAgent(t *testing.T, c client.Client, ns, name string) BtrfsAgent 
 		}
 	}
 	t.Cleanup(func() { _ = c.Delete(context.Background(), objects[2]) })
-	return BtrfsAgent{Store: store, Srv: srv, Class: ns + "-" + name}
+	return Agent{Store: store, Srv: srv, Class: ns + "-" + name}
 }
 
 // Claim makes a volume on the agent and, in ns, a claim bound to it
 // through a PV with node affinity to node, as the CSI driver and the PV
 // controller would.
-func (a BtrfsAgent) Claim(t *testing.T, c client.Client, ns, name, node string) {
+func (a Agent) Claim(t *testing.T, c client.Client, ns, name, node string) {
 	t.Helper()
 	ctx := context.Background()
 	if _, _, err := a.Store.Create(ctx, Tenant, volumes.CreateRequest{Name: name, SizeBytes: 128 << 20}); err != nil {
@@ -110,7 +114,7 @@ func (a BtrfsAgent) Claim(t *testing.T, c client.Client, ns, name, node string) 
 
 // Write puts size random bytes into file of the agent's volume and
 // returns them.
-func (a BtrfsAgent) Write(t *testing.T, volume, file string, size int) []byte {
+func (a Agent) Write(t *testing.T, volume, file string, size int) []byte {
 	t.Helper()
 	v, err := a.Store.Get(Tenant, volume)
 	if err != nil {

@@ -1,0 +1,210 @@
+// Package controller runs Failover objects: it watches the primary
+// node's Lease, fences the node when the Lease goes stale, promotes the
+// backup claim from its newest complete replica, and moves the workload
+// onto it. Each step is recorded in status before the next, so a
+// restarted controller carries on where it was.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	failoverv1alpha1 "github.com/strata-gitops/strata/api/failover/v1alpha1"
+	"github.com/strata-gitops/strata/failover/lease"
+	"github.com/strata-gitops/strata/failover/replication"
+	"github.com/strata-gitops/strata/internal/status"
+)
+
+// Annotations a person sets on a Failover.
+const (
+	// AnnotationFenced confirms, for fencing Manual, that the named node
+	// is off or cut off.
+	AnnotationFenced = "failover.strata.dev/fenced"
+	// AnnotationAcceptDataAge lets a failover serve a replica older than
+	// the policy's maxDataAge.
+	AnnotationAcceptDataAge = "failover.strata.dev/accept-data-age"
+)
+
+// Reconciler runs Failovers.
+type Reconciler struct {
+	client.Client
+	Agents replication.Agents
+	// LeaseNamespace holds the agents' node Leases.
+	LeaseNamespace string
+	// SelfFenceAfter is how long an agent goes without renewing its
+	// Lease before it has fenced its node's replicated volumes: the safe
+	// time an AgentSelfFence promotion waits for, counted from the last
+	// renewal.
+	SelfFenceAfter time.Duration
+	Events         events.EventRecorder
+	Now            func() time.Time
+}
+
+// SetupWithManager watches Failovers.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).For(&failoverv1alpha1.Failover{}).Complete(r)
+}
+
+// Reconcile moves a Failover one phase on, as far as it can go now.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	fo := &failoverv1alpha1.Failover{}
+	if err := r.Get(ctx, req.NamespacedName, fo); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	before := fo.DeepCopy()
+	if fo.Status.Active == "" {
+		fo.Status.Active, fo.Status.Phase = failoverv1alpha1.ActivePrimary, failoverv1alpha1.PhaseProtected
+	}
+	fo.Status.ObservedGeneration = fo.Generation
+	result, err := r.step(ctx, fo)
+	var bad *invalid
+	switch {
+	case errors.As(err, &bad):
+		status.MarkFailed(fo, "InvalidFailover", bad.msg, true)
+		r.Events.Eventf(fo, nil, corev1.EventTypeWarning, "InvalidFailover", "Check", "%s", bad.msg)
+		err = nil
+	case err != nil:
+		status.MarkFailed(fo, "FailoverError", err.Error(), false)
+	}
+	if perr := status.Patch(ctx, r.Client, before, fo); perr != nil {
+		return ctrl.Result{}, perr
+	}
+	return result, err
+}
+
+// step checks the app, then runs the phase it is in.
+func (r *Reconciler) step(ctx context.Context, fo *failoverv1alpha1.Failover) (ctrl.Result, error) {
+	a, err := r.check(ctx, fo)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	var result ctrl.Result
+	switch fo.Status.Phase {
+	case failoverv1alpha1.PhaseProtected:
+		result, err = r.watchPrimary(ctx, fo)
+	case failoverv1alpha1.PhaseUnreachable, failoverv1alpha1.PhaseFencing:
+		result, err = r.fence(ctx, fo)
+	case failoverv1alpha1.PhasePromoting, failoverv1alpha1.PhaseWaiting:
+		return r.promote(ctx, fo, a)
+	case failoverv1alpha1.PhaseFailedOver:
+		return r.runOnBackup(ctx, fo, a)
+	default:
+		return ctrl.Result{}, refuse("phase %q is not one strata knows", fo.Status.Phase)
+	}
+	if err == nil && fo.Status.Phase == failoverv1alpha1.PhasePromoting {
+		// Fenced just now: promote at once, not a reconcile later.
+		return r.promote(ctx, fo, a)
+	}
+	return result, err
+}
+
+// leaseAge is how long ago the node's agent last renewed its Lease.
+func (r *Reconciler) leaseAge(ctx context.Context, node string) (time.Duration, error) {
+	l := &coordinationv1.Lease{}
+	err := r.Get(ctx, client.ObjectKey{Namespace: r.LeaseNamespace, Name: lease.Name(node)}, l)
+	if apierrors.IsNotFound(err) {
+		return 0, fmt.Errorf("node %s has no Lease %s/%s: is strata's agent running there?", node, r.LeaseNamespace, lease.Name(node))
+	}
+	if err != nil {
+		return 0, err
+	}
+	return lease.Age(l, r.Now()), nil
+}
+
+// watchPrimary keeps the app where it is while the primary node's agent
+// renews its Lease, and starts a failover once it has not for
+// unreachableAfter.
+func (r *Reconciler) watchPrimary(ctx context.Context, fo *failoverv1alpha1.Failover) (ctrl.Result, error) {
+	age, err := r.leaseAge(ctx, fo.Spec.Primary.Node)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	limit := policy(fo).UnreachableAfter.Duration
+	if age < limit {
+		status.MarkReady(fo, "Protected", fmt.Sprintf("running on the primary %s; its agent renewed its Lease %s ago",
+			fo.Spec.Primary.Node, age.Round(time.Millisecond)))
+		return ctrl.Result{RequeueAfter: limit - age}, nil
+	}
+	now := metav1.NewMicroTime(r.Now())
+	fo.Status.Phase, fo.Status.Timestamps = failoverv1alpha1.PhaseUnreachable, failoverv1alpha1.PhaseTimestamps{Detected: &now}
+	msg := fmt.Sprintf("node %s's agent has not renewed its Lease for %s (limit %s)", fo.Spec.Primary.Node, age.Round(time.Millisecond), limit)
+	status.MarkReconciling(fo, msg)
+	r.Events.Eventf(fo, nil, corev1.EventTypeWarning, "NodeUnreachable", "Detect", "%s", msg)
+	return r.fence(ctx, fo)
+}
+
+// fence keeps the lost node from writing, by the policy's mode, before
+// anything is promoted. A primary whose agent renews its Lease again
+// before it is fenced is back: the failover is called off.
+func (r *Reconciler) fence(ctx context.Context, fo *failoverv1alpha1.Failover) (ctrl.Result, error) {
+	node := fo.Spec.Primary.Node
+	age, err := r.leaseAge(ctx, node)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if age < policy(fo).UnreachableAfter.Duration {
+		fo.Status.Phase, fo.Status.Timestamps = failoverv1alpha1.PhaseProtected, failoverv1alpha1.PhaseTimestamps{}
+		r.Events.Eventf(fo, nil, corev1.EventTypeNormal, "NodeBack", "Detect", "node %s's agent renews its Lease again: no failover", node)
+		return r.watchPrimary(ctx, fo)
+	}
+	fo.Status.Phase = failoverv1alpha1.PhaseFencing
+	mode := policy(fo).Fencing
+	switch mode {
+	case failoverv1alpha1.FencingManual:
+		if fo.Annotations[AnnotationFenced] != node {
+			status.MarkReconciling(fo, fmt.Sprintf("waiting for a person to confirm node %s is off: annotate %s=%s", node, AnnotationFenced, node))
+			// Polled, not only woken by the annotation: a node whose
+			// agent renews its Lease again calls the failover off.
+			return ctrl.Result{RequeueAfter: time.Second}, nil
+		}
+	case failoverv1alpha1.FencingOutOfServiceTaint:
+		if err := r.taint(ctx, node); err != nil {
+			return ctrl.Result{}, err
+		}
+	default: // AgentSelfFence
+		if wait := r.SelfFenceAfter - age; wait > 0 {
+			status.MarkReconciling(fo, fmt.Sprintf("waiting %s more for node %s's agent to have fenced itself (it does %s after its last renewal)",
+				wait.Round(time.Millisecond), node, r.SelfFenceAfter))
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
+	}
+	now := metav1.NewMicroTime(r.Now())
+	fo.Status.Timestamps.Fenced = &now
+	fo.Status.FencedBy = fmt.Sprintf("%s fenced node %s", mode, node)
+	fo.Status.Phase = failoverv1alpha1.PhasePromoting
+	r.Events.Eventf(fo, nil, corev1.EventTypeWarning, "Fenced", "Fence", "%s", fo.Status.FencedBy)
+	return ctrl.Result{}, nil
+}
+
+// outOfService is Kubernetes' taint for a node that is shut down: pods
+// on it are deleted and their volumes detached without waiting for it.
+var outOfService = corev1.Taint{Key: corev1.TaintNodeOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute}
+
+func (r *Reconciler) taint(ctx context.Context, node string) error {
+	n := &corev1.Node{}
+	if err := r.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
+		return fmt.Errorf("node %s: %w", node, err)
+	}
+	for _, t := range n.Spec.Taints {
+		if t.MatchTaint(&outOfService) {
+			return nil
+		}
+	}
+	patch := client.MergeFrom(n.DeepCopy())
+	n.Spec.Taints = append(n.Spec.Taints, outOfService)
+	return r.Patch(ctx, n, patch)
+}
+
+func policy(fo *failoverv1alpha1.Failover) failoverv1alpha1.Policy {
+	return fo.Spec.Policy.WithDefaults()
+}

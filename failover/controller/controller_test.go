@@ -1,0 +1,348 @@
+package controller_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/apis/meta"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	failoverv1alpha1 "github.com/strata-gitops/strata/api/failover/v1alpha1"
+	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
+	"github.com/strata-gitops/strata/failover/controller"
+	"github.com/strata-gitops/strata/failover/lease"
+	"github.com/strata-gitops/strata/failover/replication"
+	"github.com/strata-gitops/strata/internal/testing/btrfsagent"
+	"github.com/strata-gitops/strata/internal/testing/testenv"
+	"github.com/strata-gitops/strata/storage/csi/btrfsbackend"
+)
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
+
+const (
+	mib            = 1 << 20
+	timeout        = time.Minute
+	selfFenceAfter = 1500 * time.Millisecond
+)
+
+var counter atomic.Int32
+
+// world is an API server running the replication and failover
+// reconcilers, two nodes' agents, their Leases, and an app "app" on
+// claim db (node-a) paired with db-backup (node-b).
+type world struct {
+	c     client.Client
+	ns    string
+	a, b  btrfsagent.Agent
+	beats map[string]context.CancelFunc
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	testenv.NeedRoot(t, "btrfs on loop devices")
+	env := testenv.Get(t)
+	ctx := context.Background()
+	w := &world{c: env.Client, ns: fmt.Sprintf("fo-%d-%d", os.Getpid(), counter.Add(1)), beats: map[string]context.CancelFunc{}}
+	if err := w.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.ns}}); err != nil {
+		t.Fatal(err)
+	}
+	w.a, w.b = btrfsagent.Start(t, w.c, w.ns, "a"), btrfsagent.Start(t, w.c, w.ns, "b")
+	for _, n := range []string{w.node("a"), w.node("b")} {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}
+		if err := w.c.Create(ctx, node); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = w.c.Delete(context.Background(), node) })
+		w.beat(t, n)
+	}
+	w.a.Claim(t, w.c, w.ns, "db", w.node("a"))
+	w.b.Claim(t, w.c, w.ns, "db-backup", w.node("b"))
+	testenv.RunManager(t, env, func(mgr manager.Manager) error {
+		agents := btrfsbackend.New(mgr.GetClient(), mgr.GetAPIReader(), 30*time.Second)
+		if err := (&replication.DestinationReconciler{Client: mgr.GetClient(), Agents: agents, Refresh: 200 * time.Millisecond}).SetupWithManager(mgr); err != nil {
+			return err
+		}
+		if err := (&replication.SourceReconciler{Client: mgr.GetClient(), Agents: agents, Continuous: time.Hour,
+			SyncTimeout: time.Minute, Now: time.Now}).SetupWithManager(mgr); err != nil {
+			return err
+		}
+		return (&controller.Reconciler{Client: mgr.GetClient(), Agents: agents, LeaseNamespace: w.ns, SelfFenceAfter: selfFenceAfter,
+			Events: mgr.GetEventRecorder("strata-failover"), Now: time.Now}).SetupWithManager(mgr)
+	})
+	return w
+}
+
+// node names the test's nodes apart from other tests' in the same API
+// server.
+func (w *world) node(n string) string { return w.ns + "-" + n }
+
+// beat renews the node's Lease, as its agent does, until stop.
+func (w *world) beat(t *testing.T, node string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	w.beats[node] = cancel
+	t.Cleanup(cancel)
+	h := &lease.Heartbeat{Client: w.c, Reader: w.c, Namespace: w.ns, Node: node, Period: 200 * time.Millisecond}
+	go func() { _ = h.Start(ctx) }()
+}
+
+// app makes the Deployment on claim db and the pair, and waits for the
+// first sync.
+func (w *world) app(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "app"}, Spec: appsv1.DeploymentSpec{
+		Replicas: ptr.To(int32(1)),
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "app"}},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "app"}}, Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "app", Image: "example-app"}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "db"}}}},
+		}},
+	}}
+	rd := &volsyncv1alpha1.ReplicationDestination{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "db-backup"},
+		Spec: volsyncv1alpha1.ReplicationDestinationSpec{External: &volsyncv1alpha1.ExternalSpec{Provider: volsyncv1alpha1.ProviderBtrfs,
+			Parameters: map[string]string{replication.ParamDestinationPVC: "db-backup"}}}}
+	rs := &volsyncv1alpha1.ReplicationSource{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "db"},
+		Spec: volsyncv1alpha1.ReplicationSourceSpec{SourcePVC: "db", Trigger: &volsyncv1alpha1.ReplicationSourceTriggerSpec{Manual: "one"},
+			External: &volsyncv1alpha1.ExternalSpec{Provider: volsyncv1alpha1.ProviderBtrfs,
+				Parameters: map[string]string{replication.ParamDestination: rd.Name}}}}
+	for _, o := range []client.Object{d, rd, rs} {
+		if err := w.c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.Eventually(t, timeout, func() error {
+		rd := &volsyncv1alpha1.ReplicationDestination{}
+		if err := w.c.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: "db-backup"}, rd); err != nil {
+			return err
+		}
+		if rd.Status == nil || rd.Status.LastSyncTime == nil {
+			return fmt.Errorf("no replica at the destination yet: %+v", rd.Status)
+		}
+		return nil
+	})
+}
+
+func (w *world) failover(t *testing.T, fencing failoverv1alpha1.FencingMode) {
+	t.Helper()
+	fo := &failoverv1alpha1.Failover{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "app"}, Spec: failoverv1alpha1.FailoverSpec{
+		Workload:    failoverv1alpha1.WorkloadReference{Kind: "Deployment", Name: "app"},
+		Primary:     failoverv1alpha1.Side{Node: w.node("a"), Claim: "db"},
+		Backup:      failoverv1alpha1.Side{Node: w.node("b"), Claim: "db-backup"},
+		Replication: failoverv1alpha1.ReplicationReference{Source: "db", Destination: "db-backup"},
+		Policy:      failoverv1alpha1.Policy{UnreachableAfter: metav1.Duration{Duration: time.Second}, Fencing: fencing},
+	}}
+	if err := w.c.Create(context.Background(), fo); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wantFailover waits until the Failover's status passes check.
+func (w *world) wantFailover(t *testing.T, check func(*failoverv1alpha1.Failover) error) *failoverv1alpha1.Failover {
+	t.Helper()
+	fo := &failoverv1alpha1.Failover{}
+	testenv.Eventually(t, timeout, func() error {
+		if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: "app"}, fo); err != nil {
+			return err
+		}
+		return check(fo)
+	})
+	return fo
+}
+
+func readyAs(reason string) func(*failoverv1alpha1.Failover) error {
+	return func(fo *failoverv1alpha1.Failover) error {
+		c := apimeta.FindStatusCondition(fo.Status.Conditions, meta.ReadyCondition)
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != reason {
+			return fmt.Errorf("phase %s, Ready %+v; want Ready %s", fo.Status.Phase, c, reason)
+		}
+		return nil
+	}
+}
+
+// runDeployment plays the Deployment controller once the Failover has
+// switched the app's claim: it reports the new pods ready.
+func (w *world) runDeployment(t *testing.T, claim string) {
+	t.Helper()
+	ctx := context.Background()
+	testenv.Eventually(t, timeout, func() error {
+		d := &appsv1.Deployment{}
+		if err := w.c.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: "app"}, d); err != nil {
+			return err
+		}
+		if got := d.Spec.Template.Spec.Volumes[0].PersistentVolumeClaim.ClaimName; got != claim {
+			fo := &failoverv1alpha1.Failover{}
+			_ = w.c.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: "app"}, fo)
+			return fmt.Errorf("the app uses claim %s, want %s; the Failover's status is %+v", got, claim, fo.Status)
+		}
+		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1}
+		return w.c.Status().Update(ctx, d)
+	})
+}
+
+func TestALostNodeFailsOverToTheBackup(t *testing.T) {
+	w := newWorld(t)
+	synced := w.a.Write(t, "db", "synced", 4*mib)
+	w.app(t)
+	w.a.Write(t, "db", "after-sync", 1*mib) // never replicated: lost with the node
+	w.failover(t, failoverv1alpha1.FencingAgentSelfFence)
+	w.wantFailover(t, readyAs("Protected"))
+
+	lost := time.Now()
+	w.beats[w.node("a")]() // node a's agent stops renewing its Lease
+	w.runDeployment(t, "db-backup")
+	fo := w.wantFailover(t, readyAs("FailedOver"))
+
+	ts := fo.Status.Timestamps
+	if fo.Status.Active != failoverv1alpha1.ActiveBackup || ts.Detected == nil || ts.Fenced == nil || ts.Promoted == nil || ts.Started == nil ||
+		fo.Status.DataAgeAtPromotion == nil || !strings.Contains(fo.Status.FencedBy, "AgentSelfFence fenced node "+w.node("a")) {
+		t.Fatalf("status after the failover: %+v", fo.Status)
+	}
+	t.Logf("lost at %s; detected +%s, fenced +%s, promoted +%s, started +%s", lost.Format(time.StampMilli),
+		ts.Detected.Sub(lost), ts.Fenced.Sub(lost), ts.Promoted.Sub(lost), ts.Started.Sub(lost))
+	// Fencing waits for the agent's self-fence deadline after its last
+	// renewal, which was at most a renewal period before it was lost.
+	if fenced := ts.Fenced.Sub(lost); fenced < selfFenceAfter-250*time.Millisecond {
+		t.Fatalf("fenced %s after the last renewal, before the agent's self-fence deadline %s", fenced, selfFenceAfter)
+	}
+	v, err := w.b.Store.Get(btrfsagent.Tenant, "db-backup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(v.Path, "synced")); err != nil || !bytes.Equal(got, synced) {
+		t.Fatalf("the backup serves %d bytes of the synced file (%v), want the %d synced", len(got), err, len(synced))
+	}
+	if _, err := os.Stat(filepath.Join(v.Path, "after-sync")); err == nil {
+		t.Fatal("the backup serves a file that was never synced")
+	}
+	w.wantSourceStopped(t)
+}
+
+// wantSourceStopped waits for the source to say it stopped syncing: the
+// lost node's copy must not overwrite the replicas the backup came from.
+func (w *world) wantSourceStopped(t *testing.T) {
+	t.Helper()
+	testenv.Eventually(t, timeout, func() error {
+		rs := &volsyncv1alpha1.ReplicationSource{}
+		if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: "db"}, rs); err != nil {
+			return err
+		}
+		c := apimeta.FindStatusCondition(rs.GetConditions(), volsyncv1alpha1.ConditionSynchronizing)
+		if c == nil || !strings.Contains(c.Message, "stopped: Failover app") {
+			return fmt.Errorf("source condition %+v", c)
+		}
+		return nil
+	})
+}
+
+func TestManualFencingWaitsForAPerson(t *testing.T) {
+	w := newWorld(t)
+	w.app(t)
+	w.failover(t, failoverv1alpha1.FencingManual)
+	w.wantFailover(t, readyAs("Protected"))
+	w.beats[w.node("a")]()
+	w.wantFailover(t, func(fo *failoverv1alpha1.Failover) error {
+		c := apimeta.FindStatusCondition(fo.Status.Conditions, meta.ReconcilingCondition)
+		if fo.Status.Phase != failoverv1alpha1.PhaseFencing || c == nil || !strings.Contains(c.Message, controller.AnnotationFenced) {
+			return fmt.Errorf("phase %s, Reconciling %+v", fo.Status.Phase, c)
+		}
+		return nil
+	})
+	fo := &failoverv1alpha1.Failover{}
+	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: "app"}, fo); err != nil {
+		t.Fatal(err)
+	}
+	if fo.Status.Active != failoverv1alpha1.ActivePrimary {
+		t.Fatalf("promoted before a person confirmed the fence: %+v", fo.Status)
+	}
+	patch := client.MergeFrom(fo.DeepCopy())
+	fo.Annotations = map[string]string{controller.AnnotationFenced: w.node("a")}
+	if err := w.c.Patch(context.Background(), fo, patch); err != nil {
+		t.Fatal(err)
+	}
+	w.runDeployment(t, "db-backup")
+	fo = w.wantFailover(t, readyAs("FailedOver"))
+	if fo.Status.FencedBy != "Manual fenced node "+w.node("a") {
+		t.Fatalf("fencedBy %q", fo.Status.FencedBy)
+	}
+}
+
+func TestOutOfServiceTaintFencesTheNode(t *testing.T) {
+	w := newWorld(t)
+	w.app(t)
+	w.failover(t, failoverv1alpha1.FencingOutOfServiceTaint)
+	w.wantFailover(t, readyAs("Protected"))
+	w.beats[w.node("a")]()
+	w.runDeployment(t, "db-backup")
+	w.wantFailover(t, readyAs("FailedOver"))
+	n := &corev1.Node{}
+	if err := w.c.Get(context.Background(), client.ObjectKey{Name: w.node("a")}, n); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeOutOfService }) {
+		t.Fatalf("node a's taints: %+v, want the out-of-service taint", n.Spec.Taints)
+	}
+}
+
+// A node back before it is fenced calls the failover off.
+func TestANodeBackInTimeIsNotFailedOver(t *testing.T) {
+	w := newWorld(t)
+	w.app(t)
+	w.failover(t, failoverv1alpha1.FencingManual)
+	w.wantFailover(t, readyAs("Protected"))
+	w.beats[w.node("a")]()
+	w.wantFailover(t, func(fo *failoverv1alpha1.Failover) error {
+		if fo.Status.Phase != failoverv1alpha1.PhaseFencing {
+			return fmt.Errorf("phase %s", fo.Status.Phase)
+		}
+		return nil
+	})
+	w.beat(t, w.node("a"))
+	fo := w.wantFailover(t, readyAs("Protected"))
+	if fo.Status.Active != failoverv1alpha1.ActivePrimary || fo.Status.Timestamps.Promoted != nil {
+		t.Fatalf("status after the node came back: %+v", fo.Status)
+	}
+}
+
+// A Failover whose workload uses neither claim, or whose backup is
+// smaller, is refused and changes nothing.
+func TestBadFailoversAreRefused(t *testing.T) {
+	w := newWorld(t)
+	w.app(t)
+	ctx := context.Background()
+	fo := &failoverv1alpha1.Failover{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "app"}, Spec: failoverv1alpha1.FailoverSpec{
+		Workload:    failoverv1alpha1.WorkloadReference{Kind: "Deployment", Name: "app"},
+		Primary:     failoverv1alpha1.Side{Node: w.node("a"), Claim: "db"},
+		Backup:      failoverv1alpha1.Side{Node: w.node("a"), Claim: "db-backup"},
+		Replication: failoverv1alpha1.ReplicationReference{Source: "db", Destination: "db-backup"},
+	}}
+	if err := w.c.Create(ctx, fo); err == nil || !strings.Contains(err.Error(), "different nodes") {
+		t.Fatalf("a pair on one node: %v, want the API server to refuse it", err)
+	}
+	fo.Spec.Backup.Node = w.node("b")
+	fo.Spec.Workload.Name = "another-app"
+	if err := w.c.Create(ctx, fo); err != nil {
+		t.Fatal(err)
+	}
+	w.wantFailover(t, func(fo *failoverv1alpha1.Failover) error {
+		c := apimeta.FindStatusCondition(fo.Status.Conditions, meta.ReadyCondition)
+		if c == nil || c.Reason != "InvalidFailover" || !strings.Contains(c.Message, "Deployment "+w.ns+"/another-app") {
+			return fmt.Errorf("Ready %+v", c)
+		}
+		return nil
+	})
+}

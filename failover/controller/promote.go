@@ -1,0 +1,129 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	failoverv1alpha1 "github.com/strata-gitops/strata/api/failover/v1alpha1"
+	"github.com/strata-gitops/strata/internal/status"
+	"github.com/strata-gitops/strata/storage/agent/volumeapi"
+)
+
+// FieldManager is the field manager of the workload switch.
+const FieldManager = "strata-failover"
+
+// promote makes the backup claim's volume the newest complete replica and
+// moves the workload onto it. A replica older than maxDataAge waits for a
+// person, as does a destination that holds none.
+func (r *Reconciler) promote(ctx context.Context, fo *failoverv1alpha1.Failover, a *app) (ctrl.Result, error) {
+	if a.destination.Status == nil || a.destination.Status.LastSyncTime == nil {
+		return r.waitForPerson(fo, fmt.Sprintf("ReplicationDestination %s holds no complete replica: the backup has nothing to serve", a.destination.Name))
+	}
+	age := r.Now().Sub(a.destination.Status.LastSyncTime.Time)
+	if limit := policy(fo).MaxDataAge.Duration; age > limit && fo.Annotations[AnnotationAcceptDataAge] != "true" {
+		return r.waitForPerson(fo, fmt.Sprintf("the newest replica is %s old, more than maxDataAge %s: annotate %s=true to fail over to it anyway",
+			age.Round(time.Second), limit, AnnotationAcceptDataAge))
+	}
+	fo.Status.Phase = failoverv1alpha1.PhasePromoting
+	agent, _, err := r.backupVolume(ctx, fo)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	pair := a.destination.Status.External["pair"]
+	if _, err := agent.Promote(ctx, pair); err != nil {
+		return ctrl.Result{}, fmt.Errorf("promoting pair %s on agent %s: %w", pair, agent.URL, err)
+	}
+	now := metav1.NewMicroTime(r.Now())
+	fo.Status.Timestamps.Promoted = &now
+	fo.Status.DataAgeAtPromotion = &metav1.Duration{Duration: age.Round(time.Millisecond)}
+	fo.Status.Active, fo.Status.Phase = failoverv1alpha1.ActiveBackup, failoverv1alpha1.PhaseFailedOver
+	r.Events.Eventf(fo, nil, corev1.EventTypeWarning, "Promoted", "Promote", "claim %s on node %s serves the replica of %s (%s old)",
+		fo.Spec.Backup.Claim, fo.Spec.Backup.Node, a.destination.Status.LastSyncTime.UTC().Format(time.RFC3339), fo.Status.DataAgeAtPromotion.Duration)
+	return r.runOnBackup(ctx, fo, a)
+}
+
+func (r *Reconciler) waitForPerson(fo *failoverv1alpha1.Failover, msg string) (ctrl.Result, error) {
+	if fo.Status.Phase != failoverv1alpha1.PhaseWaiting {
+		r.Events.Eventf(fo, nil, corev1.EventTypeWarning, "WaitingForPerson", "Promote", "%s", msg)
+	}
+	fo.Status.Phase = failoverv1alpha1.PhaseWaiting
+	status.MarkFailed(fo, "WaitingForPerson", msg, false)
+	return ctrl.Result{RequeueAfter: time.Minute}, nil
+}
+
+func (r *Reconciler) backupVolume(ctx context.Context, fo *failoverv1alpha1.Failover) (*volumeapi.Client, string, error) {
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: fo.Namespace, Name: fo.Spec.Backup.Claim}, pvc); err != nil {
+		return nil, "", err
+	}
+	pv := &corev1.PersistentVolume{}
+	if err := r.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, pv); err != nil {
+		return nil, "", err
+	}
+	if pv.Spec.CSI == nil {
+		return nil, "", refuse("volume %s of the backup claim is not a CSI volume", pv.Name)
+	}
+	return r.Agents.AgentOf(ctx, pv.Spec.CSI.VolumeHandle)
+}
+
+// runOnBackup points the workload at the backup claim, and reports the
+// failover done once the workload is ready there.
+func (r *Reconciler) runOnBackup(ctx context.Context, fo *failoverv1alpha1.Failover, a *app) (ctrl.Result, error) {
+	if err := r.useClaim(ctx, a, fo.Spec.Primary.Claim, fo.Spec.Backup.Claim); err != nil {
+		return ctrl.Result{}, err
+	}
+	if !workloadReady(a.workload) {
+		status.MarkReconciling(fo, fmt.Sprintf("%s %s is starting on the backup claim %s", fo.Spec.Workload.Kind, fo.Spec.Workload.Name, fo.Spec.Backup.Claim))
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	}
+	if fo.Status.Timestamps.Started == nil {
+		now := metav1.NewMicroTime(r.Now())
+		fo.Status.Timestamps.Started = &now
+		r.Events.Eventf(fo, nil, corev1.EventTypeNormal, "FailedOver", "Start", "%s %s runs on node %s", fo.Spec.Workload.Kind, fo.Spec.Workload.Name, fo.Spec.Backup.Node)
+	}
+	status.MarkReady(fo, "FailedOver", fmt.Sprintf("running on the backup %s since %s, from a replica %s old; %s",
+		fo.Spec.Backup.Node, fo.Status.Timestamps.Started.UTC().Format(time.RFC3339), fo.Status.DataAgeAtPromotion.Duration, fo.Status.FencedBy))
+	return ctrl.Result{}, nil
+}
+
+// useClaim points the workload's pod template at claim to instead of
+// from. The Kustomization engine applies the same switch to the
+// manifest from Git while the Failover is active on its backup
+// (docs/failover.md), so the next reconcile does not revert it.
+func (r *Reconciler) useClaim(ctx context.Context, a *app, from, to string) error {
+	changed := false
+	for i := range a.template.Spec.Volumes {
+		if pvc := a.template.Spec.Volumes[i].PersistentVolumeClaim; pvc != nil && pvc.ClaimName == from {
+			pvc.ClaimName, changed = to, true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	return r.Update(ctx, a.workload, client.FieldOwner(FieldManager))
+}
+
+func workloadReady(o client.Object) bool {
+	switch w := o.(type) {
+	case *appsv1.Deployment:
+		want := int32(1)
+		if w.Spec.Replicas != nil {
+			want = *w.Spec.Replicas
+		}
+		return w.Status.ObservedGeneration >= w.Generation && w.Status.UpdatedReplicas >= want && w.Status.ReadyReplicas >= want
+	case *appsv1.StatefulSet:
+		want := int32(1)
+		if w.Spec.Replicas != nil {
+			want = *w.Spec.Replicas
+		}
+		return w.Status.ObservedGeneration >= w.Generation && w.Status.UpdatedReplicas >= want && w.Status.ReadyReplicas >= want
+	}
+	return false
+}
