@@ -6,7 +6,7 @@ BIN := $(CURDIR)/bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 export KUBEBUILDER_ASSETS := $(BIN)/k8s
 
-.PHONY: all build test e2e conformance lint generate bench up sanity tools control-plane packages sidecars helm clean
+.PHONY: all build test e2e conformance lint generate bench up sanity tools control-plane control-plane-cluster kubelet packages sidecars helm clean
 
 all: build
 
@@ -74,8 +74,14 @@ bench: control-plane build
 # cores that fills the gaps each build leaves (downloads, links) and takes
 # minutes off a fresh machine's first run.
 up: packages
-	@$(MAKE) --no-print-directory -j4 control-plane sidecars build helm
+	@$(MAKE) --no-print-directory -j5 control-plane-cluster kubelet sidecars build helm
 	$(BIN)/strata up
+
+control-plane-cluster:
+	@bash hack/control-plane.sh cluster >/dev/null
+
+kubelet:
+	@bash hack/control-plane.sh kubelet >/dev/null
 
 helm:
 	@bash hack/tools.sh helm

@@ -63,7 +63,8 @@ if [ "${#missing[@]}" -gt 0 ]; then
     mkdir out
     for s in "${missing[@]}"; do read -r name module _ <<<"$s"; echo "$module/cmd/$name"; done >pkgs
     # shellcheck disable=SC2046 # one package path per line
-    CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -o out/ $(cat pkgs)
+    # No debug information, as for the Kubernetes binaries.
+    CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -gcflags=all=-dwarf=false -ldflags "-s -w" -o out/ $(cat pkgs)
   )
   for s in "${missing[@]}"; do
     read -r name _ _ <<<"$s"
