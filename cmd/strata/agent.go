@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/strata-gitops/strata/internal/scheme"
 	"github.com/strata-gitops/strata/storage/agent"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
+	"github.com/strata-gitops/strata/storage/agent/volumes"
 )
 
 func agentCommand() *cobra.Command {
@@ -23,6 +26,7 @@ func agentCommand() *cobra.Command {
 	var kubeconfig string
 	lvmSide := true
 	leasePeriod := 2 * time.Second
+	selfFenceAfter := 6 * time.Second
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run a node's storage agent: volume groups and logical volumes (LVM), and the btrfs volume API with NFS exports",
@@ -44,6 +48,13 @@ func agentCommand() *cobra.Command {
 				return err
 			}
 			beat := &lease.Heartbeat{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: o.Namespace, Node: o.NodeName, Period: leasePeriod}
+			if vo.Base != "" && selfFenceAfter > 0 {
+				fence := selfFence(selfFenceAfter, &vo)
+				beat.Renewed = fence.Renewed
+				if err := mgr.Add(fence); err != nil {
+					return err
+				}
+			}
 			if err := mgr.Add(beat); err != nil {
 				return err
 			}
@@ -71,6 +82,7 @@ func agentCommand() *cobra.Command {
 	f.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address of the Prometheus metrics endpoint, 0 to disable")
 	f.StringVar(&o.HealthProbeAddr, "health-probe-bind-address", o.HealthProbeAddr, "address of the /healthz and /readyz probes, 0 to disable")
 	f.DurationVar(&leasePeriod, "lease-period", leasePeriod, "how often the node's Lease strata-node-{node} is renewed; failover reads its age (docs/failover.md)")
+	f.DurationVar(&selfFenceAfter, "self-fence-after", selfFenceAfter, "with --btrfs-base: fence the replicated volumes (read-only, their writers killed) once the Lease has gone this long unrenewed; 0 never fences. The controller's --self-fence-after must be larger (docs/failover.md)")
 	f.BoolVar(&lvmSide, "lvm", lvmSide, "reconcile LVMClusters and LogicalVolumes for this node; false on a host that serves only btrfs volumes")
 	f.StringVar(&vo.Base, "btrfs-base", vo.Base, "directory on btrfs that holds the tenants' volumes; empty serves no btrfs volume API")
 	f.StringVar(&vo.Listen, "volume-api-listen", vo.Listen, "address of the btrfs volume HTTP API")
@@ -106,4 +118,20 @@ func runVolumeAPIAlone(ctx context.Context, kubeconfig string, vo volumeapi.Opti
 		}
 	}
 	return volumeapi.Run(ctx, reader, vo)
+}
+
+// selfFence fences the store's replicated volumes once the node's Lease
+// goes unrenewed for after; the store is the one the volume API opens.
+func selfFence(after time.Duration, vo *volumeapi.Options) *lease.SelfFence {
+	var store atomic.Pointer[volumes.Store]
+	vo.Opened = store.Store
+	return &lease.SelfFence{After: after, Fence: func(ctx context.Context) error {
+		s := store.Load()
+		if s == nil {
+			return nil
+		}
+		fenced, err := s.FencePairs(ctx)
+		log.FromContext(ctx).Info("fenced the replicated volumes", "volumes", fenced)
+		return err
+	}}
 }

@@ -91,9 +91,9 @@ func (r *Reconciler) step(ctx context.Context, fo *failoverv1alpha1.Failover) (c
 	var result ctrl.Result
 	switch fo.Status.Phase {
 	case failoverv1alpha1.PhaseProtected:
-		result, err = r.watchPrimary(ctx, fo)
+		result, err = r.watchPrimary(ctx, fo, a)
 	case failoverv1alpha1.PhaseUnreachable, failoverv1alpha1.PhaseFencing:
-		result, err = r.fence(ctx, fo)
+		result, err = r.fence(ctx, fo, a)
 	case failoverv1alpha1.PhasePromoting, failoverv1alpha1.PhaseWaiting:
 		return r.promote(ctx, fo, a)
 	case failoverv1alpha1.PhaseFailedOver:
@@ -124,13 +124,16 @@ func (r *Reconciler) leaseAge(ctx context.Context, node string) (time.Duration, 
 // watchPrimary keeps the app where it is while the primary node's agent
 // renews its Lease, and starts a failover once it has not for
 // unreachableAfter.
-func (r *Reconciler) watchPrimary(ctx context.Context, fo *failoverv1alpha1.Failover) (ctrl.Result, error) {
+func (r *Reconciler) watchPrimary(ctx context.Context, fo *failoverv1alpha1.Failover, a *app) (ctrl.Result, error) {
 	age, err := r.leaseAge(ctx, fo.Spec.Primary.Node)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	limit := policy(fo).UnreachableAfter.Duration
 	if age < limit {
+		if err := r.unfenceIfFenced(ctx, fo, a); err != nil {
+			return ctrl.Result{}, err
+		}
 		status.MarkReady(fo, "Protected", fmt.Sprintf("running on the primary %s; its agent renewed its Lease %s ago",
 			fo.Spec.Primary.Node, age.Round(time.Millisecond)))
 		return ctrl.Result{RequeueAfter: limit - age}, nil
@@ -140,13 +143,13 @@ func (r *Reconciler) watchPrimary(ctx context.Context, fo *failoverv1alpha1.Fail
 	msg := fmt.Sprintf("node %s's agent has not renewed its Lease for %s (limit %s)", fo.Spec.Primary.Node, age.Round(time.Millisecond), limit)
 	status.MarkReconciling(fo, msg)
 	r.Events.Eventf(fo, nil, corev1.EventTypeWarning, "NodeUnreachable", "Detect", "%s", msg)
-	return r.fence(ctx, fo)
+	return r.fence(ctx, fo, a)
 }
 
 // fence keeps the lost node from writing, by the policy's mode, before
 // anything is promoted. A primary whose agent renews its Lease again
 // before it is fenced is back: the failover is called off.
-func (r *Reconciler) fence(ctx context.Context, fo *failoverv1alpha1.Failover) (ctrl.Result, error) {
+func (r *Reconciler) fence(ctx context.Context, fo *failoverv1alpha1.Failover, a *app) (ctrl.Result, error) {
 	node := fo.Spec.Primary.Node
 	age, err := r.leaseAge(ctx, node)
 	if err != nil {
@@ -155,7 +158,7 @@ func (r *Reconciler) fence(ctx context.Context, fo *failoverv1alpha1.Failover) (
 	if age < policy(fo).UnreachableAfter.Duration {
 		fo.Status.Phase, fo.Status.Timestamps = failoverv1alpha1.PhaseProtected, failoverv1alpha1.PhaseTimestamps{}
 		r.Events.Eventf(fo, nil, corev1.EventTypeNormal, "NodeBack", "Detect", "node %s's agent renews its Lease again: no failover", node)
-		return r.watchPrimary(ctx, fo)
+		return r.watchPrimary(ctx, fo, a)
 	}
 	fo.Status.Phase = failoverv1alpha1.PhaseFencing
 	mode := policy(fo).Fencing
@@ -184,6 +187,32 @@ func (r *Reconciler) fence(ctx context.Context, fo *failoverv1alpha1.Failover) (
 	fo.Status.Phase = failoverv1alpha1.PhasePromoting
 	r.Events.Eventf(fo, nil, corev1.EventTypeWarning, "Fenced", "Fence", "%s", fo.Status.FencedBy)
 	return ctrl.Result{}, nil
+}
+
+// unfenceIfFenced makes the primary's volume writable again when its
+// agent fenced it during an outage that ended before any promotion: the
+// agent never unfences by itself, as it cannot know that.
+func (r *Reconciler) unfenceIfFenced(ctx context.Context, fo *failoverv1alpha1.Failover, a *app) error {
+	pair := ""
+	if a.destination.Status != nil {
+		pair = a.destination.Status.External["pair"]
+	}
+	if pair == "" {
+		return nil // not set up yet: nothing was replicated, nothing fenced
+	}
+	agent, _, err := replication.ClaimVolume(ctx, r.Client, r.Agents, fo.Namespace, fo.Spec.Primary.Claim)
+	if err != nil {
+		return err
+	}
+	p, err := agent.GetPair(ctx, pair)
+	if err != nil || !p.Fenced {
+		return err
+	}
+	if _, err := agent.Unfence(ctx, pair); err != nil {
+		return fmt.Errorf("unfencing pair %s on agent %s: %w", pair, agent.URL, err)
+	}
+	r.Events.Eventf(fo, nil, corev1.EventTypeNormal, "Unfenced", "Unfence", "node %s came back before a failover: claim %s is writable again", fo.Spec.Primary.Node, fo.Spec.Primary.Claim)
+	return nil
 }
 
 // outOfService is Kubernetes' taint for a node that is shut down: pods

@@ -298,7 +298,8 @@ func TestOutOfServiceTaintFencesTheNode(t *testing.T) {
 	}
 }
 
-// A node back before it is fenced calls the failover off.
+// A node back before it is fenced calls the failover off, and what its
+// agent fenced is made writable again.
 func TestANodeBackInTimeIsNotFailedOver(t *testing.T) {
 	w := newWorld(t)
 	w.app(t)
@@ -311,11 +312,21 @@ func TestANodeBackInTimeIsNotFailedOver(t *testing.T) {
 		}
 		return nil
 	})
+	// Its agent fenced itself meanwhile, as it does after its deadline.
+	if _, err := w.a.Store.FencePairs(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	w.beat(t, w.node("a"))
 	fo := w.wantFailover(t, readyAs("Protected"))
 	if fo.Status.Active != failoverv1alpha1.ActivePrimary || fo.Status.Timestamps.Promoted != nil {
 		t.Fatalf("status after the node came back: %+v", fo.Status)
 	}
+	testenv.Eventually(t, timeout, func() error {
+		if p, err := w.a.Store.GetPair(btrfsagent.Tenant, w.ns+".db-backup"); err != nil || p.Fenced {
+			return fmt.Errorf("the primary's pair is %+v, %v; want it unfenced", p, err)
+		}
+		return nil
+	})
 }
 
 // A Failover whose workload uses neither claim, or whose backup is

@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	failoverv1alpha1 "github.com/strata-gitops/strata/api/failover/v1alpha1"
+	"github.com/strata-gitops/strata/failover/replication"
 	"github.com/strata-gitops/strata/internal/status"
-	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 )
 
 // FieldManager is the field manager of the workload switch.
@@ -32,7 +32,7 @@ func (r *Reconciler) promote(ctx context.Context, fo *failoverv1alpha1.Failover,
 			age.Round(time.Second), limit, AnnotationAcceptDataAge))
 	}
 	fo.Status.Phase = failoverv1alpha1.PhasePromoting
-	agent, _, err := r.backupVolume(ctx, fo)
+	agent, _, err := replication.ClaimVolume(ctx, r.Client, r.Agents, fo.Namespace, fo.Spec.Backup.Claim)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -56,21 +56,6 @@ func (r *Reconciler) waitForPerson(fo *failoverv1alpha1.Failover, msg string) (c
 	fo.Status.Phase = failoverv1alpha1.PhaseWaiting
 	status.MarkFailed(fo, "WaitingForPerson", msg, false)
 	return ctrl.Result{RequeueAfter: time.Minute}, nil
-}
-
-func (r *Reconciler) backupVolume(ctx context.Context, fo *failoverv1alpha1.Failover) (*volumeapi.Client, string, error) {
-	pvc := &corev1.PersistentVolumeClaim{}
-	if err := r.Get(ctx, client.ObjectKey{Namespace: fo.Namespace, Name: fo.Spec.Backup.Claim}, pvc); err != nil {
-		return nil, "", err
-	}
-	pv := &corev1.PersistentVolume{}
-	if err := r.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, pv); err != nil {
-		return nil, "", err
-	}
-	if pv.Spec.CSI == nil {
-		return nil, "", refuse("volume %s of the backup claim is not a CSI volume", pv.Name)
-	}
-	return r.Agents.AgentOf(ctx, pv.Spec.CSI.VolumeHandle)
 }
 
 // runOnBackup points the workload at the backup claim, and reports the

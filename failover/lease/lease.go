@@ -7,6 +7,7 @@ package lease
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -88,3 +89,73 @@ func Age(l *coordinationv1.Lease, now time.Time) time.Duration {
 	}
 	return now.Sub(l.Spec.RenewTime.Time)
 }
+
+// SelfFence fences the node when its agent has gone After without
+// renewing its Lease: by then the failover controller may be about to
+// promote the backup, and this node must have stopped writing. Its clock
+// runs on its own, so a renewal that hangs on a cut-off network does not
+// hold the fence up. It never unfences: only the controller knows whether
+// the backup was promoted meanwhile.
+type SelfFence struct {
+	After time.Duration
+	// Fence stops the node's writes to replicated volumes.
+	Fence func(ctx context.Context) error
+
+	mu      sync.Mutex
+	last    time.Time
+	fenced  bool
+	started time.Time
+}
+
+// Renewed records a renewal's outcome; Heartbeat.Renewed takes it.
+func (f *SelfFence) Renewed(ok bool) {
+	if !ok {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.last, f.fenced = time.Now(), false
+}
+
+// Start checks every tenth of After until ctx ends.
+func (f *SelfFence) Start(ctx context.Context) error {
+	logger := log.FromContext(ctx).WithName("self-fence")
+	f.mu.Lock()
+	f.started = time.Now()
+	f.mu.Unlock()
+	tick := time.NewTicker(f.After / 10)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		if !f.due() {
+			continue
+		}
+		logger.Info("the node's Lease has not been renewed for too long: fencing its replicated volumes", "after", f.After)
+		if err := f.Fence(ctx); err != nil {
+			logger.Error(err, "fencing")
+			continue // tried again at the next tick
+		}
+		f.mu.Lock()
+		f.fenced = true
+		f.mu.Unlock()
+	}
+}
+
+// due says whether the node should fence now: After has passed since the
+// last renewal, or since start when there was none.
+func (f *SelfFence) due() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	since := f.last
+	if since.IsZero() {
+		since = f.started
+	}
+	return !f.fenced && time.Since(since) >= f.After
+}
+
+// NeedLeaderElection is false: every agent fences its own node.
+func (f *SelfFence) NeedLeaderElection() bool { return false }

@@ -70,7 +70,7 @@ func (r *DestinationReconciler) setUp(ctx context.Context, rd *volsyncv1alpha1.R
 	if claim == "" {
 		return fmt.Errorf("spec.external.parameters.%s is empty: name the claim the replicas are for", ParamDestinationPVC)
 	}
-	agent, volume, err := claimVolume(ctx, r.Client, r.Agents, rd.Namespace, claim)
+	agent, volume, err := ClaimVolume(ctx, r.Client, r.Agents, rd.Namespace, claim)
 	if err != nil {
 		return err
 	}

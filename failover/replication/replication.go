@@ -47,9 +47,9 @@ type Agents interface {
 	AgentOf(ctx context.Context, volumeHandle string) (*volumeapi.Client, string, error)
 }
 
-// claimVolume resolves a claim of the namespace to the agent holding its
+// ClaimVolume resolves a claim of the namespace to the agent holding its
 // volume and the volume's name there.
-func claimVolume(ctx context.Context, c client.Reader, agents Agents, namespace, claim string) (*volumeapi.Client, string, error) {
+func ClaimVolume(ctx context.Context, c client.Reader, agents Agents, namespace, claim string) (*volumeapi.Client, string, error) {
 	pvc := &corev1.PersistentVolumeClaim{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: claim}, pvc); err != nil {
 		return nil, "", fmt.Errorf("claim %s/%s: %w", namespace, claim, err)

@@ -182,7 +182,7 @@ func (r *SourceReconciler) send(ctx context.Context, rs *volsyncv1alpha1.Replica
 		return wire.Replica{}, fmt.Errorf("the pair's token Secret %s/%s: %w", rs.Namespace, dest[externalSecret], err)
 	}
 	token := string(secret.Data[tokenKey])
-	agent, volume, err := claimVolume(ctx, r.Client, r.Agents, rs.Namespace, rs.Spec.SourcePVC)
+	agent, volume, err := ClaimVolume(ctx, r.Client, r.Agents, rs.Namespace, rs.Spec.SourcePVC)
 	if err != nil {
 		return wire.Replica{}, err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"strconv"
 	"strings"
 )
 
@@ -42,4 +43,22 @@ func stream(ctx context.Context, what string, r io.Reader, w io.Writer, args ...
 		return fmt.Errorf("btrfs %s: %w: %s", what, err, strings.TrimSpace(stderr.String()))
 	}
 	return nil
+}
+
+// SetReadOnly makes the subvolume at path read-only, or writable again,
+// as `btrfs property set -ts PATH ro` does. A read-only subvolume refuses
+// writes through every mount of it, bind mounts and NFS exports
+// included, and through files already open for writing.
+func (f *Filesystem) SetReadOnly(ctx context.Context, path string, readOnly bool) error {
+	_, err := f.Runner.Run(ctx, "btrfs", "property", "set", "-ts", path, "ro", strconv.FormatBool(readOnly))
+	return err
+}
+
+// ReadOnly says whether the subvolume at path is read-only.
+func (f *Filesystem) ReadOnly(ctx context.Context, path string) (bool, error) {
+	out, err := f.Runner.Run(ctx, "btrfs", "property", "get", "-ts", path, "ro")
+	if err != nil {
+		return false, err
+	}
+	return strings.TrimSpace(string(out)) == "ro=true", nil
 }

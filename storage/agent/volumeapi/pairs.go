@@ -38,6 +38,7 @@ func (s *Server) pairRoutes() map[string]func(http.ResponseWriter, *http.Request
 		"GET /v1/pairs/{name}":          s.getPair,
 		"POST /v1/pairs/{name}/sync":    s.syncPair,
 		"POST /v1/pairs/{name}/promote": s.promote,
+		"POST /v1/pairs/{name}/unfence": s.unfence,
 	}
 }
 
@@ -59,6 +60,11 @@ func (s *Server) getPair(_ http.ResponseWriter, r *http.Request, tenant string) 
 
 func (s *Server) promote(_ http.ResponseWriter, r *http.Request, tenant string) (int, any, error) {
 	v, err := s.Store.Promote(r.Context(), tenant, r.PathValue("name"))
+	return http.StatusOK, v, err
+}
+
+func (s *Server) unfence(_ http.ResponseWriter, r *http.Request, tenant string) (int, any, error) {
+	v, err := s.Store.UnfencePair(r.Context(), tenant, r.PathValue("name"))
 	return http.StatusOK, v, err
 }
 
@@ -261,4 +267,10 @@ func (c *Client) SyncPair(ctx context.Context, name string, req wire.SyncRequest
 // replica.
 func (c *Client) Promote(ctx context.Context, name string) (v wire.Volume, err error) {
 	return v, c.do(ctx, http.MethodPost, "/v1/pairs/"+url.PathEscape(name)+"/promote", nil, &v)
+}
+
+// Unfence makes the pair's volume on this agent writable again after
+// the agent fenced it.
+func (c *Client) Unfence(ctx context.Context, name string) (v wire.Volume, err error) {
+	return v, c.do(ctx, http.MethodPost, "/v1/pairs/"+url.PathEscape(name)+"/unfence", nil, &v)
 }

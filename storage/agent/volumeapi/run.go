@@ -52,6 +52,9 @@ type Options struct {
 	// Events, when set, receives a Warning on the Node for each leftover
 	// the store moves to quarantine.
 	Events events.EventRecorder
+	// Opened, when set, is given the store once it is open: the agent's
+	// self-fencing acts on it.
+	Opened func(*volumes.Store)
 }
 
 // DefaultOptions are the flag defaults.
@@ -117,6 +120,9 @@ func Run(ctx context.Context, c client.Reader, o Options) error {
 	}
 	logger := log.FromContext(ctx).WithName("volumes")
 	store.Notice = o.notice(logger)
+	if o.Opened != nil {
+		o.Opened(store)
+	}
 	store.Quotas = quotas
 	go store.Run(ctx, o.SyncInterval, slices.Sorted(maps.Keys(byTenant)), logger)
 	go reloadTenants(ctx, tenants, load, o.SyncInterval, logger)

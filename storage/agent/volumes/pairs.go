@@ -140,6 +140,9 @@ func (s *Store) pairState(tenant string, rec pairRecord) (Pair, error) {
 		return Pair{}, err
 	}
 	p := Pair{Name: rec.Name, Volume: rec.Volume}
+	if p.Fenced, err = s.FS.ReadOnly(context.Background(), filepath.Join(s.volumeDir(tenant, rec.Volume), dataDir)); err != nil {
+		return Pair{}, err
+	}
 	if len(seqs) == 0 {
 		return p, nil
 	}

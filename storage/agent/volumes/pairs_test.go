@@ -9,11 +9,16 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
 	"github.com/strata-gitops/strata/storage/agent/volumes"
 	"github.com/strata-gitops/strata/storage/btrfs"
@@ -250,4 +255,61 @@ func TestPairRefusals(t *testing.T) {
 	wantKind(t, err, volumes.NotFound, "promoting with no replica")
 	_, err = a.Receive(ctx, "t", "p", 3, 2, time.Now(), strings.NewReader(""), func() error { return nil })
 	wantKind(t, err, volumes.Conflict, "a stream whose parent this side does not have")
+}
+
+// A fenced node's replicated volume refuses writes through a bind mount
+// and through a file already open, until the pair is unfenced.
+func TestFenceStopsEveryWriter(t *testing.T) {
+	a, _ := pairedStores(t)
+	ctx := context.Background()
+	v, err := a.Get("t", "db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bind := t.TempDir()
+	if err := unix.Mount(v.Path, bind, "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = unix.Unmount(bind, unix.MNT_DETACH) }()
+	// A writer that opened its file before the fence, as a database has,
+	// and a reader.
+	writer := exec.Command("sh", "-c", "exec 3>>"+filepath.Join(bind, "db.log")+"; while :; do echo x >&3; sleep 0.05; done")
+	reader := exec.Command("sh", "-c", "exec 3<"+filepath.Join(bind, "db.log")+"; sleep 600")
+	for _, p := range []*exec.Cmd{writer, reader} {
+		if err := p.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = p.Process.Kill() }()
+	}
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if st, err := os.Stat(filepath.Join(bind, "db.log")); err != nil || st.Size() == 0 {
+			return fmt.Errorf("the writer has not written yet: %v", err)
+		}
+		return nil
+	})
+	fenced, err := a.FencePairs(ctx)
+	if err != nil || len(fenced) != 1 || fenced[0] != "t/db" {
+		t.Fatalf("FencePairs = %v, %v; want t/db", fenced, err)
+	}
+	if err := writer.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Fatalf("the writer ended with %v, want killed", err)
+	}
+	if reader.ProcessState != nil {
+		t.Fatal("the reader was stopped too")
+	}
+	if err := os.WriteFile(filepath.Join(bind, "new"), nil, 0o644); !errors.Is(err, syscall.EROFS) {
+		t.Fatalf("creating a file through a bind mount after the fence: %v, want EROFS", err)
+	}
+	if p, err := a.GetPair("t", "p"); err != nil || !p.Fenced {
+		t.Fatalf("the fenced pair reads %+v, %v; want fenced", p, err)
+	}
+	if _, err := a.UnfencePair(ctx, "t", "p"); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := a.GetPair("t", "p"); err != nil || p.Fenced {
+		t.Fatalf("the unfenced pair reads %+v, %v", p, err)
+	}
+	if err := os.WriteFile(filepath.Join(bind, "new"), nil, 0o644); err != nil {
+		t.Fatalf("writing after unfencing: %v", err)
+	}
 }

@@ -110,6 +110,9 @@ type Pair struct {
 	// LatestAt is when the newest replica was made on the side that
 	// sent it: the age of the data a promotion would serve.
 	LatestAt *time.Time `json:"latestAt,omitempty"`
+	// Fenced says the volume refuses writes: its agent fenced it after
+	// losing its Lease, and nobody has unfenced it since.
+	Fenced bool `json:"fenced,omitempty"`
 }
 
 // PairRequest sets up this side of a pair: its volume and the token the

@@ -1,0 +1,142 @@
+package volumes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/strata-gitops/strata/storage/btrfs"
+)
+
+// FencePairs stops every write to the volume of each pair in the store:
+// a node that has lost touch with the cluster stops writing to what it
+// replicates before the other side is promoted. It stays so until
+// UnfencePair or a promotion,
+// never by itself: a node that comes back cannot know whether its backup
+// was promoted meanwhile. It returns the volumes it fenced.
+func (s *Store) FencePairs(ctx context.Context) ([]string, error) {
+	tenants, err := s.Tenants()
+	if err != nil {
+		return nil, err
+	}
+	var fenced []string
+	var errs []error
+	for _, tenant := range tenants {
+		names, err := listDirs(filepath.Join(s.Base, tenant, pairsDir))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, name := range names {
+			rec, err := s.pairRecord(tenant, name)
+			if err == nil {
+				// Not under the volume's lock: a lock held by a stuck
+				// request must not hold the fence up.
+				err = fence(ctx, s.FS, filepath.Join(s.volumeDir(tenant, rec.Volume), dataDir))
+			}
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			fenced = append(fenced, tenant+"/"+rec.Volume)
+		}
+	}
+	return fenced, errors.Join(errs...)
+}
+
+// UnfencePair makes the pair's volume writable again: the failover
+// controller calls it when the node came back before its backup was
+// promoted.
+func (s *Store) UnfencePair(ctx context.Context, tenant, name string) (Volume, error) {
+	rec, err := s.pairRecord(tenant, name)
+	if err != nil {
+		return Volume{}, err
+	}
+	defer s.locks.lock(tenant + "/" + rec.Volume)()
+	v, err := s.get(tenant, rec.Volume)
+	if err != nil {
+		return Volume{}, err
+	}
+	if err := s.FS.SetReadOnly(ctx, v.Path, false); err != nil {
+		return Volume{}, err
+	}
+	return s.fill(tenant, v), nil
+}
+
+// fence makes the subvolume read-only, which refuses every new write
+// through any mount of it (bind mounts into pods, NFS exports), then
+// kills the processes that still hold a file of it open for writing:
+// btrfs checks the flag when a file is opened, not at each write, so a
+// database's open files would go on writing. A subvolume has a device
+// number of its own, so its open files are told apart by that, whatever
+// mount and mount namespace they were opened through.
+func fence(ctx context.Context, fs *btrfs.Filesystem, path string) error {
+	if err := fs.SetReadOnly(ctx, path, true); err != nil {
+		return err
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return err
+	}
+	return killWriters(st.Dev)
+}
+
+// killWriters kills every process with a file on device dev open for
+// writing.
+func killWriters(dev uint64) error {
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return err
+	}
+	self := os.Getpid()
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		if writesTo(pid, dev) {
+			// A process gone meanwhile is no writer.
+			if err := unix.Kill(pid, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
+				return fmt.Errorf("killing process %d, which writes to a fenced volume: %w", pid, err)
+			}
+		}
+	}
+	return nil
+}
+
+// writesTo says whether the process has a file on dev open for writing.
+func writesTo(pid int, dev uint64) bool {
+	fdDir := fmt.Sprintf("/proc/%d/fd", pid)
+	fds, err := os.ReadDir(fdDir)
+	if err != nil {
+		return false // gone, or a kernel thread
+	}
+	for _, fd := range fds {
+		var st unix.Stat_t
+		if unix.Stat(filepath.Join(fdDir, fd.Name()), &st) != nil || st.Dev != dev {
+			continue
+		}
+		if info, err := os.ReadFile(fmt.Sprintf("/proc/%d/fdinfo/%s", pid, fd.Name())); err == nil && openForWriting(string(info)) {
+			return true
+		}
+	}
+	return false
+}
+
+// openForWriting reads the access mode from an fdinfo's flags line
+// (octal open flags).
+func openForWriting(fdinfo string) bool {
+	for _, line := range strings.Split(fdinfo, "\n") {
+		if v, ok := strings.CutPrefix(line, "flags:"); ok {
+			flags, err := strconv.ParseUint(strings.TrimSpace(v), 8, 64)
+			return err == nil && flags&unix.O_ACCMODE != unix.O_RDONLY
+		}
+	}
+	return false
+}
