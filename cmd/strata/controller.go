@@ -51,6 +51,8 @@ func controllerCommand() *cobra.Command {
 	f.BoolVar(&o.NoCrossNamespaceRefs, "no-cross-namespace-refs", o.NoCrossNamespaceRefs,
 		"refuse Kustomizations whose sourceRef or dependsOn names another namespace (multi-tenancy lockdown)")
 	f.BoolVar(&o.AllowInsecureHTTPAuth, "insecure-allow-http-auth", o.AllowInsecureHTTPAuth, "let GitRepositories send credentials to plain http:// URLs (they cross the network in clear)")
+	f.StringVar(&o.LeaseNamespace, "lease-namespace", o.LeaseNamespace, "namespace of the agents' node Leases, which failover reads")
+	f.DurationVar(&o.SelfFenceAfter, "self-fence-after", o.SelfFenceAfter, "how long after a node's last Lease renewal a Failover with fencing AgentSelfFence counts the node fenced: more than the agents' --self-fence-after, their check interval and the clock skew between nodes")
 	f.StringVar(&o.WatchLabelSelector, "watch-label-selector", o.WatchLabelSelector, "reconcile only objects matching this label selector (sharding, e.g. sharding.fluxcd.io/key=shard1)")
 	return cmd
 }

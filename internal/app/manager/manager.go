@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
+	failovercontroller "github.com/strata-gitops/strata/failover/controller"
 	"github.com/strata-gitops/strata/failover/replication"
 	"github.com/strata-gitops/strata/storage/csi/btrfsbackend"
 
@@ -64,6 +65,11 @@ type Options struct {
 	AllowInsecureHTTPAuth bool
 	// SkipNameValidation lets tests run several managers in one process.
 	SkipNameValidation bool
+	// LeaseNamespace holds the agents' node Leases; SelfFenceAfter is how
+	// long after a node's last renewal a Failover with AgentSelfFence
+	// counts it fenced (docs/failover.md).
+	LeaseNamespace string
+	SelfFenceAfter time.Duration
 }
 
 // Defaults are the flag defaults.
@@ -75,6 +81,8 @@ func Defaults() Options {
 		ArtifactAddr:    ":9090",
 		ReceiverAddr:    ":9292",
 		Concurrent:      10,
+		LeaseNamespace:  "strata-system",
+		SelfFenceAfter:  10 * time.Second,
 	}
 }
 
@@ -160,7 +168,7 @@ func register(ctx context.Context, mgr manager.Manager, cfg *rest.Config, o Opti
 	if err := (&lvmcluster.Reconciler{Client: mgr.GetClient(), Events: events}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := registerReplication(ctx, mgr); err != nil {
+	if err := registerFailover(ctx, mgr, o); err != nil {
 		return err
 	}
 	if o.ArtifactAddr != "" && o.ArtifactAddr != "0" {
@@ -202,18 +210,23 @@ func localAddr(bind string) string {
 	return bind
 }
 
-// registerReplication runs strata's VolSync mover where the cluster
-// serves VolSync's kinds (the chart's CRDs, or VolSync's own); without
-// them there is nothing to reconcile, and the rest of strata still runs.
-func registerReplication(ctx context.Context, mgr manager.Manager) error {
+// registerFailover runs strata's VolSync mover and the Failover
+// controller where the cluster serves VolSync's kinds (the chart's CRDs,
+// or VolSync's own); without them there is nothing to reconcile, and the
+// rest of strata still runs.
+func registerFailover(ctx context.Context, mgr manager.Manager, o Options) error {
 	if _, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: volsyncv1alpha1.GroupVersion.Group, Kind: "ReplicationSource"}); err != nil {
-		log.FromContext(ctx).Info("VolSync's kinds are not served: replication with provider strata.dev/btrfs is off", "reason", err.Error())
+		log.FromContext(ctx).Info("VolSync's kinds are not served: replication with provider strata.dev/btrfs and failover are off", "reason", err.Error())
 		return nil
 	}
 	agents := btrfsbackend.New(mgr.GetClient(), mgr.GetAPIReader(), 30*time.Second)
 	if err := (&replication.DestinationReconciler{Client: mgr.GetClient(), Agents: agents, Refresh: 30 * time.Second}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	return (&replication.SourceReconciler{Client: mgr.GetClient(), Agents: agents, Continuous: 10 * time.Second,
-		SyncTimeout: time.Hour, Now: time.Now}).SetupWithManager(mgr)
+	if err := (&replication.SourceReconciler{Client: mgr.GetClient(), Agents: agents, Continuous: 10 * time.Second,
+		SyncTimeout: time.Hour, Now: time.Now}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	return (&failovercontroller.Reconciler{Client: mgr.GetClient(), Agents: agents, LeaseNamespace: o.LeaseNamespace,
+		SelfFenceAfter: o.SelfFenceAfter, Events: mgr.GetEventRecorder("strata-failover"), Now: time.Now}).SetupWithManager(mgr)
 }
