@@ -38,7 +38,11 @@ const (
 // Reconciler runs Failovers.
 type Reconciler struct {
 	client.Client
-	Agents replication.Agents
+	// APIReader reads each Failover fresh from the API server: a phase
+	// acts on agents and workloads, and a cached copy a step behind
+	// would repeat or undo a step.
+	APIReader client.Reader
+	Agents    replication.Agents
 	// LeaseNamespace holds the agents' node Leases.
 	LeaseNamespace string
 	// SelfFenceAfter is how long an agent goes without renewing its
@@ -58,7 +62,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // Reconcile moves a Failover one phase on, as far as it can go now.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	fo := &failoverv1alpha1.Failover{}
-	if err := r.Get(ctx, req.NamespacedName, fo); err != nil {
+	if err := r.APIReader.Get(ctx, req.NamespacedName, fo); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	before := fo.DeepCopy()
@@ -97,7 +101,15 @@ func (r *Reconciler) step(ctx context.Context, fo *failoverv1alpha1.Failover) (c
 	case failoverv1alpha1.PhasePromoting, failoverv1alpha1.PhaseWaiting:
 		return r.promote(ctx, fo, a)
 	case failoverv1alpha1.PhaseFailedOver:
-		return r.runOnBackup(ctx, fo, a)
+		return r.failedOver(ctx, fo, a)
+	case failoverv1alpha1.PhaseResyncing:
+		return r.resync(ctx, fo, a)
+	case failoverv1alpha1.PhaseFailingBack:
+		p, err := r.pairSides(ctx, fo, a)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		return r.switchBack(ctx, fo, a, p)
 	default:
 		return ctrl.Result{}, refuse("phase %q is not one strata knows", fo.Status.Phase)
 	}

@@ -80,7 +80,7 @@ func newWorld(t *testing.T) *world {
 			SyncTimeout: time.Minute, Now: time.Now}).SetupWithManager(mgr); err != nil {
 			return err
 		}
-		return (&controller.Reconciler{Client: mgr.GetClient(), Agents: agents, LeaseNamespace: w.ns, SelfFenceAfter: selfFenceAfter,
+		return (&controller.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Agents: agents, LeaseNamespace: w.ns, SelfFenceAfter: selfFenceAfter,
 			Events: mgr.GetEventRecorder("strata-failover"), Now: time.Now}).SetupWithManager(mgr)
 	})
 	return w
@@ -194,7 +194,10 @@ func (w *world) runDeployment(t *testing.T, claim string) {
 	})
 }
 
-func TestALostNodeFailsOverToTheBackup(t *testing.T) {
+// A lost node's app comes back on the backup with the last synced data;
+// when the node is back, failback sends only what changed meanwhile and
+// the old primary's unsynced writes are never served.
+func TestALostNodeFailsOverAndBack(t *testing.T) {
 	w := newWorld(t)
 	synced := w.a.Write(t, "db", "synced", 4*mib)
 	w.app(t)
@@ -219,17 +222,94 @@ func TestALostNodeFailsOverToTheBackup(t *testing.T) {
 	if fenced := ts.Fenced.Sub(lost); fenced < selfFenceAfter-250*time.Millisecond {
 		t.Fatalf("fenced %s after the last renewal, before the agent's self-fence deadline %s", fenced, selfFenceAfter)
 	}
-	v, err := w.b.Store.Get(btrfsagent.Tenant, "db-backup")
+	wantServes(t, w.b, "db-backup", map[string][]byte{"synced": synced}, "after-sync")
+	w.wantSourceStopped(t)
+
+	// Node a comes back; a person asks for the failback.
+	during := w.b.Write(t, "db-backup", "during", 2*mib)
+	w.beat(t, w.node("a"))
+	w.annotate(t, controller.AnnotationFailback, "true")
+	w.runDeployment(t, "db")
+	fo = w.wantFailover(t, func(fo *failoverv1alpha1.Failover) error {
+		if fo.Status.Active != failoverv1alpha1.ActivePrimary || fo.Status.Timestamps.FailedBack == nil {
+			return fmt.Errorf("status %+v", fo.Status)
+		}
+		return readyAs("Protected")(fo)
+	})
+	t.Logf("failback sent %d stream bytes after 2 MiB changed on the backup", fo.Status.FailbackStreamBytes)
+	if fo.Status.FailbackStreamBytes < 2*mib || fo.Status.FailbackStreamBytes > 3*mib {
+		t.Fatalf("failback sent %d stream bytes; want only the 2 MiB written on the backup", fo.Status.FailbackStreamBytes)
+	}
+	// Not what it wrote after its last sync, which the app on the backup
+	// never saw.
+	wantServes(t, w.a, "db", map[string][]byte{"synced": synced, "during": during}, "after-sync")
+	// Replication runs forward again, from the replica both now hold.
+	w.setManual(t, "two")
+	st := w.synced(t, "two")
+	if st.LatestMoverStatus == nil || !strings.Contains(st.LatestMoverStatus.Logs, "changes since replica") {
+		t.Fatalf("the first sync after failback: %+v, want an incremental one", st.LatestMoverStatus)
+	}
+}
+
+func (w *world) annotate(t *testing.T, key, value string) {
+	t.Helper()
+	fo := &failoverv1alpha1.Failover{}
+	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: "app"}, fo); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(fo.DeepCopy())
+	if fo.Annotations == nil {
+		fo.Annotations = map[string]string{}
+	}
+	fo.Annotations[key] = value
+	if err := w.c.Patch(context.Background(), fo, patch); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (w *world) setManual(t *testing.T, manual string) {
+	t.Helper()
+	rs := &volsyncv1alpha1.ReplicationSource{}
+	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: "db"}, rs); err != nil {
+		t.Fatal(err)
+	}
+	rs.Spec.Trigger.Manual = manual
+	if err := w.c.Update(context.Background(), rs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (w *world) synced(t *testing.T, manual string) *volsyncv1alpha1.ReplicationSourceStatus {
+	t.Helper()
+	rs := &volsyncv1alpha1.ReplicationSource{}
+	testenv.Eventually(t, timeout, func() error {
+		if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: "db"}, rs); err != nil {
+			return err
+		}
+		if rs.Status == nil || rs.Status.LastManualSync != manual {
+			return fmt.Errorf("source status %+v", rs.Status)
+		}
+		return nil
+	})
+	return rs.Status
+}
+
+// wantServes checks that the agent's volume holds exactly these files'
+// bytes, and not the absent file.
+func wantServes(t *testing.T, agent btrfsagent.Agent, volume string, files map[string][]byte, absent string) {
+	t.Helper()
+	v, err := agent.Store.Get(btrfsagent.Tenant, volume)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := os.ReadFile(filepath.Join(v.Path, "synced")); err != nil || !bytes.Equal(got, synced) {
-		t.Fatalf("the backup serves %d bytes of the synced file (%v), want the %d synced", len(got), err, len(synced))
+	for file, data := range files {
+		if got, err := os.ReadFile(filepath.Join(v.Path, file)); err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("volume %s's %s holds %d bytes (%v), want %d", volume, file, len(got), err, len(data))
+		}
 	}
-	if _, err := os.Stat(filepath.Join(v.Path, "after-sync")); err == nil {
-		t.Fatal("the backup serves a file that was never synced")
+	if _, err := os.Stat(filepath.Join(v.Path, absent)); err == nil {
+		t.Fatalf("volume %s serves %s, which was never synced to it", volume, absent)
 	}
-	w.wantSourceStopped(t)
 }
 
 // wantSourceStopped waits for the source to say it stopped syncing: the
@@ -269,11 +349,7 @@ func TestManualFencingWaitsForAPerson(t *testing.T) {
 	if fo.Status.Active != failoverv1alpha1.ActivePrimary {
 		t.Fatalf("promoted before a person confirmed the fence: %+v", fo.Status)
 	}
-	patch := client.MergeFrom(fo.DeepCopy())
-	fo.Annotations = map[string]string{controller.AnnotationFenced: w.node("a")}
-	if err := w.c.Patch(context.Background(), fo, patch); err != nil {
-		t.Fatal(err)
-	}
+	w.annotate(t, controller.AnnotationFenced, w.node("a"))
 	w.runDeployment(t, "db-backup")
 	fo = w.wantFailover(t, readyAs("FailedOver"))
 	if fo.Status.FencedBy != "Manual fenced node "+w.node("a") {

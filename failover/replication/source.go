@@ -3,7 +3,6 @@ package replication
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strconv"
 	"time"
 
@@ -195,9 +194,7 @@ func (r *SourceReconciler) send(ctx context.Context, rs *volsyncv1alpha1.Replica
 	rs.Status.External = map[string]string{"destinationAgent": dest[externalAgent]}
 	ctx, cancel := context.WithTimeout(ctx, r.SyncTimeout)
 	defer cancel()
-	long := *agent
-	long.HTTP = &http.Client{Transport: agent.HTTP.Transport} // the sync's context bounds it, not the agent's call timeout
-	replica, err := long.SyncPair(ctx, dest[externalPair], wire.SyncRequest{Peer: dest[externalAgent], PeerTenant: dest[externalTenant], Token: token})
+	replica, err := agent.WithoutTimeout().SyncPair(ctx, dest[externalPair], wire.SyncRequest{Peer: dest[externalAgent], PeerTenant: dest[externalTenant], Token: token})
 	if err != nil {
 		return wire.Replica{}, fmt.Errorf("sync of pair %s from %s to %s: %w", dest[externalPair], agent.URL, dest[externalAgent], err)
 	}

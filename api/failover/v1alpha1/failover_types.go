@@ -160,6 +160,10 @@ type FailoverStatus struct {
 	// FencedBy says which mode fenced which node.
 	// +optional
 	FencedBy string `json:"fencedBy,omitempty"`
+	// FailbackStreamBytes is what the latest failback sent back to the
+	// primary: only what changed while the app ran on the backup.
+	// +optional
+	FailbackStreamBytes int64 `json:"failbackStreamBytes,omitempty"`
 	// +optional
 	Timestamps PhaseTimestamps `json:"timestamps,omitempty"`
 	// +optional

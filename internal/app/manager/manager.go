@@ -227,6 +227,6 @@ func registerFailover(ctx context.Context, mgr manager.Manager, o Options) error
 		SyncTimeout: time.Hour, Now: time.Now}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	return (&failovercontroller.Reconciler{Client: mgr.GetClient(), Agents: agents, LeaseNamespace: o.LeaseNamespace,
+	return (&failovercontroller.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Agents: agents, LeaseNamespace: o.LeaseNamespace,
 		SelfFenceAfter: o.SelfFenceAfter, Events: mgr.GetEventRecorder("strata-failover"), Now: time.Now}).SetupWithManager(mgr)
 }

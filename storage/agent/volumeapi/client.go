@@ -194,3 +194,15 @@ type Stats struct {
 func (c *Client) Stats(ctx context.Context) (s Stats, err error) {
 	return s, c.do(ctx, http.MethodGet, "/v1/stats", nil, &s)
 }
+
+// WithoutTimeout is the client for a call that takes as long as its
+// data, a sync: the same transport and trust, bounded by the caller's
+// context instead of the client's per-call timeout.
+func (c *Client) WithoutTimeout() *Client {
+	long := *c
+	long.HTTP = &http.Client{}
+	if c.HTTP != nil {
+		long.HTTP.Transport = c.HTTP.Transport
+	}
+	return &long
+}

@@ -39,6 +39,7 @@ func (s *Server) pairRoutes() map[string]func(http.ResponseWriter, *http.Request
 		"POST /v1/pairs/{name}/sync":    s.syncPair,
 		"POST /v1/pairs/{name}/promote": s.promote,
 		"POST /v1/pairs/{name}/unfence": s.unfence,
+		"POST /v1/pairs/{name}/fence":   s.fence,
 	}
 }
 
@@ -63,6 +64,15 @@ func (s *Server) promote(_ http.ResponseWriter, r *http.Request, tenant string) 
 	return http.StatusOK, v, err
 }
 
+func (s *Server) fence(_ http.ResponseWriter, r *http.Request, tenant string) (int, any, error) {
+	if _, err := s.Store.FencePair(r.Context(), tenant, r.PathValue("name")); err != nil {
+		return 0, nil, err
+	}
+	p, err := s.Store.GetPair(tenant, r.PathValue("name"))
+	p.Tenant = tenant
+	return http.StatusOK, p, err
+}
+
 func (s *Server) unfence(_ http.ResponseWriter, r *http.Request, tenant string) (int, any, error) {
 	v, err := s.Store.UnfencePair(r.Context(), tenant, r.PathValue("name"))
 	return http.StatusOK, v, err
@@ -85,7 +95,7 @@ func (s *Server) syncPair(w http.ResponseWriter, r *http.Request, tenant string)
 	if err != nil {
 		return 0, nil, fmt.Errorf("sync of pair %s: asking peer %s: %w", name, req.Peer, err)
 	}
-	out, err := s.Store.SnapshotForSend(r.Context(), tenant, name, remote.Latest)
+	out, err := s.Store.SnapshotForSend(r.Context(), tenant, name, remote.Replicas)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -273,4 +283,9 @@ func (c *Client) Promote(ctx context.Context, name string) (v wire.Volume, err e
 // the agent fenced it.
 func (c *Client) Unfence(ctx context.Context, name string) (v wire.Volume, err error) {
 	return v, c.do(ctx, http.MethodPost, "/v1/pairs/"+url.PathEscape(name)+"/unfence", nil, &v)
+}
+
+// Fence stops every write to the pair's volume on this agent.
+func (c *Client) Fence(ctx context.Context, name string) (p wire.Pair, err error) {
+	return p, c.do(ctx, http.MethodPost, "/v1/pairs/"+url.PathEscape(name)+"/fence", nil, &p)
 }

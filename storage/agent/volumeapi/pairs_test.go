@@ -117,7 +117,7 @@ func TestReplicaRoutesTakeOnlyThePairsToken(t *testing.T) {
 func TestAStreamWithoutItsDigestIsRefused(t *testing.T) {
 	a, b := pairedAgents(t)
 	a.write(t, "first", 1*mib)
-	out, err := a.store.SnapshotForSend(context.Background(), tenantA, "db-pair", 0)
+	out, err := a.store.SnapshotForSend(context.Background(), tenantA, "db-pair", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

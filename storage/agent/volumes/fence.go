@@ -34,20 +34,28 @@ func (s *Store) FencePairs(ctx context.Context) ([]string, error) {
 			continue
 		}
 		for _, name := range names {
-			rec, err := s.pairRecord(tenant, name)
-			if err == nil {
-				// Not under the volume's lock: a lock held by a stuck
-				// request must not hold the fence up.
-				err = fence(ctx, s.FS, filepath.Join(s.volumeDir(tenant, rec.Volume), dataDir))
-			}
+			volume, err := s.FencePair(ctx, tenant, name)
 			if err != nil {
 				errs = append(errs, err)
 				continue
 			}
-			fenced = append(fenced, tenant+"/"+rec.Volume)
+			fenced = append(fenced, tenant+"/"+volume)
 		}
 	}
 	return fenced, errors.Join(errs...)
+}
+
+// FencePair fences the volume of one pair, as FencePairs does, and
+// returns its name: the failover controller demotes an old primary this
+// way before failback, and quiesces the backup before the final sync.
+// It does not take the volume's lock: a lock held by a stuck request
+// must not hold the fence up.
+func (s *Store) FencePair(ctx context.Context, tenant, name string) (string, error) {
+	rec, err := s.pairRecord(tenant, name)
+	if err != nil {
+		return "", err
+	}
+	return rec.Volume, fence(ctx, s.FS, filepath.Join(s.volumeDir(tenant, rec.Volume), dataDir))
 }
 
 // UnfencePair makes the pair's volume writable again: the failover

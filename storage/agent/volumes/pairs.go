@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -139,7 +140,7 @@ func (s *Store) pairState(tenant string, rec pairRecord) (Pair, error) {
 	if err != nil {
 		return Pair{}, err
 	}
-	p := Pair{Name: rec.Name, Volume: rec.Volume}
+	p := Pair{Name: rec.Name, Volume: rec.Volume, Replicas: seqs}
 	if p.Fenced, err = s.FS.ReadOnly(context.Background(), filepath.Join(s.volumeDir(tenant, rec.Volume), dataDir)); err != nil {
 		return Pair{}, err
 	}
@@ -193,10 +194,11 @@ type Outgoing struct {
 }
 
 // SnapshotForSend takes the next replica of the pair's volume, given
-// the newest one the peer holds. Replicas the peer never got are
-// removed first; the peer's newest becomes the parent when this side
-// still has it, otherwise the whole volume is sent.
-func (s *Store) SnapshotForSend(ctx context.Context, tenant, name string, peerLatest uint64) (Outgoing, error) {
+// the replicas the peer holds. The newest replica both sides hold
+// becomes the parent, so only what changed since it is sent; with none
+// in common the whole volume is. Replicas of this side the peer never
+// got are removed first: no stream can build on them.
+func (s *Store) SnapshotForSend(ctx context.Context, tenant, name string, peerHolds []uint64) (Outgoing, error) {
 	rec, err := s.pairRecord(tenant, name)
 	if err != nil {
 		return Outgoing{}, err
@@ -214,16 +216,18 @@ func (s *Store) SnapshotForSend(ctx context.Context, tenant, name string, peerLa
 	if err != nil {
 		return Outgoing{}, err
 	}
-	out := Outgoing{Seq: peerLatest + 1, MadeAt: time.Now().UTC()}
+	// The new number follows every replica either side has had, so that
+	// no number ever names two different replicas.
+	out := Outgoing{Seq: slices.Max(append(slices.Clone(peerHolds), append(seqs, 0)...)) + 1, MadeAt: time.Now().UTC()}
 	for _, seq := range seqs {
-		switch {
-		case seq == peerLatest:
-			out.Parent, out.ParentPath = seq, filepath.Join(s.replicaDir(tenant, name, seq), dataDir)
-		case seq > peerLatest:
-			// Sent but never received: the peer cannot use it as a parent.
+		if !slices.Contains(peerHolds, seq) {
 			if err := s.removeReplica(ctx, s.replicaDir(tenant, name, seq)); err != nil {
 				return Outgoing{}, err
 			}
+			continue
+		}
+		if seq > out.Parent {
+			out.Parent, out.ParentPath = seq, filepath.Join(s.replicaDir(tenant, name, seq), dataDir)
 		}
 	}
 	dir := s.replicaDir(tenant, name, out.Seq)
@@ -261,8 +265,8 @@ func (s *Store) Receive(ctx context.Context, tenant, name string, seq, parent ui
 	if err != nil {
 		return Pair{}, err
 	}
-	if seq <= have.Latest || (parent != 0 && parent != have.Latest) {
-		return Pair{}, newError(Conflict, "pair %s holds replica %d; a stream of replica %d from parent %d does not follow it", name, have.Latest, seq, parent)
+	if seq <= have.Latest || (parent != 0 && !slices.Contains(have.Replicas, parent)) {
+		return Pair{}, newError(Conflict, "pair %s holds replicas %v; a stream of replica %d from parent %d does not follow them", name, have.Replicas, seq, parent)
 	}
 	if err := s.clearIncomplete(ctx, tenant, name); err != nil {
 		return Pair{}, err

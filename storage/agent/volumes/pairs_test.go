@@ -52,7 +52,7 @@ func syncPair(t *testing.T, from, to *volumes.Store, cut func([]byte) int64) (in
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := from.SnapshotForSend(ctx, "t", "p", peer.Latest)
+	out, err := from.SnapshotForSend(ctx, "t", "p", peer.Replicas)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,6 +201,11 @@ func TestFailbackSendsOnlyWhatChangedOnTheBackup(t *testing.T) {
 	if _, err := syncPair(t, a, b, nil); err != nil {
 		t.Fatal(err)
 	}
+	// A sync cut off just before A was lost leaves A a replica B never got.
+	writeRandom(t, a, "unsent", 1*mib)
+	if _, err := syncPair(t, a, b, func(stream []byte) int64 { return int64(len(stream) / 2) }); err == nil {
+		t.Fatal("a cut stream was taken")
+	}
 	wantPromoted(t, b, map[string][]byte{"first": first})
 	// A's copy went stale while B served: B now sends back.
 	writeRandom(t, a, "stale", 1*mib)
@@ -213,8 +218,8 @@ func TestFailbackSendsOnlyWhatChangedOnTheBackup(t *testing.T) {
 		t.Fatalf("failback sent %d bytes, want only the 2 MiB written on the backup", back)
 	}
 	wantPromoted(t, a, map[string][]byte{"first": first, "during": during})
-	if v, _ := a.Get("t", "db"); fileExists(filepath.Join(v.Path, "stale")) {
-		t.Fatal("the old primary still serves what it wrote after the failover")
+	if v, _ := a.Get("t", "db"); fileExists(filepath.Join(v.Path, "stale")) || fileExists(filepath.Join(v.Path, "unsent")) {
+		t.Fatal("the old primary still serves what it wrote after its last complete sync")
 	}
 }
 

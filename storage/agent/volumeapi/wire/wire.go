@@ -107,6 +107,9 @@ type Pair struct {
 	Volume string `json:"volume"`
 	// Latest is the newest complete replica, 0 when there is none.
 	Latest uint64 `json:"latest"`
+	// Replicas are the complete replicas this side holds, oldest first:
+	// the newest one both sides hold is the next sync's parent.
+	Replicas []uint64 `json:"replicas"`
 	// LatestAt is when the newest replica was made on the side that
 	// sent it: the age of the data a promotion would serve.
 	LatestAt *time.Time `json:"latestAt,omitempty"`

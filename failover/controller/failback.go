@@ -1,0 +1,165 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	failoverv1alpha1 "github.com/strata-gitops/strata/api/failover/v1alpha1"
+	"github.com/strata-gitops/strata/failover/replication"
+	"github.com/strata-gitops/strata/internal/status"
+	"github.com/strata-gitops/strata/storage/agent/volumeapi"
+	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
+)
+
+// AnnotationFailback asks for a failback: `strata failover back NAME`
+// sets it, and so may a person. With policy failback Automatic none is
+// needed.
+const AnnotationFailback = "failover.strata.dev/failback"
+
+// wantsFailback says whether the Failover should move back now: asked
+// for or automatic, and the primary node's agent renewing its Lease.
+func (r *Reconciler) wantsFailback(ctx context.Context, fo *failoverv1alpha1.Failover) (bool, error) {
+	if policy(fo).Failback != failoverv1alpha1.FailbackAutomatic && fo.Annotations[AnnotationFailback] != "true" {
+		return false, nil
+	}
+	age, err := r.leaseAge(ctx, fo.Spec.Primary.Node)
+	if err != nil {
+		return false, err
+	}
+	return age < policy(fo).UnreachableAfter.Duration, nil
+}
+
+// failedOver keeps the app on the backup until a failback is wanted and
+// the primary is back.
+func (r *Reconciler) failedOver(ctx context.Context, fo *failoverv1alpha1.Failover, a *app) (ctrl.Result, error) {
+	result, err := r.runOnBackup(ctx, fo, a)
+	if err != nil || fo.Status.Timestamps.Started == nil {
+		return result, err
+	}
+	back, err := r.wantsFailback(ctx, fo)
+	if err != nil || !back {
+		// The primary's Lease is polled: nothing else says it is back.
+		return ctrl.Result{RequeueAfter: 5 * time.Second}, err
+	}
+	return r.resync(ctx, fo, a)
+}
+
+// pairSides are both agents of the pair, and what the sync back needs.
+type pairSides struct {
+	pair            string
+	primary, backup *volumeapi.Client
+	token           string
+	primaryTenant   string
+}
+
+func (r *Reconciler) pairSides(ctx context.Context, fo *failoverv1alpha1.Failover, a *app) (*pairSides, error) {
+	ext := map[string]string{}
+	if a.destination.Status != nil {
+		ext = a.destination.Status.External
+	}
+	p := &pairSides{pair: ext["pair"]}
+	if p.pair == "" {
+		return nil, fmt.Errorf("ReplicationDestination %s is not set up: see its Synchronizing condition", a.destination.Name)
+	}
+	var err error
+	if p.primary, _, err = replication.ClaimVolume(ctx, r.Client, r.Agents, fo.Namespace, fo.Spec.Primary.Claim); err != nil {
+		return nil, err
+	}
+	if p.backup, _, err = replication.ClaimVolume(ctx, r.Client, r.Agents, fo.Namespace, fo.Spec.Backup.Claim); err != nil {
+		return nil, err
+	}
+	secret := &corev1.Secret{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: fo.Namespace, Name: ext["tokenSecret"]}, secret); err != nil {
+		return nil, fmt.Errorf("the pair's token Secret %s/%s: %w", fo.Namespace, ext["tokenSecret"], err)
+	}
+	p.token = string(secret.Data["token"])
+	held, err := p.primary.GetPair(ctx, p.pair)
+	if err != nil {
+		return nil, fmt.Errorf("pair %s on the primary's agent %s: %w", p.pair, p.primary.URL, err)
+	}
+	p.primaryTenant = held.Tenant
+	return p, nil
+}
+
+// syncBack sends the backup's next replica to the primary: from the
+// newest replica both hold, so only what changed while the app ran on
+// the backup.
+func (p *pairSides) syncBack(ctx context.Context) (wire.Replica, error) {
+	r, err := p.backup.WithoutTimeout().SyncPair(ctx, p.pair, wire.SyncRequest{Peer: p.primary.URL, PeerTenant: p.primaryTenant, Token: p.token})
+	if err != nil {
+		return wire.Replica{}, fmt.Errorf("syncing pair %s back from %s to %s: %w", p.pair, p.backup.URL, p.primary.URL, err)
+	}
+	return r, nil
+}
+
+// resync demotes the old primary, whose copy is stale, and sends it what
+// changed on the backup, with the app still running there.
+func (r *Reconciler) resync(ctx context.Context, fo *failoverv1alpha1.Failover, a *app) (ctrl.Result, error) {
+	p, err := r.pairSides(ctx, fo, a)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if _, err := p.primary.Fence(ctx, p.pair); err != nil {
+		return ctrl.Result{}, fmt.Errorf("demoting the old primary's copy on %s: %w", p.primary.URL, err)
+	}
+	fo.Status.Phase = failoverv1alpha1.PhaseResyncing
+	status.MarkReconciling(fo, fmt.Sprintf("node %s is back: its stale copy is fenced, and the changes made on %s are sent to it", fo.Spec.Primary.Node, fo.Spec.Backup.Node))
+	replica, err := p.syncBack(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	fo.Status.FailbackStreamBytes = replica.StreamBytes
+	fo.Status.Phase = failoverv1alpha1.PhaseFailingBack
+	return r.switchBack(ctx, fo, a, p)
+}
+
+// switchBack is the planned switch: quiesce the app on the backup, send
+// the last changes, promote them on the primary, and move the app back.
+func (r *Reconciler) switchBack(ctx context.Context, fo *failoverv1alpha1.Failover, a *app, p *pairSides) (ctrl.Result, error) {
+	if _, err := p.backup.Fence(ctx, p.pair); err != nil {
+		return ctrl.Result{}, fmt.Errorf("quiescing the app on the backup %s: %w", p.backup.URL, err)
+	}
+	final, err := p.syncBack(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	fo.Status.FailbackStreamBytes += final.StreamBytes
+	if _, err := p.primary.Promote(ctx, p.pair); err != nil {
+		return ctrl.Result{}, fmt.Errorf("promoting the changes on the primary %s: %w", p.primary.URL, err)
+	}
+	fo.Status.Active = failoverv1alpha1.ActivePrimary
+	if err := r.useClaim(ctx, a, fo.Spec.Backup.Claim, fo.Spec.Primary.Claim); err != nil {
+		return ctrl.Result{}, err
+	}
+	// The backup is a destination again: its volume is replaced at the
+	// next promotion, and no app uses it.
+	if _, err := p.backup.Unfence(ctx, p.pair); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.clearAnswers(ctx, fo); err != nil {
+		return ctrl.Result{}, err
+	}
+	now := metav1.NewMicroTime(r.Now())
+	fo.Status.Timestamps.FailedBack = &now
+	fo.Status.Phase = failoverv1alpha1.PhaseProtected
+	r.Events.Eventf(fo, nil, corev1.EventTypeNormal, "FailedBack", "Failback", "%s %s runs on node %s again; %d stream bytes went back",
+		fo.Spec.Workload.Kind, fo.Spec.Workload.Name, fo.Spec.Primary.Node, fo.Status.FailbackStreamBytes)
+	return ctrl.Result{RequeueAfter: time.Second}, nil
+}
+
+// clearAnswers removes the annotations a person gave for this failover:
+// each answers one failover, not the next.
+func (r *Reconciler) clearAnswers(ctx context.Context, fo *failoverv1alpha1.Failover) error {
+	meta := fo.DeepCopy() // the patch's answer must not overwrite fo's new status
+	patch := client.MergeFrom(meta.DeepCopy())
+	for _, k := range []string{AnnotationFailback, AnnotationFenced, AnnotationAcceptDataAge} {
+		delete(meta.Annotations, k)
+	}
+	return r.Patch(ctx, meta, patch)
+}
