@@ -25,10 +25,8 @@ import (
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
 	"github.com/strata-gitops/strata/failover/controller"
 	"github.com/strata-gitops/strata/failover/lease"
-	"github.com/strata-gitops/strata/failover/replication"
 	"github.com/strata-gitops/strata/internal/testing/btrfsagent"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
-	"github.com/strata-gitops/strata/storage/csi/btrfsbackend"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
@@ -72,16 +70,12 @@ func newWorld(t *testing.T) *world {
 	w.a.Claim(t, w.c, w.ns, "db", w.node("a"))
 	w.b.Claim(t, w.c, w.ns, "db-backup", w.node("b"))
 	testenv.RunManager(t, env, func(mgr manager.Manager) error {
-		agents := btrfsbackend.New(mgr.GetClient(), mgr.GetAPIReader(), 30*time.Second)
-		if err := (&replication.DestinationReconciler{Client: mgr.GetClient(), Agents: agents, Refresh: 200 * time.Millisecond}).SetupWithManager(mgr); err != nil {
+		agents, err := btrfsagent.SetUpReplication(mgr)
+		if err != nil {
 			return err
 		}
-		if err := (&replication.SourceReconciler{Client: mgr.GetClient(), Agents: agents, Continuous: time.Hour,
-			SyncTimeout: time.Minute, Now: time.Now}).SetupWithManager(mgr); err != nil {
-			return err
-		}
-		return (&controller.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Agents: agents, LeaseNamespace: w.ns, SelfFenceAfter: selfFenceAfter,
-			Events: mgr.GetEventRecorder("strata-failover"), Now: time.Now}).SetupWithManager(mgr)
+		return (&controller.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Agents: agents, LeaseNamespace: w.ns,
+			SelfFenceAfter: selfFenceAfter, Events: mgr.GetEventRecorder("strata-failover"), Now: time.Now}).SetupWithManager(mgr)
 	})
 	return w
 }
@@ -113,18 +107,10 @@ func (w *world) app(t *testing.T) {
 				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "db"}}}},
 		}},
 	}}
-	rd := &volsyncv1alpha1.ReplicationDestination{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "db-backup"},
-		Spec: volsyncv1alpha1.ReplicationDestinationSpec{External: &volsyncv1alpha1.ExternalSpec{Provider: volsyncv1alpha1.ProviderBtrfs,
-			Parameters: map[string]string{replication.ParamDestinationPVC: "db-backup"}}}}
-	rs := &volsyncv1alpha1.ReplicationSource{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "db"},
-		Spec: volsyncv1alpha1.ReplicationSourceSpec{SourcePVC: "db", Trigger: &volsyncv1alpha1.ReplicationSourceTriggerSpec{Manual: "one"},
-			External: &volsyncv1alpha1.ExternalSpec{Provider: volsyncv1alpha1.ProviderBtrfs,
-				Parameters: map[string]string{replication.ParamDestination: rd.Name}}}}
-	for _, o := range []client.Object{d, rd, rs} {
-		if err := w.c.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
+	if err := w.c.Create(ctx, d); err != nil {
+		t.Fatal(err)
 	}
+	btrfsagent.Pair(t, w.c, w.ns, "db", "db", "db-backup", "db-backup", "one")
 	testenv.Eventually(t, timeout, func() error {
 		rd := &volsyncv1alpha1.ReplicationDestination{}
 		if err := w.c.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: "db-backup"}, rd); err != nil {
@@ -244,8 +230,8 @@ func TestALostNodeFailsOverAndBack(t *testing.T) {
 	// never saw.
 	wantServes(t, w.a, "db", map[string][]byte{"synced": synced, "during": during}, "after-sync")
 	// Replication runs forward again, from the replica both now hold.
-	w.setManual(t, "two")
-	st := w.synced(t, "two")
+	btrfsagent.SetManual(t, w.c, w.ns, "db", "two")
+	st := btrfsagent.Synced(t, w.c, w.ns, "db", "two")
 	if st.LatestMoverStatus == nil || !strings.Contains(st.LatestMoverStatus.Logs, "changes since replica") {
 		t.Fatalf("the first sync after failback: %+v, want an incremental one", st.LatestMoverStatus)
 	}
@@ -265,33 +251,6 @@ func (w *world) annotate(t *testing.T, key, value string) {
 	if err := w.c.Patch(context.Background(), fo, patch); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func (w *world) setManual(t *testing.T, manual string) {
-	t.Helper()
-	rs := &volsyncv1alpha1.ReplicationSource{}
-	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: "db"}, rs); err != nil {
-		t.Fatal(err)
-	}
-	rs.Spec.Trigger.Manual = manual
-	if err := w.c.Update(context.Background(), rs); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func (w *world) synced(t *testing.T, manual string) *volsyncv1alpha1.ReplicationSourceStatus {
-	t.Helper()
-	rs := &volsyncv1alpha1.ReplicationSource{}
-	testenv.Eventually(t, timeout, func() error {
-		if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: "db"}, rs); err != nil {
-			return err
-		}
-		if rs.Status == nil || rs.Status.LastManualSync != manual {
-			return fmt.Errorf("source status %+v", rs.Status)
-		}
-		return nil
-	})
-	return rs.Status
 }
 
 // wantServes checks that the agent's volume holds exactly these files'

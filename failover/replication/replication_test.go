@@ -19,10 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
-	"github.com/strata-gitops/strata/failover/replication"
 	"github.com/strata-gitops/strata/internal/testing/btrfsagent"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
-	"github.com/strata-gitops/strata/storage/csi/btrfsbackend"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
@@ -53,60 +51,10 @@ func newWorld(t *testing.T) *world {
 	}
 	w.a, w.b = btrfsagent.Start(t, w.c, w.ns, "a"), btrfsagent.Start(t, w.c, w.ns, "b")
 	testenv.RunManager(t, env, func(mgr manager.Manager) error {
-		agents := btrfsbackend.New(mgr.GetClient(), mgr.GetAPIReader(), 30*time.Second)
-		if err := (&replication.DestinationReconciler{Client: mgr.GetClient(), Agents: agents, Refresh: 200 * time.Millisecond}).SetupWithManager(mgr); err != nil {
-			return err
-		}
-		return (&replication.SourceReconciler{Client: mgr.GetClient(), Agents: agents, Continuous: time.Hour,
-			SyncTimeout: time.Minute, Now: time.Now}).SetupWithManager(mgr)
+		_, err := btrfsagent.SetUpReplication(mgr)
+		return err
 	})
 	return w
-}
-
-func (w *world) pair(t *testing.T, source, sourceClaim, destClaim, manual string) {
-	t.Helper()
-	ctx := context.Background()
-	rd := &volsyncv1alpha1.ReplicationDestination{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: source + "-backup"},
-		Spec: volsyncv1alpha1.ReplicationDestinationSpec{External: &volsyncv1alpha1.ExternalSpec{Provider: volsyncv1alpha1.ProviderBtrfs,
-			Parameters: map[string]string{replication.ParamDestinationPVC: destClaim}}}}
-	rs := &volsyncv1alpha1.ReplicationSource{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: source},
-		Spec: volsyncv1alpha1.ReplicationSourceSpec{SourcePVC: sourceClaim, Trigger: &volsyncv1alpha1.ReplicationSourceTriggerSpec{Manual: manual},
-			External: &volsyncv1alpha1.ExternalSpec{Provider: volsyncv1alpha1.ProviderBtrfs,
-				Parameters: map[string]string{replication.ParamDestination: rd.Name}}}}
-	for _, o := range []client.Object{rd, rs} {
-		if err := w.c.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// synced waits for the source to report the manual sync done, and
-// returns its status.
-func (w *world) synced(t *testing.T, source, manual string) *volsyncv1alpha1.ReplicationSourceStatus {
-	t.Helper()
-	rs := &volsyncv1alpha1.ReplicationSource{}
-	testenv.Eventually(t, timeout, func() error {
-		if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: source}, rs); err != nil {
-			return err
-		}
-		if rs.Status == nil || rs.Status.LastManualSync != manual {
-			return fmt.Errorf("source status %+v", rs.Status)
-		}
-		return nil
-	})
-	return rs.Status
-}
-
-func (w *world) setManual(t *testing.T, source, manual string) {
-	t.Helper()
-	rs := &volsyncv1alpha1.ReplicationSource{}
-	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: source}, rs); err != nil {
-		t.Fatal(err)
-	}
-	rs.Spec.Trigger.Manual = manual
-	if err := w.c.Update(context.Background(), rs); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func TestManualSyncsReplicateAgentToAgent(t *testing.T) {
@@ -114,15 +62,15 @@ func TestManualSyncsReplicateAgentToAgent(t *testing.T) {
 	w.a.Claim(t, w.c, w.ns, "db", "node-a")
 	w.b.Claim(t, w.c, w.ns, "db-backup", "node-b")
 	first := w.a.Write(t, "db", "first", 8*mib)
-	w.pair(t, "db", "db", "db-backup", "one")
-	st := w.synced(t, "db", "one")
+	btrfsagent.Pair(t, w.c, w.ns, "db", "db", "db-backup", "db-backup", "one")
+	st := btrfsagent.Synced(t, w.c, w.ns, "db", "one")
 	if st.LatestMoverStatus == nil || st.LatestMoverStatus.Result != volsyncv1alpha1.MoverResultSuccessful ||
 		st.LastSyncTime == nil || st.LastSyncDuration == nil || st.External["replica"] != "1" {
 		t.Fatalf("after the first sync the source's status is %+v", st)
 	}
 	second := w.a.Write(t, "db", "second", 1*mib)
-	w.setManual(t, "db", "two")
-	st = w.synced(t, "db", "two")
+	btrfsagent.SetManual(t, w.c, w.ns, "db", "two")
+	st = btrfsagent.Synced(t, w.c, w.ns, "db", "two")
 	sent, _ := strconv.ParseInt(st.External["streamBytes"], 10, 64)
 	t.Logf("second sync: %s", st.LatestMoverStatus.Logs)
 	if st.External["replica"] != "2" || sent < 1*mib || sent > 2*mib {
@@ -164,7 +112,7 @@ func TestBadPairsGetAClearCondition(t *testing.T) {
 	w := newWorld(t)
 	w.a.Claim(t, w.c, w.ns, "db", "node-a")
 	w.a.Claim(t, w.c, w.ns, "db-same-node", "node-a")
-	w.pair(t, "db", "db", "db-same-node", "one")
+	btrfsagent.Pair(t, w.c, w.ns, "db", "db", "db-backup", "db-same-node", "one")
 	w.wantCondition(t, &volsyncv1alpha1.ReplicationSource{}, "db", "same agent")
 
 	rd := &volsyncv1alpha1.ReplicationDestination{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "nameless"},
