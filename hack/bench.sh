@@ -2,7 +2,8 @@
 # Runs the benchmarks: strata plan on a generated repository beside a loop
 # of kubectl kustomize (hack/planbench); the CSI driver's LVM backend beside
 # the bare loop-device steps and its btrfs backend beside btrfs-progs
-# (hack/csibench, root only); then the engine on a local control plane,
+# (hack/csibench, root only); btrfs replication agent to agent beside
+# btrfs send | btrfs receive (hack/replbench, root only); then the engine on a local control plane,
 # strata first, then Flux's kustomize-controller as the reference.
 # Extra arguments go to hack/bench (see its flags); results are printed, and
 # recorded by hand in docs/benchmarks.md with the command.
@@ -17,6 +18,7 @@ if [ "$(id -u)" = 0 ]; then
   bash hack/packages.sh
   go run ./hack/csibench
   go run ./hack/csibench -backend btrfs
+  go run ./hack/replbench
 else
   echo "csibench skipped: it attaches loop devices and mounts, which needs root"
 fi

@@ -2,10 +2,10 @@ package volumeapi
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"hash"
+	"hash/crc32"
 	"io"
 	"net/http"
 	"net/url"
@@ -23,13 +23,17 @@ import (
 // the sending agent to sync (POST /v1/pairs/{name}/sync). That agent
 // streams `btrfs send` straight to its peer's replica route, which takes
 // only the pair's token: a peer can write replicas of that one pair and
-// nothing else. The stream's SHA-256 follows it as an HTTP trailer, set
-// only once btrfs send has succeeded; the receiver keeps the replica
-// only when its own digest of every byte matches.
+// nothing else. The stream's length and CRC-32C follow it as an HTTP
+// trailer, set only once btrfs send has succeeded; the receiver keeps the
+// replica only when what it read matches both. The checksum catches a
+// stream cut short or damaged on the way; TLS and the pair's token keep
+// others out, so it need not be a cryptographic hash: CRC-32C runs in
+// hardware, where SHA-256 took a whole sync of 512 MiB from 1.44 s to
+// 1.97 s (hack/replbench).
 const (
 	headerParent = "Strata-Replica-Parent"
 	headerMadeAt = "Strata-Replica-Made-At"
-	trailerSHA   = "Strata-Stream-Sha256"
+	trailerSum   = "Strata-Stream-Crc32c"
 )
 
 func (s *Server) pairRoutes() map[string]func(http.ResponseWriter, *http.Request, string) (int, any, error) {
@@ -160,10 +164,10 @@ func (s *Server) receive(w http.ResponseWriter, r *http.Request, tenant string) 
 		if _, err := io.Copy(io.Discard, body); err != nil {
 			return err
 		}
-		want := r.Trailer.Get(trailerSHA)
+		want := r.Trailer.Get(trailerSum)
 		if got := body.sum(); want == "" || got != want {
 			return &volumes.Error{Kind: volumes.Invalid, Message: fmt.Sprintf(
-				"the stream is not whole: %d bytes with SHA-256 %s arrived, the sender's %s trailer says %q", body.n, got, trailerSHA, want)}
+				"the stream is not whole: %d bytes with checksum %s arrived, the sender's %s trailer says %q", body.n, got, trailerSum, want)}
 		}
 		return nil
 	}
@@ -181,7 +185,7 @@ type digestReader struct {
 	n int64
 }
 
-func newDigestReader(r io.Reader) *digestReader { return &digestReader{r: r, h: sha256.New()} }
+func newDigestReader(r io.Reader) *digestReader { return &digestReader{r: r, h: newStreamSum()} }
 
 func (d *digestReader) Read(p []byte) (int, error) {
 	n, err := d.r.Read(p)
@@ -190,7 +194,17 @@ func (d *digestReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (d *digestReader) sum() string { return hex.EncodeToString(d.h.Sum(nil)) }
+func (d *digestReader) sum() string { return streamSum(d.n, d.h) }
+
+// castagnoli is CRC-32C's table: the CPU computes it in hardware.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func newStreamSum() hash.Hash { return crc32.New(castagnoli) }
+
+// streamSum is what the trailer carries: the length and the checksum.
+func streamSum(n int64, h hash.Hash) string {
+	return fmt.Sprintf("%d:%s", n, hex.EncodeToString(h.Sum(nil)))
+}
 
 // PeerClient calls another agent's replica routes for one pair.
 type PeerClient struct {
@@ -221,8 +235,8 @@ func (p *PeerClient) Send(ctx context.Context, out volumes.Outgoing) (int64, err
 	req.Header.Set(headerParent, strconv.FormatUint(out.Parent, 10))
 	req.Header.Set(headerMadeAt, out.MadeAt.Format(time.RFC3339Nano))
 	req.Header.Set("Content-Type", "application/octet-stream")
-	req.Trailer = http.Header{trailerSHA: nil}
-	stream := &digestWriter{w: pw, h: sha256.New()}
+	req.Trailer = http.Header{trailerSum: nil}
+	stream := &digestWriter{w: pw, h: newStreamSum()}
 	go func() {
 		if err := btrfs.Send(ctx, stream, out.Path, out.ParentPath); err != nil {
 			pw.CloseWithError(err)
@@ -230,7 +244,7 @@ func (p *PeerClient) Send(ctx context.Context, out volumes.Outgoing) (int64, err
 		}
 		// The trailer goes only after every byte: the transport reads
 		// it once the body has ended.
-		req.Trailer.Set(trailerSHA, hex.EncodeToString(stream.h.Sum(nil)))
+		req.Trailer.Set(trailerSum, streamSum(stream.n, stream.h))
 		pw.Close()
 	}()
 	var held wire.Pair

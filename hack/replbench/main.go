@@ -1,0 +1,285 @@
+// Command replbench measures strata's btrfs replication beside its floor,
+// `btrfs send | btrfs receive` between the same two filesystems, and
+// what a failback moves beside what changed:
+//
+//   - a whole first sync of a volume of -size bytes;
+//   - an incremental sync after -change bytes were rewritten;
+//   - a failback: the backup promoted, -change bytes written there, and
+//     the sync back to the primary.
+//
+// strata's path is the agents' own: two volume APIs over TLS on two loop
+// btrfs filesystems, a sync asked of the source's agent, which streams
+// to the destination's. The floor runs the same btrfs commands with a
+// pipe between them. Rounds alternate, floor first, in one process, so
+// the ratio is measured side by side. `make bench` runs it (root only).
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/strata-gitops/strata/internal/local/localdisk"
+	"github.com/strata-gitops/strata/internal/loopdev"
+	"github.com/strata-gitops/strata/internal/testing/benchstat"
+	"github.com/strata-gitops/strata/storage/agent/volumeapi"
+	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
+	"github.com/strata-gitops/strata/storage/agent/volumes"
+)
+
+const (
+	tenant = "bench"
+	token  = "bench-tenant-token-0123456789"
+	pair   = "bench-pair"
+	secret = "bench-pair-token-0123456789abcdef0123"
+)
+
+type config struct {
+	size, change int64
+	rounds       int
+}
+
+func main() {
+	var c config
+	flag.Int64Var(&c.size, "size", 512<<20, "bytes of data in the volume")
+	flag.Int64Var(&c.change, "change", 32<<20, "bytes rewritten before the incremental sync and written on the backup before failback")
+	flag.IntVar(&c.rounds, "rounds", 3, "rounds; each runs the floor, then strata")
+	flag.Parse()
+	ctrllog.SetLogger(logr.Discard())
+	if os.Geteuid() != 0 {
+		log.Fatal("replbench attaches loop devices and mounts: run as root")
+	}
+	dir, err := os.MkdirTemp("", "strata-replbench-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = run(dir, c)
+	cleanUp(dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+// agent is one node: a btrfs filesystem, its store and volume API.
+type agent struct {
+	mnt    string
+	store  *volumes.Store
+	srv    *httptest.Server
+	client *volumeapi.Client
+}
+
+func newAgent(dir, name string) (*agent, error) {
+	img := filepath.Join(dir, name+".img")
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.Truncate(img, 8<<30); err != nil {
+		return nil, err
+	}
+	dev, err := loopdev.Attach(img)
+	if err != nil {
+		return nil, err
+	}
+	a := &agent{mnt: filepath.Join(dir, name)}
+	if err := localdisk.MountBtrfs(dev, a.mnt); err != nil {
+		return nil, err
+	}
+	if a.store, err = volumes.Open(context.Background(), filepath.Join(a.mnt, "strata"), nil, name); err != nil {
+		return nil, err
+	}
+	tenants := &volumeapi.Tenants{}
+	if err := tenants.Set(map[string]string{tenant: token}); err != nil {
+		return nil, err
+	}
+	server := volumeapi.New(a.store, tenants)
+	a.srv = httptest.NewTLSServer(server.Handler())
+	server.PeerHTTP = a.srv.Client()
+	a.client = (&volumeapi.Client{URL: a.srv.URL, Token: token, HTTP: a.srv.Client()}).WithoutTimeout()
+	return a, nil
+}
+
+func cleanUp(dir string) {
+	for _, m := range []string{"a", "b"} {
+		_ = exec.Command("umount", "--recursive", filepath.Join(dir, m)).Run()
+	}
+	_ = loopdev.DetachUnder(dir)
+	_ = os.RemoveAll(dir)
+}
+
+// result is one round's figures.
+type result struct {
+	floorFull, strataFull, floorDelta, strataDelta time.Duration
+	deltaBytes, failbackBytes                      int64
+}
+
+func run(dir string, c config) error {
+	fmt.Printf("replication: a %d MiB volume, %d MiB changed, %d rounds (floor: btrfs send | btrfs receive on the same filesystems)\n",
+		c.size>>20, c.change>>20, c.rounds)
+	var all []result
+	for round := 1; round <= c.rounds; round++ {
+		r, err := oneRound(filepath.Join(dir, fmt.Sprint(round)), c)
+		if err != nil {
+			return fmt.Errorf("round %d: %w", round, err)
+		}
+		fmt.Printf("round %d: whole %s (floor %s), incremental %s (floor %s, %d stream bytes), failback %d stream bytes\n",
+			round, r.strataFull.Round(time.Millisecond), r.floorFull.Round(time.Millisecond),
+			r.strataDelta.Round(time.Millisecond), r.floorDelta.Round(time.Millisecond), r.deltaBytes, r.failbackBytes)
+		all = append(all, r)
+	}
+	report(all, c)
+	return nil
+}
+
+func oneRound(dir string, c config) (result, error) {
+	var r result
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return r, err
+	}
+	defer cleanUp(dir)
+	a, err := newAgent(dir, "a")
+	if err != nil {
+		return r, err
+	}
+	defer a.srv.Close()
+	b, err := newAgent(dir, "b")
+	if err != nil {
+		return r, err
+	}
+	defer b.srv.Close()
+	ctx := context.Background()
+	for _, ag := range []*agent{a, b} {
+		if _, err := ag.client.CreateVolume(ctx, wire.CreateRequest{Name: "db", SizeBytes: 2 * c.size}); err != nil {
+			return r, err
+		}
+		if _, err := ag.client.SetPair(ctx, pair, wire.PairRequest{Volume: "db", Token: secret}); err != nil {
+			return r, err
+		}
+	}
+	vol, err := a.store.Get(tenant, "db")
+	if err != nil {
+		return r, err
+	}
+	if err := writeRandom(vol.Path, "data", c.size); err != nil {
+		return r, err
+	}
+	if r.floorFull, err = floor(a, b, "full", ""); err != nil {
+		return r, err
+	}
+	sync := func(from, to *agent) (wire.Replica, time.Duration, error) {
+		start := time.Now()
+		rep, err := from.client.SyncPair(ctx, pair, wire.SyncRequest{Peer: to.srv.URL, PeerTenant: tenant, Token: secret})
+		return rep, time.Since(start), err
+	}
+	if _, r.strataFull, err = sync(a, b); err != nil {
+		return r, err
+	}
+	if err := writeRandom(vol.Path, "changed", c.change); err != nil {
+		return r, err
+	}
+	if r.floorDelta, err = floor(a, b, "delta", "full"); err != nil {
+		return r, err
+	}
+	rep, took, err := sync(a, b)
+	if err != nil {
+		return r, err
+	}
+	r.strataDelta, r.deltaBytes = took, rep.StreamBytes
+	// Failover, writes on the backup, failback.
+	promoted, err := b.client.Promote(ctx, pair)
+	if err != nil {
+		return r, err
+	}
+	if err := writeRandom(promoted.Path, "during-failover", c.change); err != nil {
+		return r, err
+	}
+	if rep, _, err = sync(b, a); err != nil {
+		return r, err
+	}
+	r.failbackBytes = rep.StreamBytes
+	return r, nil
+}
+
+// floor takes a read-only snapshot of a's volume and sends it to b with
+// btrfs-progs alone, incrementally from the floor's previous snapshot
+// when parent is set, and returns how long that took.
+func floor(a, b *agent, name, parent string) (time.Duration, error) {
+	vol, err := a.store.Get(tenant, "db")
+	if err != nil {
+		return 0, err
+	}
+	snaps, into := filepath.Join(a.mnt, "floor"), filepath.Join(b.mnt, "floor")
+	for _, d := range []string{snaps, into} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return 0, err
+		}
+	}
+	// The snapshot is timed too: strata's sync takes one.
+	start := time.Now()
+	snap := filepath.Join(snaps, name)
+	if out, err := exec.Command("btrfs", "subvolume", "snapshot", "-r", vol.Path, snap).CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("btrfs subvolume snapshot: %v: %s", err, out)
+	}
+	args := "btrfs send -q " + snap
+	if parent != "" {
+		args = "btrfs send -q -p " + filepath.Join(snaps, parent) + " " + snap
+	}
+	cmd := exec.Command("sh", "-c", args+" | btrfs receive -q "+into)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("%s: %v: %s", args, err, out)
+	}
+	return time.Since(start), nil
+}
+
+func writeRandom(dir, name string, size int64) error {
+	f, err := os.Create(filepath.Join(dir, name))
+	if err != nil {
+		return err
+	}
+	if _, err := io.CopyN(f, rand.Reader, size); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// report prints the medians and ratios over the rounds.
+func report(all []result, c config) {
+	med := func(pick func(result) time.Duration) time.Duration {
+		var d []time.Duration
+		for _, r := range all {
+			d = append(d, pick(r))
+		}
+		return benchstat.Percentile(d, 50)
+	}
+	mibs := func(bytes int64, d time.Duration) string {
+		return fmt.Sprintf("%.0f MiB/s", float64(bytes)/float64(1<<20)/d.Seconds())
+	}
+	full, floorFull := med(func(r result) time.Duration { return r.strataFull }), med(func(r result) time.Duration { return r.floorFull })
+	delta, floorDelta := med(func(r result) time.Duration { return r.strataDelta }), med(func(r result) time.Duration { return r.floorDelta })
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-24s %12s %14s %12s %14s %8s\n", "median of rounds", "strata", "throughput", "floor", "throughput", "ratio")
+	fmt.Fprintf(&b, "%-24s %12s %14s %12s %14s %7.2fx\n", "whole sync", full.Round(time.Millisecond), mibs(c.size, full),
+		floorFull.Round(time.Millisecond), mibs(c.size, floorFull), full.Seconds()/floorFull.Seconds())
+	fmt.Fprintf(&b, "%-24s %12s %14s %12s %14s %7.2fx\n", "incremental sync", delta.Round(time.Millisecond), mibs(c.change, delta),
+		floorDelta.Round(time.Millisecond), mibs(c.change, floorDelta), delta.Seconds()/floorDelta.Seconds())
+	last := all[len(all)-1]
+	fmt.Fprintf(&b, "incremental stream: %d bytes for %d changed (%.2fx); failback stream: %d bytes for %d written on the backup (%.2fx)\n",
+		last.deltaBytes, c.change, float64(last.deltaBytes)/float64(c.change), last.failbackBytes, c.change, float64(last.failbackBytes)/float64(c.change))
+	fmt.Print(b.String())
+}
