@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
+	"github.com/strata-gitops/strata/failover/pairs"
 	"github.com/strata-gitops/strata/internal/status"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
 )
@@ -66,9 +67,9 @@ func (r *DestinationReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 
 // setUp gives the pair its token and sets it up on the claim's agent.
 func (r *DestinationReconciler) setUp(ctx context.Context, rd *volsyncv1alpha1.ReplicationDestination) error {
-	claim := rd.Spec.External.Parameters[ParamDestinationPVC]
+	claim := rd.Spec.External.Parameters[pairs.ParamDestinationPVC]
 	if claim == "" {
-		return fmt.Errorf("spec.external.parameters.%s is empty: name the claim the replicas are for", ParamDestinationPVC)
+		return fmt.Errorf("spec.external.parameters.%s is empty: name the claim the replicas are for", pairs.ParamDestinationPVC)
 	}
 	agent, volume, err := ClaimVolume(ctx, r.Client, r.Agents, rd.Namespace, claim)
 	if err != nil {

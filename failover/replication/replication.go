@@ -18,17 +18,6 @@ import (
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 )
 
-// Parameters of the strata.dev/btrfs provider, under
-// spec.external.parameters.
-const (
-	// ParamDestinationPVC is, on a ReplicationDestination, the claim the
-	// replicas are for: a promotion fills it from the newest one.
-	ParamDestinationPVC = "destinationPVC"
-	// ParamDestination is, on a ReplicationSource, the name of its
-	// ReplicationDestination in the same namespace.
-	ParamDestination = "destination"
-)
-
 // Keys of the destination's status.external, which the source reads.
 const (
 	externalAgent  = "agentURL"

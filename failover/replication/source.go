@@ -16,6 +16,7 @@ import (
 
 	failoverv1alpha1 "github.com/strata-gitops/strata/api/failover/v1alpha1"
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
+	"github.com/strata-gitops/strata/failover/pairs"
 	"github.com/strata-gitops/strata/internal/status"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
 )
@@ -161,9 +162,9 @@ func (r *SourceReconciler) sync(ctx context.Context, rs *volsyncv1alpha1.Replica
 
 // send finds both sides and runs one sync between their agents.
 func (r *SourceReconciler) send(ctx context.Context, rs *volsyncv1alpha1.ReplicationSource) (wire.Replica, error) {
-	name := rs.Spec.External.Parameters[ParamDestination]
+	name := rs.Spec.External.Parameters[pairs.ParamDestination]
 	if name == "" {
-		return wire.Replica{}, fmt.Errorf("spec.external.parameters.%s is empty: name the ReplicationDestination in %s", ParamDestination, rs.Namespace)
+		return wire.Replica{}, fmt.Errorf("spec.external.parameters.%s is empty: name the ReplicationDestination in %s", pairs.ParamDestination, rs.Namespace)
 	}
 	rd := &volsyncv1alpha1.ReplicationDestination{}
 	if err := r.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: name}, rd); err != nil {

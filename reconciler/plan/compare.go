@@ -196,6 +196,7 @@ func (c *comparison) run() {
 		}
 		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
 	})
+	c.checkFailovers()
 	if c.live != nil {
 		c.compareLive()
 	}

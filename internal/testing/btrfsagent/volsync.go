@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
+	"github.com/strata-gitops/strata/failover/pairs"
 	"github.com/strata-gitops/strata/failover/replication"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/storage/csi/btrfsbackend"
@@ -35,11 +36,11 @@ func Pair(t *testing.T, c client.Client, ns, source, sourceClaim, dest, destClai
 	t.Helper()
 	rd := &volsyncv1alpha1.ReplicationDestination{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: dest},
 		Spec: volsyncv1alpha1.ReplicationDestinationSpec{External: &volsyncv1alpha1.ExternalSpec{Provider: volsyncv1alpha1.ProviderBtrfs,
-			Parameters: map[string]string{replication.ParamDestinationPVC: destClaim}}}}
+			Parameters: map[string]string{pairs.ParamDestinationPVC: destClaim}}}}
 	rs := &volsyncv1alpha1.ReplicationSource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: source},
 		Spec: volsyncv1alpha1.ReplicationSourceSpec{SourcePVC: sourceClaim, Trigger: &volsyncv1alpha1.ReplicationSourceTriggerSpec{Manual: manual},
 			External: &volsyncv1alpha1.ExternalSpec{Provider: volsyncv1alpha1.ProviderBtrfs,
-				Parameters: map[string]string{replication.ParamDestination: dest}}}}
+				Parameters: map[string]string{pairs.ParamDestination: dest}}}}
 	for _, o := range []client.Object{rd, rs} {
 		if err := c.Create(context.Background(), o); err != nil {
 			t.Fatal(err)

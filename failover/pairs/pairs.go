@@ -1,0 +1,87 @@
+// Package pairs holds the checks of a Failover against what it names,
+// shared by the Failover controller, which reads the live cluster, and
+// strata plan, which reads a revision's objects before they are applied.
+package pairs
+
+import (
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+
+	failoverv1alpha1 "github.com/strata-gitops/strata/api/failover/v1alpha1"
+	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
+)
+
+// Parameters of the strata.dev/btrfs provider, under
+// spec.external.parameters.
+const (
+	// ParamDestinationPVC is, on a ReplicationDestination, the claim the
+	// replicas are for: a promotion fills it from the newest one.
+	ParamDestinationPVC = "destinationPVC"
+	// ParamDestination is, on a ReplicationSource, the name of its
+	// ReplicationDestination in the same namespace.
+	ParamDestination = "destination"
+)
+
+// OnNode says whether the volume's node affinity pins it to node.
+func OnNode(pv *corev1.PersistentVolume, node string) bool {
+	if pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
+		return false
+	}
+	for _, term := range pv.Spec.NodeAffinity.Required.NodeSelectorTerms {
+		for _, e := range term.MatchExpressions {
+			if e.Key == corev1.LabelHostname && e.Operator == corev1.NodeSelectorOpIn && slices.Equal(e.Values, []string{node}) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ClaimsOf lists the claims a pod template mounts.
+func ClaimsOf(t *corev1.PodTemplateSpec) []string {
+	var claims []string
+	for _, v := range t.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil {
+			claims = append(claims, v.PersistentVolumeClaim.ClaimName)
+		}
+	}
+	return claims
+}
+
+// UsesASide checks that the workload mounts the primary or the backup
+// claim: after a failover it mounts the backup.
+func UsesASide(fo *failoverv1alpha1.Failover, t *corev1.PodTemplateSpec) error {
+	if claims := ClaimsOf(t); !slices.Contains(claims, fo.Spec.Primary.Claim) && !slices.Contains(claims, fo.Spec.Backup.Claim) {
+		return fmt.Errorf("%s %s uses neither the primary claim %s nor the backup claim %s: name the workload whose data this is",
+			fo.Spec.Workload.Kind, fo.Spec.Workload.Name, fo.Spec.Primary.Claim, fo.Spec.Backup.Claim)
+	}
+	return nil
+}
+
+// Replication checks that the source and destination are strata's and
+// join the Failover's primary claim to its backup claim.
+func Replication(fo *failoverv1alpha1.Failover, rs *volsyncv1alpha1.ReplicationSource, rd *volsyncv1alpha1.ReplicationDestination) error {
+	switch {
+	case rs.Spec.External == nil || rs.Spec.External.Provider != volsyncv1alpha1.ProviderBtrfs ||
+		rd.Spec.External == nil || rd.Spec.External.Provider != volsyncv1alpha1.ProviderBtrfs:
+		return fmt.Errorf("the pair %s → %s is not strata's: both need spec.external.provider %s", rs.Name, rd.Name, volsyncv1alpha1.ProviderBtrfs)
+	case rs.Spec.SourcePVC != fo.Spec.Primary.Claim:
+		return fmt.Errorf("ReplicationSource %s replicates claim %s, not the primary claim %s", rs.Name, rs.Spec.SourcePVC, fo.Spec.Primary.Claim)
+	case rs.Spec.External.Parameters[ParamDestination] != rd.Name:
+		return fmt.Errorf("ReplicationSource %s sends to %q, not to ReplicationDestination %s", rs.Name, rs.Spec.External.Parameters[ParamDestination], rd.Name)
+	case rd.Spec.External.Parameters[ParamDestinationPVC] != fo.Spec.Backup.Claim:
+		return fmt.Errorf("ReplicationDestination %s is for claim %q, not the backup claim %s", rd.Name, rd.Spec.External.Parameters[ParamDestinationPVC], fo.Spec.Backup.Claim)
+	}
+	return nil
+}
+
+// Sizes checks that the backup holds at least what the primary holds.
+func Sizes(fo *failoverv1alpha1.Failover, primary, backup *corev1.PersistentVolume) error {
+	if backup.Spec.Capacity.Storage().Cmp(*primary.Spec.Capacity.Storage()) < 0 {
+		return fmt.Errorf("backup claim %s (%s) is smaller than primary claim %s (%s): a promoted replica would not fit",
+			fo.Spec.Backup.Claim, backup.Spec.Capacity.Storage(), fo.Spec.Primary.Claim, primary.Spec.Capacity.Storage())
+	}
+	return nil
+}

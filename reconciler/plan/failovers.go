@@ -1,0 +1,141 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	failoverv1alpha1 "github.com/strata-gitops/strata/api/failover/v1alpha1"
+	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
+	"github.com/strata-gitops/strata/failover/pairs"
+)
+
+// agentURLParameter marks a btrfs StorageClass, whose volumes
+// strata.dev/btrfs replicates (storage/csi/btrfsbackend).
+const agentURLParameter = "agentURL"
+
+// checkFailovers checks each Failover of the head revision against the
+// objects the same revision declares beside it, before any is applied:
+// a pair on one node, a claim, workload or replication object the
+// revision lacks, a volume pinned to another node than its side's, a
+// claim on a class strata cannot replicate, a backup smaller than the
+// primary, or a pair that does not join the two claims. Each is a plan
+// error naming the Failover.
+func (c *comparison) checkFailovers() {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(failoverv1alpha1.GroupVersion.WithKind("FailoverList"))
+	if err := c.head.objects.List(c.ctx, list); err != nil {
+		c.plan.Errors = append(c.plan.Errors, fmt.Sprintf("listing the Failovers at head: %v", err))
+		return
+	}
+	sort.Slice(list.Items, func(i, j int) bool {
+		return list.Items[i].GetNamespace()+"/"+list.Items[i].GetName() < list.Items[j].GetNamespace()+"/"+list.Items[j].GetName()
+	})
+	for _, item := range list.Items {
+		fo := &failoverv1alpha1.Failover{}
+		problems := []string{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(item.Object, fo); err != nil {
+			problems = append(problems, err.Error())
+		} else {
+			problems = failoverProblems(c.ctx, c.head.objects, fo)
+		}
+		for _, p := range problems {
+			c.plan.Errors = append(c.plan.Errors, fmt.Sprintf("Failover %s/%s: %s", item.GetNamespace(), item.GetName(), p))
+		}
+	}
+}
+
+func failoverProblems(ctx context.Context, r client.Reader, fo *failoverv1alpha1.Failover) []string {
+	var problems []string
+	add := func(err error) {
+		if err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
+	if fo.Spec.Primary.Node == fo.Spec.Backup.Node {
+		add(fmt.Errorf("primary and backup are both on node %s: a pair on one node survives no node loss", fo.Spec.Primary.Node))
+	}
+	primary, err := sideVolume(ctx, r, fo.Namespace, fo.Spec.Primary, "primary")
+	add(err)
+	backup, err := sideVolume(ctx, r, fo.Namespace, fo.Spec.Backup, "backup")
+	add(err)
+	if primary != nil && backup != nil {
+		add(pairs.Sizes(fo, primary, backup))
+	}
+	add(workloadUsesASide(ctx, r, fo))
+	rs, rd := &volsyncv1alpha1.ReplicationSource{}, &volsyncv1alpha1.ReplicationDestination{}
+	errRS := inRevision(ctx, r, fo.Namespace, fo.Spec.Replication.Source, rs, "ReplicationSource")
+	errRD := inRevision(ctx, r, fo.Namespace, fo.Spec.Replication.Destination, rd, "ReplicationDestination")
+	add(errRS)
+	add(errRD)
+	if errRS == nil && errRD == nil {
+		add(pairs.Replication(fo, rs, rd))
+	}
+	return problems
+}
+
+// sideVolume checks a side's claim, and its class and volume where the
+// revision declares them; it returns the volume when it is declared.
+func sideVolume(ctx context.Context, r client.Reader, ns string, s failoverv1alpha1.Side, side string) (*corev1.PersistentVolume, error) {
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := inRevision(ctx, r, ns, s.Claim, pvc, "the "+side+" claim"); err != nil {
+		return nil, err
+	}
+	if class := pvc.Spec.StorageClassName; class != nil && *class != "" {
+		sc := &storagev1.StorageClass{}
+		if err := r.Get(ctx, client.ObjectKey{Name: *class}, sc); err == nil && sc.Parameters[agentURLParameter] == "" {
+			return nil, fmt.Errorf("the %s claim %s is on StorageClass %s, which is not a btrfs class (no %s): strata.dev/btrfs replicates btrfs volumes",
+				side, s.Claim, *class, agentURLParameter)
+		}
+	}
+	if pvc.Spec.VolumeName == "" {
+		return nil, nil // provisioned on the node that has room: nothing to check yet
+	}
+	pv := &corev1.PersistentVolume{}
+	if err := r.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, pv); err != nil {
+		return nil, nil //nolint:nilerr // a volume made outside Git is checked by the controller
+	}
+	if !pairs.OnNode(pv, s.Node) {
+		return nil, fmt.Errorf("volume %s of the %s claim %s is not pinned to node %s by its node affinity", pv.Name, side, s.Claim, s.Node)
+	}
+	return pv, nil
+}
+
+func workloadUsesASide(ctx context.Context, r client.Reader, fo *failoverv1alpha1.Failover) error {
+	var template *corev1.PodTemplateSpec
+	switch fo.Spec.Workload.Kind {
+	case "Deployment":
+		d := &appsv1.Deployment{}
+		if err := inRevision(ctx, r, fo.Namespace, fo.Spec.Workload.Name, d, "Deployment"); err != nil {
+			return err
+		}
+		template = &d.Spec.Template
+	case "StatefulSet":
+		s := &appsv1.StatefulSet{}
+		if err := inRevision(ctx, r, fo.Namespace, fo.Spec.Workload.Name, s, "StatefulSet"); err != nil {
+			return err
+		}
+		template = &s.Spec.Template
+	default:
+		return fmt.Errorf("workload kind %q: use Deployment or StatefulSet", fo.Spec.Workload.Kind)
+	}
+	return pairs.UsesASide(fo, template)
+}
+
+// inRevision reads an object the Failover names, which must be in the
+// same revision: applied without it, the Failover could not act.
+func inRevision(ctx context.Context, r client.Reader, ns, name string, obj client.Object, what string) error {
+	err := r.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj)
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("%s %s/%s is not in this revision", what, ns, name)
+	}
+	return err
+}
