@@ -19,6 +19,7 @@ if [ "$(id -u)" = 0 ]; then
   go run ./hack/csibench
   go run ./hack/csibench -backend btrfs
   go run ./hack/replbench
+  go test -run '^$' -bench BenchmarkNodeLossToReady -benchtime 3x ./failover/controller
 else
   echo "csibench skipped: it attaches loop devices and mounts, which needs root"
 fi

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,6 +19,8 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	failoverv1alpha1 "github.com/strata-gitops/strata/api/failover/v1alpha1"
 	"github.com/strata-gitops/strata/failover/lease"
@@ -34,6 +37,11 @@ const (
 	// the policy's maxDataAge.
 	AnnotationAcceptDataAge = "failover.strata.dev/accept-data-age"
 )
+
+// DefaultSelfFenceAfter is strata controller's --self-fence-after: the
+// agents' default --self-fence-after (6 s), their check interval (a
+// tenth of that) and room for the fence itself and clock skew.
+const DefaultSelfFenceAfter = 10 * time.Second
 
 // Reconciler runs Failovers.
 type Reconciler struct {
@@ -54,9 +62,31 @@ type Reconciler struct {
 	Now            func() time.Time
 }
 
-// SetupWithManager watches Failovers.
+// SetupWithManager watches Failovers, and the Deployments and
+// StatefulSets they move: a workload ready on its new claim ends a
+// failover's last step without waiting for a poll.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).For(&failoverv1alpha1.Failover{}).Complete(r)
+	return ctrl.NewControllerManagedBy(mgr).For(&failoverv1alpha1.Failover{}).
+		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.failoversOf("Deployment"))).
+		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(r.failoversOf("StatefulSet"))).
+		Complete(r)
+}
+
+// failoversOf maps a workload of kind to the Failovers that name it.
+func (r *Reconciler) failoversOf(kind string) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		list := &failoverv1alpha1.FailoverList{}
+		if err := r.List(ctx, list, client.InNamespace(o.GetNamespace())); err != nil {
+			return nil
+		}
+		var reqs []reconcile.Request
+		for _, fo := range list.Items {
+			if fo.Spec.Workload.Kind == kind && fo.Spec.Workload.Name == o.GetName() {
+				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&fo)})
+			}
+		}
+		return reqs
+	}
 }
 
 // Reconcile moves a Failover one phase on, as far as it can go now.

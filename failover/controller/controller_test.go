@@ -14,6 +14,7 @@ import (
 
 	"github.com/fluxcd/pkg/apis/meta"
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,8 +33,9 @@ import (
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 const (
-	mib            = 1 << 20
-	timeout        = time.Minute
+	mib     = 1 << 20
+	timeout = time.Minute
+	// selfFenceAfter is the tests' safe time: short, so they run fast.
 	selfFenceAfter = 1500 * time.Millisecond
 )
 
@@ -49,7 +51,7 @@ type world struct {
 	beats map[string]context.CancelFunc
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t testing.TB, selfFenceAfter time.Duration) *world {
 	t.Helper()
 	testenv.NeedRoot(t, "btrfs on loop devices")
 	env := testenv.Get(t)
@@ -85,7 +87,7 @@ func newWorld(t *testing.T) *world {
 func (w *world) node(n string) string { return w.ns + "-" + n }
 
 // beat renews the node's Lease, as its agent does, until stop.
-func (w *world) beat(t *testing.T, node string) {
+func (w *world) beat(t testing.TB, node string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	w.beats[node] = cancel
 	t.Cleanup(cancel)
@@ -95,7 +97,7 @@ func (w *world) beat(t *testing.T, node string) {
 
 // app makes the Deployment on claim db and the pair, and waits for the
 // first sync.
-func (w *world) app(t *testing.T) {
+func (w *world) app(t testing.TB) {
 	t.Helper()
 	ctx := context.Background()
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "app"}, Spec: appsv1.DeploymentSpec{
@@ -123,14 +125,19 @@ func (w *world) app(t *testing.T) {
 	})
 }
 
-func (w *world) failover(t *testing.T, fencing failoverv1alpha1.FencingMode) {
+func (w *world) failover(t testing.TB, fencing failoverv1alpha1.FencingMode) {
+	w.failoverWith(t, failoverv1alpha1.Policy{UnreachableAfter: metav1.Duration{Duration: time.Second}, Fencing: fencing})
+}
+
+// failoverWith creates the Failover of the app with a policy.
+func (w *world) failoverWith(t testing.TB, policy failoverv1alpha1.Policy) {
 	t.Helper()
 	fo := &failoverv1alpha1.Failover{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "app"}, Spec: failoverv1alpha1.FailoverSpec{
 		Workload:    failoverv1alpha1.WorkloadReference{Kind: "Deployment", Name: "app"},
 		Primary:     failoverv1alpha1.Side{Node: w.node("a"), Claim: "db"},
 		Backup:      failoverv1alpha1.Side{Node: w.node("b"), Claim: "db-backup"},
 		Replication: failoverv1alpha1.ReplicationReference{Source: "db", Destination: "db-backup"},
-		Policy:      failoverv1alpha1.Policy{UnreachableAfter: metav1.Duration{Duration: time.Second}, Fencing: fencing},
+		Policy:      policy,
 	}}
 	if err := w.c.Create(context.Background(), fo); err != nil {
 		t.Fatal(err)
@@ -138,7 +145,7 @@ func (w *world) failover(t *testing.T, fencing failoverv1alpha1.FencingMode) {
 }
 
 // wantFailover waits until the Failover's status passes check.
-func (w *world) wantFailover(t *testing.T, check func(*failoverv1alpha1.Failover) error) *failoverv1alpha1.Failover {
+func (w *world) wantFailover(t testing.TB, check func(*failoverv1alpha1.Failover) error) *failoverv1alpha1.Failover {
 	t.Helper()
 	fo := &failoverv1alpha1.Failover{}
 	testenv.Eventually(t, timeout, func() error {
@@ -162,7 +169,7 @@ func readyAs(reason string) func(*failoverv1alpha1.Failover) error {
 
 // runDeployment plays the Deployment controller once the Failover has
 // switched the app's claim: it reports the new pods ready.
-func (w *world) runDeployment(t *testing.T, claim string) {
+func (w *world) runDeployment(t testing.TB, claim string) {
 	t.Helper()
 	ctx := context.Background()
 	testenv.Eventually(t, timeout, func() error {
@@ -184,7 +191,7 @@ func (w *world) runDeployment(t *testing.T, claim string) {
 // when the node is back, failback sends only what changed meanwhile and
 // the old primary's unsynced writes are never served.
 func TestALostNodeFailsOverAndBack(t *testing.T) {
-	w := newWorld(t)
+	w := newWorld(t, selfFenceAfter)
 	synced := w.a.Write(t, "db", "synced", 4*mib)
 	w.app(t)
 	w.a.Write(t, "db", "after-sync", 1*mib) // never replicated: lost with the node
@@ -237,7 +244,7 @@ func TestALostNodeFailsOverAndBack(t *testing.T) {
 	}
 }
 
-func (w *world) annotate(t *testing.T, key, value string) {
+func (w *world) annotate(t testing.TB, key, value string) {
 	t.Helper()
 	fo := &failoverv1alpha1.Failover{}
 	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: "app"}, fo); err != nil {
@@ -255,7 +262,7 @@ func (w *world) annotate(t *testing.T, key, value string) {
 
 // wantServes checks that the agent's volume holds exactly these files'
 // bytes, and not the absent file.
-func wantServes(t *testing.T, agent btrfsagent.Agent, volume string, files map[string][]byte, absent string) {
+func wantServes(t testing.TB, agent btrfsagent.Agent, volume string, files map[string][]byte, absent string) {
 	t.Helper()
 	v, err := agent.Store.Get(btrfsagent.Tenant, volume)
 	if err != nil {
@@ -273,7 +280,7 @@ func wantServes(t *testing.T, agent btrfsagent.Agent, volume string, files map[s
 
 // wantSourceStopped waits for the source to say it stopped syncing: the
 // lost node's copy must not overwrite the replicas the backup came from.
-func (w *world) wantSourceStopped(t *testing.T) {
+func (w *world) wantSourceStopped(t testing.TB) {
 	t.Helper()
 	testenv.Eventually(t, timeout, func() error {
 		rs := &volsyncv1alpha1.ReplicationSource{}
@@ -289,7 +296,7 @@ func (w *world) wantSourceStopped(t *testing.T) {
 }
 
 func TestManualFencingWaitsForAPerson(t *testing.T) {
-	w := newWorld(t)
+	w := newWorld(t, selfFenceAfter)
 	w.app(t)
 	w.failover(t, failoverv1alpha1.FencingManual)
 	w.wantFailover(t, readyAs("Protected"))
@@ -317,7 +324,7 @@ func TestManualFencingWaitsForAPerson(t *testing.T) {
 }
 
 func TestOutOfServiceTaintFencesTheNode(t *testing.T) {
-	w := newWorld(t)
+	w := newWorld(t, selfFenceAfter)
 	w.app(t)
 	w.failover(t, failoverv1alpha1.FencingOutOfServiceTaint)
 	w.wantFailover(t, readyAs("Protected"))
@@ -336,7 +343,7 @@ func TestOutOfServiceTaintFencesTheNode(t *testing.T) {
 // A node back before it is fenced calls the failover off, and what its
 // agent fenced is made writable again.
 func TestANodeBackInTimeIsNotFailedOver(t *testing.T) {
-	w := newWorld(t)
+	w := newWorld(t, selfFenceAfter)
 	w.app(t)
 	w.failover(t, failoverv1alpha1.FencingManual)
 	w.wantFailover(t, readyAs("Protected"))
@@ -367,7 +374,7 @@ func TestANodeBackInTimeIsNotFailedOver(t *testing.T) {
 // A Failover whose workload uses neither claim, or whose backup is
 // smaller, is refused and changes nothing.
 func TestBadFailoversAreRefused(t *testing.T) {
-	w := newWorld(t)
+	w := newWorld(t, selfFenceAfter)
 	w.app(t)
 	ctx := context.Background()
 	fo := &failoverv1alpha1.Failover{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "app"}, Spec: failoverv1alpha1.FailoverSpec{
@@ -391,4 +398,38 @@ func TestBadFailoversAreRefused(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// BenchmarkNodeLossToReady measures a failover with the default policy
+// (unreachableAfter 15 s, AgentSelfFence) and strata controller's default
+// safe time: how long after a node's agent last renewed its Lease the
+// failover detected the loss, counted the node fenced, promoted the
+// backup and saw the workload ready. The benchmark stands in for the
+// Deployment controller and reports the pod ready as soon as the claim
+// is switched, so a real pod's start is not in "ready". `make bench`
+// runs it (root: real agents on loop btrfs).
+func BenchmarkNodeLossToReady(b *testing.B) {
+	for range b.N {
+		w := newWorld(b, controller.DefaultSelfFenceAfter)
+		w.app(b)
+		w.failoverWith(b, failoverv1alpha1.Policy{})
+		w.wantFailover(b, readyAs("Protected"))
+		l := &coordinationv1.Lease{}
+		if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: lease.Name(w.node("a"))}, l); err != nil {
+			b.Fatal(err)
+		}
+		w.beats[w.node("a")]()
+		// The last renewal, read after the heartbeat stopped.
+		if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: lease.Name(w.node("a"))}, l); err != nil {
+			b.Fatal(err)
+		}
+		last := l.Spec.RenewTime.Time
+		w.runDeployment(b, "db-backup")
+		fo := w.wantFailover(b, readyAs("FailedOver"))
+		ts := fo.Status.Timestamps
+		b.ReportMetric(ts.Detected.Sub(last).Seconds(), "detect-s")
+		b.ReportMetric(ts.Fenced.Sub(last).Seconds(), "fence-s")
+		b.ReportMetric(ts.Promoted.Sub(last).Seconds(), "promote-s")
+		b.ReportMetric(ts.Started.Sub(last).Seconds(), "ready-s")
+	}
 }

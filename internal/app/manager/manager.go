@@ -82,7 +82,7 @@ func Defaults() Options {
 		ReceiverAddr:    ":9292",
 		Concurrent:      10,
 		LeaseNamespace:  "strata-system",
-		SelfFenceAfter:  10 * time.Second,
+		SelfFenceAfter:  failovercontroller.DefaultSelfFenceAfter,
 	}
 }
 

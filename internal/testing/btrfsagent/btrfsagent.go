@@ -42,7 +42,7 @@ type Agent struct {
 
 // Start starts an agent for node name and creates, in ns, its
 // CA Secret, the tenant's token Secret and a StorageClass that trusts it.
-func Start(t *testing.T, c client.Client, ns, name string) Agent {
+func Start(t testing.TB, c client.Client, ns, name string) Agent {
 	t.Helper()
 	testenv.NeedRoot(t, "btrfs on loop devices")
 	ctx := context.Background()
@@ -81,7 +81,7 @@ func Start(t *testing.T, c client.Client, ns, name string) Agent {
 // Claim makes a volume on the agent and, in ns, a claim bound to it
 // through a PV with node affinity to node, as the CSI driver and the PV
 // controller would.
-func (a Agent) Claim(t *testing.T, c client.Client, ns, name, node string) {
+func (a Agent) Claim(t testing.TB, c client.Client, ns, name, node string) {
 	t.Helper()
 	ctx := context.Background()
 	if _, _, err := a.Store.Create(ctx, Tenant, volumes.CreateRequest{Name: name, SizeBytes: 128 << 20}); err != nil {
@@ -114,7 +114,7 @@ func (a Agent) Claim(t *testing.T, c client.Client, ns, name, node string) {
 
 // Write puts size random bytes into file of the agent's volume and
 // returns them.
-func (a Agent) Write(t *testing.T, volume, file string, size int) []byte {
+func (a Agent) Write(t testing.TB, volume, file string, size int) []byte {
 	t.Helper()
 	v, err := a.Store.Get(Tenant, volume)
 	if err != nil {

@@ -32,7 +32,7 @@ func SetUpReplication(mgr manager.Manager) (replication.Agents, error) {
 // Pair creates, in ns, the ReplicationDestination dest for claim
 // destClaim and the ReplicationSource source of sourceClaim that sends
 // to it, both strata.dev/btrfs, the source on a manual trigger.
-func Pair(t *testing.T, c client.Client, ns, source, sourceClaim, dest, destClaim, manual string) {
+func Pair(t testing.TB, c client.Client, ns, source, sourceClaim, dest, destClaim, manual string) {
 	t.Helper()
 	rd := &volsyncv1alpha1.ReplicationDestination{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: dest},
 		Spec: volsyncv1alpha1.ReplicationDestinationSpec{External: &volsyncv1alpha1.ExternalSpec{Provider: volsyncv1alpha1.ProviderBtrfs,
@@ -49,7 +49,7 @@ func Pair(t *testing.T, c client.Client, ns, source, sourceClaim, dest, destClai
 }
 
 // SetManual sets the source's manual trigger: one sync more.
-func SetManual(t *testing.T, c client.Client, ns, source, manual string) {
+func SetManual(t testing.TB, c client.Client, ns, source, manual string) {
 	t.Helper()
 	rs := &volsyncv1alpha1.ReplicationSource{}
 	if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: source}, rs); err != nil {
@@ -63,7 +63,7 @@ func SetManual(t *testing.T, c client.Client, ns, source, manual string) {
 
 // Synced waits for the source to report the manual sync done, and
 // returns its status.
-func Synced(t *testing.T, c client.Client, ns, source, manual string) *volsyncv1alpha1.ReplicationSourceStatus {
+func Synced(t testing.TB, c client.Client, ns, source, manual string) *volsyncv1alpha1.ReplicationSourceStatus {
 	t.Helper()
 	rs := &volsyncv1alpha1.ReplicationSource{}
 	testenv.Eventually(t, time.Minute, func() error {
