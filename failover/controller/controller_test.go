@@ -144,6 +144,18 @@ func (w *world) failoverWith(t testing.TB, policy failoverv1alpha1.Policy) {
 	}
 }
 
+// protectedThenLost runs the app protected by a Failover with the
+// fencing mode, then stops node a's agent renewing its Lease.
+func protectedThenLost(t testing.TB, fencing failoverv1alpha1.FencingMode) *world {
+	t.Helper()
+	w := newWorld(t, selfFenceAfter)
+	w.app(t)
+	w.failover(t, fencing)
+	w.wantFailover(t, readyAs("Protected"))
+	w.beats[w.node("a")]()
+	return w
+}
+
 // wantFailover waits until the Failover's status passes check.
 func (w *world) wantFailover(t testing.TB, check func(*failoverv1alpha1.Failover) error) *failoverv1alpha1.Failover {
 	t.Helper()
@@ -296,11 +308,7 @@ func (w *world) wantSourceStopped(t testing.TB) {
 }
 
 func TestManualFencingWaitsForAPerson(t *testing.T) {
-	w := newWorld(t, selfFenceAfter)
-	w.app(t)
-	w.failover(t, failoverv1alpha1.FencingManual)
-	w.wantFailover(t, readyAs("Protected"))
-	w.beats[w.node("a")]()
+	w := protectedThenLost(t, failoverv1alpha1.FencingManual)
 	w.wantFailover(t, func(fo *failoverv1alpha1.Failover) error {
 		c := apimeta.FindStatusCondition(fo.Status.Conditions, meta.ReconcilingCondition)
 		if fo.Status.Phase != failoverv1alpha1.PhaseFencing || c == nil || !strings.Contains(c.Message, controller.AnnotationFenced) {
@@ -324,11 +332,7 @@ func TestManualFencingWaitsForAPerson(t *testing.T) {
 }
 
 func TestOutOfServiceTaintFencesTheNode(t *testing.T) {
-	w := newWorld(t, selfFenceAfter)
-	w.app(t)
-	w.failover(t, failoverv1alpha1.FencingOutOfServiceTaint)
-	w.wantFailover(t, readyAs("Protected"))
-	w.beats[w.node("a")]()
+	w := protectedThenLost(t, failoverv1alpha1.FencingOutOfServiceTaint)
 	w.runDeployment(t, "db-backup")
 	w.wantFailover(t, readyAs("FailedOver"))
 	n := &corev1.Node{}
@@ -343,11 +347,7 @@ func TestOutOfServiceTaintFencesTheNode(t *testing.T) {
 // A node back before it is fenced calls the failover off, and what its
 // agent fenced is made writable again.
 func TestANodeBackInTimeIsNotFailedOver(t *testing.T) {
-	w := newWorld(t, selfFenceAfter)
-	w.app(t)
-	w.failover(t, failoverv1alpha1.FencingManual)
-	w.wantFailover(t, readyAs("Protected"))
-	w.beats[w.node("a")]()
+	w := protectedThenLost(t, failoverv1alpha1.FencingManual)
 	w.wantFailover(t, func(fo *failoverv1alpha1.Failover) error {
 		if fo.Status.Phase != failoverv1alpha1.PhaseFencing {
 			return fmt.Errorf("phase %s", fo.Status.Phase)
