@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
 	"github.com/strata-gitops/strata/storage/agent/volumes"
@@ -141,5 +144,45 @@ func TestAStreamWithoutItsDigestIsRefused(t *testing.T) {
 	}
 	if p, err := b.store.GetPair(tenantA, "db-pair"); err != nil || p.Latest != 0 {
 		t.Fatalf("after a refused stream the destination holds %+v, %v; want no replica", p, err)
+	}
+}
+
+// A sync whose caller gives up halfway, as when the controller or the
+// sending agent is killed, leaves the destination its previous replica
+// and nothing half-received.
+func TestASyncKilledHalfwayKeepsThePreviousReplica(t *testing.T) {
+	a, b := pairedAgents(t)
+	a.write(t, "first", 1*mib)
+	if _, err := a.syncTo(b, pairToken); err != nil {
+		t.Fatal(err)
+	}
+	a.write(t, "big", 200*mib)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err := client(a.srv, tokenA).SyncPair(ctx, "db-pair", wire.SyncRequest{Peer: b.srv.URL, PeerTenant: tenantA, Token: pairToken})
+	if err == nil {
+		t.Fatal("a sync of 200 MiB finished within 100 ms: the test cannot cut it")
+	}
+	pairDir := filepath.Join(b.store.Base, tenantA, ".pairs", "db-pair")
+	testenv.Eventually(t, time.Minute, func() error {
+		p, err := b.store.GetPair(tenantA, "db-pair")
+		if err != nil || p.Latest != 1 {
+			return fmt.Errorf("the destination holds %+v, %v; want replica 1", p, err)
+		}
+		entries, err := os.ReadDir(pairDir)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if strings.HasSuffix(e.Name(), ".part") {
+				return fmt.Errorf("%s is left in the pair's directory", e.Name())
+			}
+		}
+		return nil
+	})
+	// The next sync works, from replica 1.
+	r, err := a.syncTo(b, pairToken)
+	if err != nil || r.Parent != 1 {
+		t.Fatalf("the sync after the killed one: %+v, %v; want one from replica 1", r, err)
 	}
 }
