@@ -124,3 +124,18 @@ func Unavailable(t testing.TB, reason string) {
 func (e *Env) Clientset() *kubernetes.Clientset {
 	return kubernetes.NewForConfigOrDie(e.Config)
 }
+
+// KubeconfigFile writes an administrator's kubeconfig of the API server
+// to a file of the test's, for commands that take --kubeconfig.
+func (e *Env) KubeconfigFile(t testing.TB) string {
+	t.Helper()
+	data, err := e.cp.Kubeconfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
