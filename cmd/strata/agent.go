@@ -37,7 +37,7 @@ func agentCommand() *cobra.Command {
 				vo.Node = o.NodeName
 			}
 			if !lvmSide {
-				return runVolumeAPIAlone(ctx, kubeconfig, vo)
+				return runVolumeAPIAlone(ctx, kubeconfig, vo, lease.Heartbeat{Namespace: o.Namespace, Node: vo.Node, Period: leasePeriod}, selfFenceAfter)
 			}
 			cfg, err := restConfig(kubeconfig)
 			if err != nil {
@@ -101,23 +101,34 @@ func agentCommand() *cobra.Command {
 	return cmd
 }
 
-// runVolumeAPIAlone serves the btrfs volume API without the LVM side; a
-// Kubernetes API is used when one is configured (for --tenants-secret).
-func runVolumeAPIAlone(ctx context.Context, kubeconfig string, vo volumeapi.Options) error {
+// runVolumeAPIAlone serves the btrfs volume API without the LVM side. A
+// Kubernetes API is used when one is configured: for --tenants-secret,
+// and for the node's Lease and self-fencing, which the volumes this host
+// replicates need (docs/failover.md).
+func runVolumeAPIAlone(ctx context.Context, kubeconfig string, vo volumeapi.Options, beat lease.Heartbeat, selfFenceAfter time.Duration) error {
 	if vo.Base == "" {
 		return fmt.Errorf("--lvm=false leaves nothing to do without --btrfs-base")
 	}
-	var reader client.Reader
-	if vo.TenantsSecret != "" {
-		cfg, err := restConfig(kubeconfig)
-		if err != nil {
-			return err
-		}
-		if reader, err = client.New(cfg, client.Options{Scheme: scheme.New()}); err != nil {
-			return err
-		}
+	var c client.Client
+	cfg, err := restConfig(kubeconfig)
+	if err == nil {
+		c, err = client.New(cfg, client.Options{Scheme: scheme.New()})
 	}
-	return volumeapi.Run(ctx, reader, vo)
+	switch {
+	case err != nil && vo.TenantsSecret != "":
+		return err
+	case err != nil:
+		log.FromContext(ctx).Info("no Kubernetes API: no node Lease and no self-fencing", "reason", err.Error())
+		return volumeapi.Run(ctx, nil, vo)
+	}
+	beat.Client, beat.Reader = c, c
+	if selfFenceAfter > 0 {
+		fence := selfFence(selfFenceAfter, &vo)
+		beat.Renewed = fence.Renewed
+		go func() { _ = fence.Start(ctx) }()
+	}
+	go func() { _ = beat.Start(ctx) }()
+	return volumeapi.Run(ctx, c, vo)
 }
 
 // selfFence fences the store's replicated volumes once the node's Lease
