@@ -277,7 +277,11 @@ func TestFenceStopsEveryWriter(t *testing.T) {
 	}
 	defer func() { _ = unix.Unmount(bind, unix.MNT_DETACH) }()
 	// A writer that opened its file before the fence, as a database has,
-	// and a reader.
+	// and a reader of the same file.
+	log := filepath.Join(bind, "db.log")
+	if err := os.WriteFile(log, []byte("start\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	writer := exec.Command("sh", "-c", "exec 3>>"+filepath.Join(bind, "db.log")+"; while :; do echo x >&3; sleep 0.05; done")
 	reader := exec.Command("sh", "-c", "exec 3<"+filepath.Join(bind, "db.log")+"; sleep 600")
 	for _, p := range []*exec.Cmd{writer, reader} {
@@ -287,8 +291,11 @@ func TestFenceStopsEveryWriter(t *testing.T) {
 		defer func() { _ = p.Process.Kill() }()
 	}
 	testenv.Eventually(t, 10*time.Second, func() error {
-		if st, err := os.Stat(filepath.Join(bind, "db.log")); err != nil || st.Size() == 0 {
+		if st, err := os.Stat(log); err != nil || st.Size() <= int64(len("start\n")) {
 			return fmt.Errorf("the writer has not written yet: %v", err)
+		}
+		if target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/3", reader.Process.Pid)); err != nil || filepath.Base(target) != "db.log" {
+			return fmt.Errorf("the reader has not opened the file yet: %q, %v", target, err)
 		}
 		return nil
 	})
@@ -299,8 +306,10 @@ func TestFenceStopsEveryWriter(t *testing.T) {
 	if err := writer.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
 		t.Fatalf("the writer ended with %v, want killed", err)
 	}
-	if reader.ProcessState != nil {
-		t.Fatal("the reader was stopped too")
+	// Never waited for, a killed reader would be a zombie (state Z).
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", reader.Process.Pid))
+	if fields := strings.Fields(string(stat)); err != nil || len(fields) < 3 || fields[2] == "Z" {
+		t.Fatalf("the reader was stopped too: %q, %v", stat, err)
 	}
 	if err := os.WriteFile(filepath.Join(bind, "new"), nil, 0o644); !errors.Is(err, syscall.EROFS) {
 		t.Fatalf("creating a file through a bind mount after the fence: %v, want EROFS", err)
