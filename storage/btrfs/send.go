@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
-	"strconv"
 	"strings"
+	"unsafe"
 )
 
 // Send writes to w the stream `btrfs send` makes of the read-only
@@ -46,19 +46,43 @@ func stream(ctx context.Context, what string, r io.Reader, w io.Writer, args ...
 }
 
 // SetReadOnly makes the subvolume at path read-only, or writable again,
-// as `btrfs property set -ts PATH ro` does. A read-only subvolume refuses
-// writes through every mount of it, bind mounts and NFS exports
-// included, and through files already open for writing.
-func (f *Filesystem) SetReadOnly(ctx context.Context, path string, readOnly bool) error {
-	_, err := f.Runner.Run(ctx, "btrfs", "property", "set", "-ts", path, "ro", strconv.FormatBool(readOnly))
-	return err
+// as `btrfs property set -ts PATH ro` does (BTRFS_IOC_SUBVOL_SETFLAGS). A
+// read-only subvolume refuses new writes through every mount of it, bind
+// mounts and NFS exports included; btrfs checks it when a file is
+// opened, so files already open for writing are not stopped.
+func (f *Filesystem) SetReadOnly(_ context.Context, path string, readOnly bool) error {
+	flags, err := subvolumeFlags(path)
+	if err != nil {
+		return err
+	}
+	if readOnly {
+		flags |= subvolReadOnly
+	} else {
+		flags &^= subvolReadOnly
+	}
+	if err := ioctl(path, iocSubvolSetFlags, unsafe.Pointer(&flags)); err != nil {
+		return fmt.Errorf("making subvolume %s %s: %w", path, map[bool]string{true: "read-only", false: "writable"}[readOnly], err)
+	}
+	return nil
 }
 
-// ReadOnly says whether the subvolume at path is read-only.
-func (f *Filesystem) ReadOnly(ctx context.Context, path string) (bool, error) {
-	out, err := f.Runner.Run(ctx, "btrfs", "property", "get", "-ts", path, "ro")
-	if err != nil {
-		return false, err
-	}
-	return strings.TrimSpace(string(out)) == "ro=true", nil
+// ReadOnly says whether the subvolume at path is read-only. It is one
+// ioctl, not a process: the volume API asks it of every pair it reports.
+func (f *Filesystem) ReadOnly(_ context.Context, path string) (bool, error) {
+	flags, err := subvolumeFlags(path)
+	return flags&subvolReadOnly != 0, err
 }
+
+func subvolumeFlags(path string) (uint64, error) {
+	var flags uint64
+	if err := ioctl(path, iocSubvolGetFlags, unsafe.Pointer(&flags)); err != nil {
+		return 0, fmt.Errorf("reading the flags of subvolume %s: %w", path, err)
+	}
+	return flags, nil
+}
+
+const (
+	iocSubvolGetFlags = 0x80089419
+	iocSubvolSetFlags = 0x4008941a
+	subvolReadOnly    = 1 << 1
+)
