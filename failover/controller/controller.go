@@ -235,13 +235,11 @@ func (r *Reconciler) fence(ctx context.Context, fo *failoverv1alpha1.Failover, a
 // agent fenced it during an outage that ended before any promotion: the
 // agent never unfences by itself, as it cannot know that.
 func (r *Reconciler) unfenceIfFenced(ctx context.Context, fo *failoverv1alpha1.Failover, a *app) error {
-	pair := ""
-	if a.destination.Status != nil {
-		pair = a.destination.Status.External["pair"]
-	}
-	if pair == "" {
+	dest, ok := replication.DestinationOf(a.destination)
+	if !ok {
 		return nil // not set up yet: nothing was replicated, nothing fenced
 	}
+	pair := dest.Pair
 	agent, _, err := replication.ClaimVolume(ctx, r.Client, r.Agents, fo.Namespace, fo.Spec.Primary.Claim)
 	if err != nil {
 		return err

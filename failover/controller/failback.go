@@ -59,14 +59,11 @@ type pairSides struct {
 }
 
 func (r *Reconciler) pairSides(ctx context.Context, fo *failoverv1alpha1.Failover, a *app) (*pairSides, error) {
-	ext := map[string]string{}
-	if a.destination.Status != nil {
-		ext = a.destination.Status.External
-	}
-	p := &pairSides{pair: ext["pair"]}
-	if p.pair == "" {
+	dest, ok := replication.DestinationOf(a.destination)
+	if !ok {
 		return nil, fmt.Errorf("ReplicationDestination %s is not set up: see its Synchronizing condition", a.destination.Name)
 	}
+	p := &pairSides{pair: dest.Pair}
 	var err error
 	if p.primary, _, err = replication.ClaimVolume(ctx, r.Client, r.Agents, fo.Namespace, fo.Spec.Primary.Claim); err != nil {
 		return nil, err
@@ -74,11 +71,9 @@ func (r *Reconciler) pairSides(ctx context.Context, fo *failoverv1alpha1.Failove
 	if p.backup, _, err = replication.ClaimVolume(ctx, r.Client, r.Agents, fo.Namespace, fo.Spec.Backup.Claim); err != nil {
 		return nil, err
 	}
-	secret := &corev1.Secret{}
-	if err := r.Get(ctx, client.ObjectKey{Namespace: fo.Namespace, Name: ext["tokenSecret"]}, secret); err != nil {
-		return nil, fmt.Errorf("the pair's token Secret %s/%s: %w", fo.Namespace, ext["tokenSecret"], err)
+	if p.token, err = dest.Token(ctx, r.Client, fo.Namespace); err != nil {
+		return nil, err
 	}
-	p.token = string(secret.Data["token"])
 	held, err := p.primary.GetPair(ctx, p.pair)
 	if err != nil {
 		return nil, fmt.Errorf("pair %s on the primary's agent %s: %w", p.pair, p.primary.URL, err)

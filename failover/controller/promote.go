@@ -36,7 +36,11 @@ func (r *Reconciler) promote(ctx context.Context, fo *failoverv1alpha1.Failover,
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	pair := a.destination.Status.External["pair"]
+	dest, ok := replication.DestinationOf(a.destination)
+	if !ok {
+		return ctrl.Result{}, fmt.Errorf("ReplicationDestination %s is not set up: see its Synchronizing condition", a.destination.Name)
+	}
+	pair := dest.Pair
 	if _, err := agent.Promote(ctx, pair); err != nil {
 		return ctrl.Result{}, fmt.Errorf("promoting pair %s on agent %s: %w", pair, agent.URL, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
+	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 )
 
@@ -66,3 +67,34 @@ func pairName(namespace, destination string) string { return namespace + "." + d
 // tokenSecretName is the Secret that holds the pair's token, beside the
 // destination.
 func tokenSecretName(destination string) string { return destination + "-strata-pair" }
+
+// Destination is where a set-up ReplicationDestination receives, as its
+// status.external publishes it for the source and the Failover
+// controller: the agent, the tenant there, the pair, and the Secret with
+// the pair's token.
+type Destination struct {
+	Agent, Tenant, Pair, TokenSecret string
+}
+
+// DestinationOf reads what the destination published; false until it is
+// set up.
+func DestinationOf(rd *volsyncv1alpha1.ReplicationDestination) (Destination, bool) {
+	if rd.Status == nil || rd.Status.External[externalAgent] == "" || rd.Status.External[externalPair] == "" {
+		return Destination{}, false
+	}
+	ext := rd.Status.External
+	return Destination{Agent: ext[externalAgent], Tenant: ext[externalTenant], Pair: ext[externalPair], TokenSecret: ext[externalSecret]}, true
+}
+
+// Token reads the pair's token from its Secret in namespace ns.
+func (d Destination) Token(ctx context.Context, c client.Reader, ns string) (string, error) {
+	secret := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: d.TokenSecret}, secret); err != nil {
+		return "", fmt.Errorf("the pair's token Secret %s/%s: %w", ns, d.TokenSecret, err)
+	}
+	token := string(secret.Data[tokenKey])
+	if token == "" {
+		return "", fmt.Errorf("secret %s/%s has no %q key: delete it and strata makes a new one", ns, d.TokenSecret, tokenKey)
+	}
+	return token, nil
+}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -135,7 +134,7 @@ func (r *SourceReconciler) due(rs *volsyncv1alpha1.ReplicationSource) (bool, tim
 func (r *SourceReconciler) sync(ctx context.Context, rs *volsyncv1alpha1.ReplicationSource) error {
 	started := r.Now()
 	rs.Status.LastSyncStartTime = &metav1.Time{Time: started}
-	replica, err := r.send(ctx, rs)
+	replica, dest, err := r.send(ctx, rs)
 	if err != nil {
 		rs.Status.LatestMoverStatus = &volsyncv1alpha1.MoverStatus{Result: volsyncv1alpha1.MoverResultFailed, Logs: err.Error()}
 		status.Set(rs, volsyncv1alpha1.ConditionSynchronizing, metav1.ConditionFalse, volsyncv1alpha1.SynchronizingReasonError, err.Error())
@@ -154,52 +153,50 @@ func (r *SourceReconciler) sync(ctx context.Context, rs *volsyncv1alpha1.Replica
 	rs.Status.LatestMoverStatus = &volsyncv1alpha1.MoverStatus{Result: volsyncv1alpha1.MoverResultSuccessful,
 		Logs: fmt.Sprintf("replica %d (%s): %d stream bytes in %s", replica.Seq, from, replica.StreamBytes, replica.Duration)}
 	rs.Status.External = map[string]string{externalLatest: strconv.FormatUint(replica.Seq, 10),
-		"streamBytes": strconv.FormatInt(replica.StreamBytes, 10), "destinationAgent": rs.Status.External["destinationAgent"]}
+		"streamBytes": strconv.FormatInt(replica.StreamBytes, 10), "destinationAgent": dest.Agent}
 	status.Set(rs, volsyncv1alpha1.ConditionSynchronizing, metav1.ConditionFalse, volsyncv1alpha1.SynchronizingReasonSched,
 		fmt.Sprintf("replica %d sent", replica.Seq))
 	return nil
 }
 
 // send finds both sides and runs one sync between their agents.
-func (r *SourceReconciler) send(ctx context.Context, rs *volsyncv1alpha1.ReplicationSource) (wire.Replica, error) {
+func (r *SourceReconciler) send(ctx context.Context, rs *volsyncv1alpha1.ReplicationSource) (wire.Replica, Destination, error) {
 	name := rs.Spec.External.Parameters[pairs.ParamDestination]
 	if name == "" {
-		return wire.Replica{}, fmt.Errorf("spec.external.parameters.%s is empty: name the ReplicationDestination in %s", pairs.ParamDestination, rs.Namespace)
+		return wire.Replica{}, Destination{}, fmt.Errorf("spec.external.parameters.%s is empty: name the ReplicationDestination in %s", pairs.ParamDestination, rs.Namespace)
 	}
 	rd := &volsyncv1alpha1.ReplicationDestination{}
 	if err := r.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: name}, rd); err != nil {
-		return wire.Replica{}, fmt.Errorf("ReplicationDestination %s/%s: %w", rs.Namespace, name, err)
+		return wire.Replica{}, Destination{}, fmt.Errorf("ReplicationDestination %s/%s: %w", rs.Namespace, name, err)
 	}
 	if rd.Spec.External == nil || rd.Spec.External.Provider != volsyncv1alpha1.ProviderBtrfs {
-		return wire.Replica{}, fmt.Errorf("ReplicationDestination %s/%s is not a %s one", rs.Namespace, name, volsyncv1alpha1.ProviderBtrfs)
+		return wire.Replica{}, Destination{}, fmt.Errorf("ReplicationDestination %s/%s is not a %s one", rs.Namespace, name, volsyncv1alpha1.ProviderBtrfs)
 	}
-	if rd.Status == nil || rd.Status.External[externalAgent] == "" {
-		return wire.Replica{}, fmt.Errorf("ReplicationDestination %s/%s is not set up yet: see its Synchronizing condition", rs.Namespace, name)
+	dest, ok := DestinationOf(rd)
+	if !ok {
+		return wire.Replica{}, dest, fmt.Errorf("ReplicationDestination %s/%s is not set up yet: see its Synchronizing condition", rs.Namespace, name)
 	}
-	dest := rd.Status.External
-	secret := &corev1.Secret{}
-	if err := r.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: dest[externalSecret]}, secret); err != nil {
-		return wire.Replica{}, fmt.Errorf("the pair's token Secret %s/%s: %w", rs.Namespace, dest[externalSecret], err)
+	token, err := dest.Token(ctx, r.Client, rs.Namespace)
+	if err != nil {
+		return wire.Replica{}, dest, err
 	}
-	token := string(secret.Data[tokenKey])
 	agent, volume, err := ClaimVolume(ctx, r.Client, r.Agents, rs.Namespace, rs.Spec.SourcePVC)
 	if err != nil {
-		return wire.Replica{}, err
+		return wire.Replica{}, dest, err
 	}
-	if agent.URL == dest[externalAgent] {
-		return wire.Replica{}, fmt.Errorf("claim %s and the destination's claim are on the same agent %s: a pair on one node survives no node loss", rs.Spec.SourcePVC, agent.URL)
+	if agent.URL == dest.Agent {
+		return wire.Replica{}, dest, fmt.Errorf("claim %s and the destination's claim are on the same agent %s: a pair on one node survives no node loss; put the destination claim on another node's btrfs class", rs.Spec.SourcePVC, agent.URL)
 	}
-	if _, err := agent.SetPair(ctx, dest[externalPair], wire.PairRequest{Volume: volume, Token: token}); err != nil {
-		return wire.Replica{}, fmt.Errorf("setting up pair %s on agent %s: %w", dest[externalPair], agent.URL, err)
+	if _, err := agent.SetPair(ctx, dest.Pair, wire.PairRequest{Volume: volume, Token: token}); err != nil {
+		return wire.Replica{}, dest, fmt.Errorf("setting up pair %s on agent %s: %w", dest.Pair, agent.URL, err)
 	}
-	rs.Status.External = map[string]string{"destinationAgent": dest[externalAgent]}
 	ctx, cancel := context.WithTimeout(ctx, r.SyncTimeout)
 	defer cancel()
-	replica, err := agent.WithoutTimeout().SyncPair(ctx, dest[externalPair], wire.SyncRequest{Peer: dest[externalAgent], PeerTenant: dest[externalTenant], Token: token})
+	replica, err := agent.WithoutTimeout().SyncPair(ctx, dest.Pair, wire.SyncRequest{Peer: dest.Agent, PeerTenant: dest.Tenant, Token: token})
 	if err != nil {
-		return wire.Replica{}, fmt.Errorf("sync of pair %s from %s to %s: %w", dest[externalPair], agent.URL, dest[externalAgent], err)
+		return wire.Replica{}, dest, fmt.Errorf("sync of pair %s from %s to %s: %w", dest.Pair, agent.URL, dest.Agent, err)
 	}
-	return replica, nil
+	return replica, dest, nil
 }
 
 // failedOverBy names the Failover, if any, that runs this source's app

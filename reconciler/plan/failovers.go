@@ -16,11 +16,8 @@ import (
 	failoverv1alpha1 "github.com/strata-gitops/strata/api/failover/v1alpha1"
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
 	"github.com/strata-gitops/strata/failover/pairs"
+	"github.com/strata-gitops/strata/storage/csi/btrfsbackend"
 )
-
-// agentURLParameter marks a btrfs StorageClass, whose volumes
-// strata.dev/btrfs replicates (storage/csi/btrfsbackend).
-const agentURLParameter = "agentURL"
 
 // checkFailovers checks each Failover of the head revision against the
 // objects the same revision declares beside it, before any is applied:
@@ -91,9 +88,9 @@ func sideVolume(ctx context.Context, r client.Reader, ns string, s failoverv1alp
 	}
 	if class := pvc.Spec.StorageClassName; class != nil && *class != "" {
 		sc := &storagev1.StorageClass{}
-		if err := r.Get(ctx, client.ObjectKey{Name: *class}, sc); err == nil && sc.Parameters[agentURLParameter] == "" {
-			return nil, fmt.Errorf("the %s claim %s is on StorageClass %s, which is not a btrfs class (no %s): strata.dev/btrfs replicates btrfs volumes",
-				side, s.Claim, *class, agentURLParameter)
+		if err := r.Get(ctx, client.ObjectKey{Name: *class}, sc); err == nil && !btrfsbackend.IsClass(sc.Parameters) {
+			return nil, fmt.Errorf("the %s claim %s is on StorageClass %s, which is not a btrfs class (no %s): strata.dev/btrfs replicates btrfs volumes; use a btrfs class on node %s",
+				side, s.Claim, *class, btrfsbackend.AgentURLParameter, s.Node)
 		}
 	}
 	if pvc.Spec.VolumeName == "" {
