@@ -276,29 +276,7 @@ func TestFenceStopsEveryWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = unix.Unmount(bind, unix.MNT_DETACH) }()
-	// A writer that opened its file before the fence, as a database has,
-	// and a reader of the same file.
-	log := filepath.Join(bind, "db.log")
-	if err := os.WriteFile(log, []byte("start\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	writer := exec.Command("sh", "-c", "exec 3>>"+filepath.Join(bind, "db.log")+"; while :; do echo x >&3; sleep 0.05; done")
-	reader := exec.Command("sh", "-c", "exec 3<"+filepath.Join(bind, "db.log")+"; sleep 600")
-	for _, p := range []*exec.Cmd{writer, reader} {
-		if err := p.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = p.Process.Kill() }()
-	}
-	testenv.Eventually(t, 10*time.Second, func() error {
-		if st, err := os.Stat(log); err != nil || st.Size() <= int64(len("start\n")) {
-			return fmt.Errorf("the writer has not written yet: %v", err)
-		}
-		if target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/3", reader.Process.Pid)); err != nil || filepath.Base(target) != "db.log" {
-			return fmt.Errorf("the reader has not opened the file yet: %q, %v", target, err)
-		}
-		return nil
-	})
+	writer, reader := holdOpen(t, bind)
 	fenced, err := a.FencePairs(ctx)
 	if err != nil || len(fenced) != 1 || fenced[0] != "t/db" {
 		t.Fatalf("FencePairs = %v, %v; want t/db", fenced, err)
@@ -306,10 +284,8 @@ func TestFenceStopsEveryWriter(t *testing.T) {
 	if err := writer.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
 		t.Fatalf("the writer ended with %v, want killed", err)
 	}
-	// Never waited for, a killed reader would be a zombie (state Z).
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", reader.Process.Pid))
-	if fields := strings.Fields(string(stat)); err != nil || len(fields) < 3 || fields[2] == "Z" {
-		t.Fatalf("the reader was stopped too: %q, %v", stat, err)
+	if state := processState(t, reader.Process.Pid); state == "Z" {
+		t.Fatalf("the reader was stopped too (state %s)", state)
 	}
 	if err := os.WriteFile(filepath.Join(bind, "new"), nil, 0o644); !errors.Is(err, syscall.EROFS) {
 		t.Fatalf("creating a file through a bind mount after the fence: %v, want EROFS", err)
@@ -326,4 +302,45 @@ func TestFenceStopsEveryWriter(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(bind, "new"), nil, 0o644); err != nil {
 		t.Fatalf("writing after unfencing: %v", err)
 	}
+}
+
+// holdOpen starts, in dir, a writer that keeps appending to a file it
+// opened once, as a database does, and a reader of the same file, and
+// returns once both hold it open.
+func holdOpen(t *testing.T, dir string) (writer, reader *exec.Cmd) {
+	t.Helper()
+	log := filepath.Join(dir, "db.log")
+	if err := os.WriteFile(log, []byte("start\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writer = exec.Command("sh", "-c", "exec 3>>"+log+"; while :; do echo x >&3; sleep 0.05; done")
+	reader = exec.Command("sh", "-c", "exec 3<"+log+"; sleep 600")
+	for _, p := range []*exec.Cmd{writer, reader} {
+		if err := p.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = p.Process.Kill() })
+	}
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if st, err := os.Stat(log); err != nil || st.Size() <= int64(len("start\n")) {
+			return fmt.Errorf("the writer has not written yet: %v", err)
+		}
+		if target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/3", reader.Process.Pid)); err != nil || filepath.Base(target) != "db.log" {
+			return fmt.Errorf("the reader has not opened the file yet: %q, %v", target, err)
+		}
+		return nil
+	})
+	return writer, reader
+}
+
+// processState is the state letter of a process in /proc; a killed
+// child nobody waited for is a zombie, "Z".
+func processState(t *testing.T, pid int) string {
+	t.Helper()
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	fields := strings.Fields(string(stat))
+	if err != nil || len(fields) < 3 {
+		t.Fatalf("reading /proc/%d/stat: %v", pid, err)
+	}
+	return fields[2]
 }
