@@ -47,7 +47,7 @@ func agentCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			beat := &lease.Heartbeat{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: o.Namespace, Node: o.NodeName, Period: leasePeriod}
+			beat := &lease.Heartbeat{Client: mgr.GetClient(), Namespace: o.Namespace, Node: o.NodeName, Period: leasePeriod}
 			if vo.Base != "" && selfFenceAfter > 0 {
 				fence := selfFence(selfFenceAfter, &vo)
 				beat.Renewed = fence.Renewed
@@ -121,7 +121,7 @@ func runVolumeAPIAlone(ctx context.Context, kubeconfig string, vo volumeapi.Opti
 		log.FromContext(ctx).Info("no Kubernetes API: no node Lease and no self-fencing", "reason", err.Error())
 		return volumeapi.Run(ctx, nil, vo)
 	}
-	beat.Client, beat.Reader = c, c
+	beat.Client = c
 	if selfFenceAfter > 0 {
 		fence := selfFence(selfFenceAfter, &vo)
 		beat.Renewed = fence.Renewed

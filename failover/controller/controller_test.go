@@ -91,7 +91,7 @@ func (w *world) beat(t testing.TB, node string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	w.beats[node] = cancel
 	t.Cleanup(cancel)
-	h := &lease.Heartbeat{Client: w.c, Reader: w.c, Namespace: w.ns, Node: node, Period: 200 * time.Millisecond}
+	h := &lease.Heartbeat{Client: w.c, Namespace: w.ns, Node: node, Period: 200 * time.Millisecond}
 	go func() { _ = h.Start(ctx) }()
 }
 

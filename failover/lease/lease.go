@@ -7,12 +7,14 @@ package lease
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -24,10 +26,9 @@ func Name(node string) string { return "strata-node-" + node }
 // Heartbeat renews a node's Lease until its context ends. It is a
 // controller-runtime Runnable, so the agent's manager runs it.
 type Heartbeat struct {
-	// Client writes the Lease; Reader reads it without a cache, so the
-	// agent needs no right to list every Lease.
+	// Client writes the Lease; it is never read, so the agent needs no
+	// right to list Leases.
 	Client    client.Client
-	Reader    client.Reader
 	Namespace string
 	Node      string
 	// Period is how often the Lease is renewed.
@@ -61,24 +62,26 @@ func (h *Heartbeat) Start(ctx context.Context) error {
 // NeedLeaderElection is false: every agent beats for its own node.
 func (h *Heartbeat) NeedLeaderElection() bool { return false }
 
+// renew is one API call: a merge patch of the renewal time, which needs
+// no read first and does not conflict with the node's other agent
+// renewing the same Lease. Only a Lease not there yet is created.
 func (h *Heartbeat) renew(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, h.Period)
 	defer cancel()
 	now := metav1.NewMicroTime(time.Now())
-	l := &coordinationv1.Lease{}
-	err := h.Reader.Get(ctx, client.ObjectKey{Namespace: h.Namespace, Name: Name(h.Node)}, l)
-	if apierrors.IsNotFound(err) {
-		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: h.Namespace, Name: Name(h.Node)},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(h.Node), LeaseDurationSeconds: ptr.To(max(1, int32(3*h.Period/time.Second))),
-				AcquireTime: &now, RenewTime: &now}}
-		return h.Client.Create(ctx, l)
-	}
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: h.Namespace, Name: Name(h.Node)},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(h.Node), LeaseDurationSeconds: ptr.To(max(1, int32(3*h.Period/time.Second))),
+			RenewTime: &now}}
+	patch, err := json.Marshal(map[string]any{"spec": l.Spec})
 	if err != nil {
 		return err
 	}
-	l.Spec.RenewTime = &now
-	l.Spec.HolderIdentity = ptr.To(h.Node)
-	return h.Client.Update(ctx, l)
+	err = h.Client.Patch(ctx, l.DeepCopy(), client.RawPatch(types.MergePatchType, patch))
+	if apierrors.IsNotFound(err) {
+		l.Spec.AcquireTime = &now
+		err = h.Client.Create(ctx, l)
+	}
+	return err
 }
 
 // Age is how long ago the Lease was last renewed, by the reader's clock.
