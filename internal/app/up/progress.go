@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/kubectl/pkg/util/podutils"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -115,6 +116,12 @@ func workloadStates(ctx context.Context, c client.Client, since time.Time) ([]wo
 	if err := c.List(ctx, deployments, client.HasLabels{kustomizev1.GroupVersion.Group + "/name"}); err != nil {
 		return nil, false, err
 	}
+	// One list of pods a poll, matched to each Deployment here, rather
+	// than a list per Deployment.
+	pods := &corev1.PodList{}
+	if err := c.List(ctx, pods); err != nil {
+		return nil, false, err
+	}
 	var states []workloadState
 	done := len(deployments.Items) > 0
 	for _, pvc := range claims.Items {
@@ -130,7 +137,7 @@ func workloadStates(ctx context.Context, c client.Client, since time.Time) ([]wo
 		if d.Spec.Replicas != nil {
 			want = *d.Spec.Replicas
 		}
-		ready, err := podsReadySince(ctx, c, &d, since)
+		ready, err := podsReadySince(pods.Items, &d, since)
 		if err != nil {
 			return nil, false, err
 		}
@@ -141,22 +148,20 @@ func workloadStates(ctx context.Context, c client.Client, since time.Time) ([]wo
 	return states, done, nil
 }
 
-// podsReadySince counts the Deployment's pods that are Ready and whose
-// containers all started at or after since.
-func podsReadySince(ctx context.Context, c client.Client, d *appsv1.Deployment, since time.Time) (int32, error) {
+// podsReadySince counts, among pods, the Deployment's that are Ready and
+// whose containers all started at or after since.
+func podsReadySince(pods []corev1.Pod, d *appsv1.Deployment, since time.Time) (int32, error) {
 	selector, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
 	if err != nil {
 		return 0, fmt.Errorf("deployment %s/%s: %w", d.Namespace, d.Name, err)
 	}
-	pods := &corev1.PodList{}
-	if err := c.List(ctx, pods, client.InNamespace(d.Namespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
-		return 0, err
-	}
 	// The API keeps start times in whole seconds.
 	since = since.Truncate(time.Second)
 	var ready int32
-	for i := range pods.Items {
-		if p := &pods.Items[i]; p.DeletionTimestamp == nil && podutils.IsPodReady(p) && startedSince(p, since) {
+	for i := range pods {
+		p := &pods[i]
+		if p.Namespace == d.Namespace && selector.Matches(labels.Set(p.Labels)) &&
+			p.DeletionTimestamp == nil && podutils.IsPodReady(p) && startedSince(p, since) {
 			ready++
 		}
 	}
