@@ -218,7 +218,10 @@ func (s *Store) SnapshotForSend(ctx context.Context, tenant, name string, peerHo
 	}
 	// The new number follows every replica either side has had, so that
 	// no number ever names two different replicas.
-	out := Outgoing{Seq: slices.Max(append(slices.Clone(peerHolds), append(seqs, 0)...)) + 1, MadeAt: time.Now().UTC()}
+	out := Outgoing{Seq: 1, MadeAt: time.Now().UTC()}
+	for _, seq := range slices.Concat(peerHolds, seqs) {
+		out.Seq = max(out.Seq, seq+1)
+	}
 	for _, seq := range seqs {
 		if !slices.Contains(peerHolds, seq) {
 			if err := s.removeReplica(ctx, s.replicaDir(tenant, name, seq)); err != nil {
