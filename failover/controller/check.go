@@ -11,6 +11,7 @@ import (
 	failoverv1alpha1 "github.com/strata-gitops/strata/api/failover/v1alpha1"
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
 	"github.com/strata-gitops/strata/failover/pairs"
+	"github.com/strata-gitops/strata/failover/replication"
 )
 
 // app is what a Failover names, read and checked.
@@ -62,16 +63,9 @@ func (r *Reconciler) check(ctx context.Context, fo *failoverv1alpha1.Failover) (
 // side reads a side's claim and its volume, and checks the volume is on
 // the side's node.
 func (r *Reconciler) side(ctx context.Context, ns string, s failoverv1alpha1.Side, name string) (*corev1.PersistentVolume, error) {
-	pvc := &corev1.PersistentVolumeClaim{}
-	if err := r.Get(ctx, client.ObjectKey{Namespace: ns, Name: s.Claim}, pvc); err != nil {
-		return nil, refuse("%s claim %s/%s: %v", name, ns, s.Claim, err)
-	}
-	if pvc.Spec.VolumeName == "" {
-		return nil, refuse("%s claim %s/%s is not bound to a volume yet", name, ns, s.Claim)
-	}
-	pv := &corev1.PersistentVolume{}
-	if err := r.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, pv); err != nil {
-		return nil, refuse("volume %s of %s claim %s/%s: %v", pvc.Spec.VolumeName, name, ns, s.Claim, err)
+	pv, err := replication.BoundVolume(ctx, r.Client, ns, s.Claim)
+	if err != nil {
+		return nil, refuse("%s %v", name, err)
 	}
 	if !pairs.OnNode(pv, s.Node) {
 		return nil, refuse("volume %s of %s claim %s/%s is not pinned to node %s by its node affinity", pv.Name, name, ns, s.Claim, s.Node)

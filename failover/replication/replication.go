@@ -37,19 +37,29 @@ type Agents interface {
 	AgentOf(ctx context.Context, volumeHandle string) (*volumeapi.Client, string, error)
 }
 
-// ClaimVolume resolves a claim of the namespace to the agent holding its
-// volume and the volume's name there.
-func ClaimVolume(ctx context.Context, c client.Reader, agents Agents, namespace, claim string) (*volumeapi.Client, string, error) {
+// BoundVolume reads a claim of the namespace and the volume it is bound
+// to; a claim not bound yet is an error that says so.
+func BoundVolume(ctx context.Context, c client.Reader, namespace, claim string) (*corev1.PersistentVolume, error) {
 	pvc := &corev1.PersistentVolumeClaim{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: claim}, pvc); err != nil {
-		return nil, "", fmt.Errorf("claim %s/%s: %w", namespace, claim, err)
+		return nil, fmt.Errorf("claim %s/%s: %w", namespace, claim, err)
 	}
 	if pvc.Status.Phase != corev1.ClaimBound || pvc.Spec.VolumeName == "" {
-		return nil, "", fmt.Errorf("claim %s/%s is %s, not Bound: replication waits for its volume", namespace, claim, pvc.Status.Phase)
+		return nil, fmt.Errorf("claim %s/%s is %s, not Bound: replication and failover wait for its volume", namespace, claim, pvc.Status.Phase)
 	}
 	pv := &corev1.PersistentVolume{}
 	if err := c.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, pv); err != nil {
-		return nil, "", fmt.Errorf("volume %s of claim %s/%s: %w", pvc.Spec.VolumeName, namespace, claim, err)
+		return nil, fmt.Errorf("volume %s of claim %s/%s: %w", pvc.Spec.VolumeName, namespace, claim, err)
+	}
+	return pv, nil
+}
+
+// ClaimVolume resolves a claim of the namespace to the agent holding its
+// volume and the volume's name there.
+func ClaimVolume(ctx context.Context, c client.Reader, agents Agents, namespace, claim string) (*volumeapi.Client, string, error) {
+	pv, err := BoundVolume(ctx, c, namespace, claim)
+	if err != nil {
+		return nil, "", err
 	}
 	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != storagev1alpha1.CSIDriver {
 		return nil, "", fmt.Errorf("volume %s of claim %s/%s is not a %s volume: strata.dev/btrfs replicates strata's btrfs volumes", pv.Name, namespace, claim, storagev1alpha1.CSIDriver)
