@@ -8,9 +8,16 @@
 //	                          filesystem DIR is on, as the pod sees it
 //	example-app get URL       fetches URL, retrying for up to a minute,
 //	                          and prints the answer
+//	example-app count DIR [MIB]
+//	                          appends "SEQ POD UNIXNANO" to DIR/sequence
+//	                          every 50 ms, each line synced, SEQ one past
+//	                          the file's last; serves the file on :8080;
+//	                          first writes MIB MiB of random DIR/ballast
+//	                          if it is missing; exits on a failed write
 //
 // A pod restart that serves the first pod's name shows the volume kept
-// its data.
+// its data. Counters on two nodes show whether two writers ever overlap
+// (the failover tests).
 package main
 
 import (
@@ -27,7 +34,7 @@ import (
 
 func main() {
 	if len(os.Args) < 3 {
-		fmt.Fprintln(os.Stderr, "usage: example-app serve DIR... | example-app get URL")
+		fmt.Fprintln(os.Stderr, "usage: example-app serve DIR... | example-app get URL | example-app count DIR [MIB]")
 		os.Exit(2)
 	}
 	var err error
@@ -36,6 +43,8 @@ func main() {
 		err = serve(os.Args[2:])
 	case "get":
 		err = get(os.Args[2])
+	case "count":
+		err = count(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q: use serve or get", os.Args[1])
 	}

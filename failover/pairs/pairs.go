@@ -4,6 +4,8 @@
 package pairs
 
 import (
+	"github.com/strata-gitops/strata/storage/csi/backend"
+
 	"fmt"
 	"slices"
 
@@ -24,14 +26,16 @@ const (
 	ParamDestination = "destination"
 )
 
-// OnNode says whether the volume's node affinity pins it to node.
+// OnNode says whether the volume's node affinity pins it to node: by the
+// node's hostname label, as a static PV does, or by strata's topology
+// key, as a node-local class's volume does (btrfsbackend.HostNodeParameter).
 func OnNode(pv *corev1.PersistentVolume, node string) bool {
 	if pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
 		return false
 	}
 	for _, term := range pv.Spec.NodeAffinity.Required.NodeSelectorTerms {
 		for _, e := range term.MatchExpressions {
-			if e.Key == corev1.LabelHostname && e.Operator == corev1.NodeSelectorOpIn && slices.Equal(e.Values, []string{node}) {
+			if (e.Key == corev1.LabelHostname || e.Key == backend.TopologyKey) && e.Operator == corev1.NodeSelectorOpIn && slices.Equal(e.Values, []string{node}) {
 				return true
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,8 +21,8 @@ import (
 )
 
 // Each node's disks: two for its LVM volume group (the second optional in
-// the repository's LVMCluster) and a third, on the btrfs storage host,
-// formatted btrfs. They are sparse files: only what is written takes
+// the repository's LVMCluster) and a third formatted btrfs, the base of
+// the node's btrfs storage host. They are sparse files: only what is written takes
 // space.
 var diskSizes = []int64{8 << 30, 8 << 30, 32 << 30}
 
@@ -38,7 +39,8 @@ func startCluster(ctx context.Context, o Options, imgs []images.Image, say func(
 	}
 	co.Dir = filepath.Join(o.StateDir, "cluster")
 	co.Images, co.PauseImage, co.Disks = imgs, images.PauseRef, diskSizes
-	co.BtrfsMounts = map[string]map[string]int{btrfsNode(o): {btrfsBase: btrfsDisk}}
+	hosts := btrfsHosts(o, "")
+	co.BtrfsMounts, co.Labels = hosts.Mounts(btrfsDisk), hosts.Labels()
 	co.CRDDirs = []string{filepath.Join(o.Root, "charts", "strata", "crds")}
 	say("starting kube-apiserver, etcd, the controller manager and the scheduler (state in %s; logs in %s)",
 		co.Dir, filepath.Join(co.Dir, "logs"))
@@ -57,18 +59,24 @@ func startCluster(ctx context.Context, o Options, imgs []images.Image, say func(
 	return c, nil
 }
 
-// btrfsNode is the node that is the btrfs storage host: the second.
-func btrfsNode(o Options) string { return o.Cluster.Nodes[1] }
+// btrfsHosts are the btrfs storage hosts: every node, each serving the
+// volumes of its own btrfs disk, with the repository's tenant. The
+// repository's shared volumes are on the second node's; node-local
+// classes use each node's own (clusters/homelab, failover pairs).
+func btrfsHosts(o Options, token string) release.BtrfsHost {
+	return release.BtrfsHost{Nodes: o.Cluster.Nodes, Base: btrfsBase, Tenant: btrfsTenant, Token: token, TokenSecret: btrfsTokenSecret}
+}
 
-// install installs strata with its chart, the btrfs storage host on the
-// second node with the repository's tenant.
+// install installs strata with its chart, a btrfs storage host on each
+// node with the repository's tenant.
 func install(ctx context.Context, o Options, c *cluster.Cluster, cl client.Client, say func(string, ...any)) error {
 	token, err := btrfsToken(filepath.Join(o.StateDir, "btrfs-token"))
 	if err != nil {
 		return err
 	}
-	host := release.BtrfsHost{Node: btrfsNode(o), Base: btrfsBase, Tenant: btrfsTenant, Token: token, TokenSecret: btrfsTokenSecret}
-	say("installing strata with helm from charts/strata into %s (controller, agents, CSI driver, btrfs storage host on %s); waiting for its pods", namespace, host.Node)
+	host := btrfsHosts(o, token)
+	say("installing strata with helm from charts/strata into %s (controller, agents, CSI driver, btrfs storage hosts on %s); waiting for its pods",
+		namespace, strings.Join(host.Nodes, ", "))
 	err = release.Install(ctx, cl, release.Options{Chart: filepath.Join(o.Root, "charts", "strata"),
 		Helm: filepath.Join(o.Bin, "helm"), Kubeconfig: c.KubeconfigPath(), Namespace: namespace,
 		Set: host.Values(), Objects: host.Secrets(namespace)}, 10*time.Minute)
@@ -101,6 +109,9 @@ func describeNodes(ctx context.Context, cl client.Client, c *cluster.Cluster) er
 		"btrfs_host_node":    host.Name(),
 		"btrfs_agent_url":    fmt.Sprintf("https://%s:8420", host.IP()),
 		"btrfs_nfs_server":   host.IP().String(),
+	}
+	for i, n := range c.Nodes { // each node's own btrfs host, for node-local classes
+		data[fmt.Sprintf("btrfs_agent_url_%d", i+1)] = fmt.Sprintf("https://%s:8420", n.IP())
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fluxNamespace}}
 	if err := cl.Create(ctx, ns); client.IgnoreAlreadyExists(err) != nil {

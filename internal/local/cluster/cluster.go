@@ -56,6 +56,8 @@ type Options struct {
 	// BtrfsMounts are the btrfs disks of nodes, by node name
 	// (kubenode.Options.BtrfsMounts).
 	BtrfsMounts map[string]map[string]int
+	// Labels are nodes' own labels, by node name.
+	Labels map[string]map[string]string
 }
 
 // Defaults are two nodes, strata-a and strata-b, on 10.77.0.0/24 with
@@ -201,7 +203,7 @@ func (c *Cluster) nodeOptions(i int, name string) kubenode.Options {
 		Name: name, Index: i, Nodes: len(c.o.Nodes), Network: c.o.Network,
 		Dir: filepath.Join(c.o.Dir, "nodes", name), Bin: c.o.Bin,
 		PauseImage: c.o.PauseImage, ServiceCIDR: c.o.ServiceCIDR, Disks: c.o.Disks,
-		BtrfsMounts: c.o.BtrfsMounts[name],
+		BtrfsMounts: c.o.BtrfsMounts[name], Labels: c.o.Labels[name],
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"text/template"
 )
 
@@ -140,7 +142,7 @@ func (n *Node) writeConfig() error {
 }
 
 func (n *Node) kubeletArgs() []string {
-	return []string{
+	args := []string{
 		"--config", n.path("kubelet", "config.yaml"),
 		"--kubeconfig", n.path("kubelet", "kubeconfig"),
 		"--cert-dir", n.path("kubelet", "pki"),
@@ -148,6 +150,15 @@ func (n *Node) kubeletArgs() []string {
 		"--node-ip", n.IP().String(),
 		"--v", "1",
 	}
+	if len(n.o.Labels) > 0 {
+		labels := make([]string, 0, len(n.o.Labels))
+		for k, v := range n.o.Labels {
+			labels = append(labels, k+"="+v)
+		}
+		slices.Sort(labels) // the same flags each start
+		args = append(args, "--node-labels", strings.Join(labels, ","))
+	}
+	return args
 }
 
 func writeFile(path string, data []byte) error {

@@ -56,6 +56,8 @@ type Options struct {
 	// the node: disk number (from 1) by path, e.g. a btrfs storage host's
 	// base.
 	BtrfsMounts map[string]int
+	// Labels are the node's own labels, registered by its kubelet.
+	Labels map[string]string
 }
 
 // Node is a node that can be started, stopped hard, frozen and cut off.

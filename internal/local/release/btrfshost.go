@@ -1,6 +1,8 @@
 package release
 
 import (
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -8,16 +10,43 @@ import (
 	"github.com/strata-gitops/strata/storage/csi/btrfsbackend"
 )
 
-// BtrfsHost is a node of the local cluster serving btrfs volumes through
-// the chart's btrfs host, with one tenant.
+// BtrfsHost is the nodes of the local cluster serving btrfs volumes
+// through the chart's btrfs host, each from its own btrfs disk, with one
+// tenant.
 type BtrfsHost struct {
-	// Node is the node's name; Base is the btrfs mount inside it.
-	Node, Base string
-	// Tenant and Token are the one tenant and its token.
+	// Nodes are the hosts' node names; Base is the btrfs mount inside
+	// each.
+	Nodes []string
+	Base  string
+	// Tenant and Token are the one tenant and its token, the same on
+	// every host.
 	Tenant, Token string
 	// TokenSecret is the Secret StorageClasses name for the token (key
 	// btrfsbackend.TokenKey).
 	TokenSecret string
+}
+
+// BtrfsHostLabel marks the nodes the chart runs a btrfs host on, as
+// docs/install.md suggests a cluster mark its storage hosts.
+const BtrfsHostLabel = "strata.dev/btrfs-host"
+
+// Labels are the label each host node registers with, by node name
+// (cluster.Options.Labels).
+func (h BtrfsHost) Labels() map[string]map[string]string {
+	labels := map[string]map[string]string{}
+	for _, n := range h.Nodes {
+		labels[n] = map[string]string{BtrfsHostLabel: "true"}
+	}
+	return labels
+}
+
+// Mounts mount each host's disk at the base (cluster.Options.BtrfsMounts).
+func (h BtrfsHost) Mounts(disk int) map[string]map[string]int {
+	mounts := map[string]map[string]int{}
+	for _, n := range h.Nodes {
+		mounts[n] = map[string]int{h.Base: disk}
+	}
+	return mounts
 }
 
 // tenantsSecret holds the host's tenants and their tokens.
@@ -30,7 +59,7 @@ const tenantsSecret = "btrfs-tenants"
 func (h BtrfsHost) Values() []string {
 	return []string{
 		"btrfsHost.enabled=true",
-		`btrfsHost.nodeSelector.kubernetes\.io/hostname=` + h.Node,
+		"btrfsHost.nodeSelector." + strings.ReplaceAll(BtrfsHostLabel, ".", `\.`) + "=true",
 		"btrfsHost.base=" + h.Base,
 		"btrfsHost.ganeshaExports=/var/lib/strata/ganesha/strata-exports.conf",
 		"btrfsHost.ganeshaPIDFile=/var/lib/strata/ganesha/ganesha.pid",

@@ -58,10 +58,11 @@ func init() {
 	case "btrfs":
 		prefix, n = "conb", 3
 	}
-	btrfsHost.Node = prefix + "-b"
+	btrfsClassNode = prefix + "-b"
+	btrfsHost.Nodes = []string{btrfsClassNode} // the one host the suite uses
 	customize = append(customize, func(o *cluster.Options) error {
-		o.Nodes = []string{prefix + "-a", btrfsHost.Node}
-		o.BtrfsMounts = map[string]map[string]int{btrfsHost.Node: {btrfsHost.Base: 2}}
+		o.Nodes = []string{prefix + "-a", btrfsClassNode}
+		o.BtrfsMounts, o.Labels = btrfsHost.Mounts(2), btrfsHost.Labels()
 		o.Network = kubenode.Network{Bridge: fmt.Sprintf("strata-c%d", n), Prefix: netip.MustParsePrefix(fmt.Sprintf("10.%d.0.0/24", 80+n)),
 			PodPrefix: netip.MustParsePrefix(fmt.Sprintf("10.%d.0.0/16", 247+n))}
 		o.ServiceCIDR = netip.MustParsePrefix(fmt.Sprintf("10.%d.0.0/16", 99+n))
@@ -176,7 +177,7 @@ func TestKubernetesStorageSuite(t *testing.T) {
 				}
 			}
 			if d.hostOnly {
-				untaint := taintOthers(t, cl, btrfsHost.Node)
+				untaint := taintOthers(t, cl, btrfsClassNode)
 				defer untaint()
 			}
 			run := exec.Command(filepath.Join(root, "bin", "conformance", "e2e.test"),

@@ -107,8 +107,8 @@ func startStack() error {
 		PodPrefix: netip.MustParsePrefix("10.246.0.0/16")}
 	o.ServiceCIDR = netip.MustParsePrefix("10.98.0.0/16")
 	o.Images, o.PauseImage, o.Disks = imgs, images.PauseRef, []int64{4 << 30, 2 << 30}
-	// e2e-b is also a btrfs storage host, its second disk the base.
-	o.BtrfsMounts = map[string]map[string]int{btrfsHost.Node: {btrfsHost.Base: 2}}
+	// Both nodes are also btrfs storage hosts, each's second disk the base.
+	o.BtrfsMounts, o.Labels = btrfsHost.Mounts(2), btrfsHost.Labels()
 	o.CRDDirs = []string{filepath.Join(root, "charts", "strata", "crds")}
 	for _, change := range customize {
 		if err := change(&o); err != nil {
@@ -140,7 +140,7 @@ func startStack() error {
 	if err := deviceClass(ctx, stack.client); err != nil {
 		return err
 	}
-	return makeBtrfsClass(ctx, stack.client, c.Nodes[1].IP().String())
+	return makeBtrfsClasses(ctx, stack.client, c.Nodes)
 }
 
 // deviceClass makes the LVMCluster of the suite and waits for its

@@ -92,6 +92,10 @@ func Run(ctx context.Context, c client.Reader, o Options) error {
 	if err != nil {
 		return err
 	}
+	peerHTTP, err := o.peerHTTP()
+	if err != nil {
+		return err
+	}
 	networks, err := ParseNetworks(o.TenantNetworks)
 	if err != nil {
 		return fmt.Errorf("--tenant-networks: %w", err)
@@ -128,7 +132,7 @@ func Run(ctx context.Context, c client.Reader, o Options) error {
 	go reloadTenants(ctx, tenants, load, o.SyncInterval, logger)
 	logger.Info("serving the volume API", "listen", o.Listen, "tls", tlsConfig != nil, "base", store.Base, "exporter", o.Exporter, "tenants", len(byTenant))
 	server := New(store, tenants)
-	server.Networks = networks
+	server.Networks, server.PeerHTTP = networks, peerHTTP
 	return httpserver.Serve(ctx, o.Listen, tlsConfig, server.Handler())
 }
 

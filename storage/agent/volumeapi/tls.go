@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/http"
 	"os"
 	"time"
 )
@@ -46,6 +47,27 @@ func (o Options) serverTLS() (*tls.Config, error) {
 		return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 	}
 	return nil, nil
+}
+
+// peerHTTP is the client this agent sends replicas to its peers with.
+// Agents that issue their certificates from one CA (the chart's) trust
+// that CA in each other; agents with certificates of their own trust the
+// system's roots.
+func (o Options) peerHTTP() (*http.Client, error) {
+	if o.TLSCACert == "" {
+		return http.DefaultClient, nil
+	}
+	caCert, err := os.ReadFile(o.TLSCACert)
+	if err != nil {
+		return nil, fmt.Errorf("--volume-api-tls-ca-cert: %w", err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(caCert) {
+		return nil, fmt.Errorf("--volume-api-tls-ca-cert %s holds no PEM certificate", o.TLSCACert)
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	return &http.Client{Transport: transport}, nil
 }
 
 // hostIdentity is what a serving certificate of this host names: its

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -29,6 +30,12 @@ import (
 const (
 	AgentURLParameter  = "agentURL"
 	NFSServerParameter = "nfsServer"
+	// HostNodeParameter names the storage host's node when the class's
+	// volumes are node-local: used on that node alone, by bind mount, their
+	// PVs pinned to it by node affinity, as failover pairs need
+	// (docs/failover.md). Without it, volumes are reached over NFS from
+	// any node.
+	HostNodeParameter = "hostNode"
 	// TokenKey is the key of the tenant token in the CSI secrets and in
 	// the Secret the class's provisioner-secret parameters name.
 	TokenKey = "token"
@@ -166,6 +173,10 @@ func (b *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 	if err != nil {
 		return nil, err
 	}
+	topology, err := hostTopology(sc, req.GetAccessibilityRequirements())
+	if err != nil {
+		return nil, err
+	}
 	agent, err := b.agent(ctx, sc, req.GetSecrets())
 	if err != nil {
 		return nil, err
@@ -181,11 +192,36 @@ func (b *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 		return nil, agentError(err, "volume "+req.GetName())
 	}
 	return &csi.CreateVolumeResponse{Volume: &csi.Volume{
-		VolumeId:      backend.VolumeID{StorageClass: sc.Name, Name: v.Name}.String(),
-		CapacityBytes: v.SizeBytes,
-		VolumeContext: map[string]string{BackendContext: backendBtrfs},
-		ContentSource: req.GetVolumeContentSource(),
+		VolumeId:           backend.VolumeID{StorageClass: sc.Name, Name: v.Name}.String(),
+		CapacityBytes:      v.SizeBytes,
+		VolumeContext:      map[string]string{BackendContext: backendBtrfs},
+		ContentSource:      req.GetVolumeContentSource(),
+		AccessibleTopology: topology,
 	}}, nil
+}
+
+// hostTopology is where a node-local class's volume may be used: its
+// host node alone. A request that may not land there (a pod bound to
+// another node) is refused before anything is made. A class without a
+// host node has its volumes everywhere, over NFS.
+func hostTopology(sc *storagev1.StorageClass, req *csi.TopologyRequirement) ([]*csi.Topology, error) {
+	node := sc.Parameters[HostNodeParameter]
+	if node == "" {
+		return nil, nil
+	}
+	requisite := req.GetRequisite()
+	allowed := len(requisite) == 0
+	for _, t := range requisite {
+		if t.GetSegments()[backend.TopologyKey] == node {
+			allowed = true
+		}
+	}
+	if !allowed {
+		return nil, status.Errorf(codes.ResourceExhausted,
+			"StorageClass %s keeps its volumes on node %s (%s), which the claim may not use: schedule its pod there or use another class",
+			sc.Name, node, HostNodeParameter)
+	}
+	return []*csi.Topology{{Segments: map[string]string{backend.TopologyKey: node}}}, nil
 }
 
 // clone makes a volume from a snapshot or volume of the same agent.
