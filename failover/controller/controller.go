@@ -6,6 +6,9 @@
 package controller
 
 import (
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
 	"context"
 	"errors"
 	"fmt"
@@ -62,11 +65,18 @@ type Reconciler struct {
 	Now            func() time.Time
 }
 
+// recheckInvalid is how long a refused Failover waits before it is
+// checked again.
+const recheckInvalid = 10 * time.Second
+
 // SetupWithManager watches Failovers, and the Deployments and
 // StatefulSets they move: a workload ready on its new claim ends a
-// failover's last step without waiting for a poll.
+// failover's last step without waiting for a poll. A Failover's own
+// status writes wake nothing: a step that fails and writes why must
+// retry with backoff, not at once in a loop; every wait polls.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).For(&failoverv1alpha1.Failover{}).
+	changed := builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))
+	return ctrl.NewControllerManagedBy(mgr).For(&failoverv1alpha1.Failover{}, changed).
 		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.failoversOf("Deployment"))).
 		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(r.failoversOf("StatefulSet"))).
 		Complete(r)
@@ -106,7 +116,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	case errors.As(err, &bad):
 		status.MarkFailed(fo, "InvalidFailover", bad.msg, true)
 		r.Events.Eventf(fo, nil, corev1.EventTypeWarning, "InvalidFailover", "Check", "%s", bad.msg)
-		err = nil
+		// Checked again in a while: what it names may still be on its
+		// way (a claim binding, a Deployment applied in the same commit).
+		result, err = ctrl.Result{RequeueAfter: recheckInvalid}, nil
 	case err != nil:
 		status.MarkFailed(fo, "FailoverError", err.Error(), false)
 	}

@@ -35,6 +35,10 @@ func (r *Reconciler) wantsFailback(ctx context.Context, fo *failoverv1alpha1.Fai
 	return age < policy(fo).UnreachableAfter.Duration, nil
 }
 
+// failbackPoll is how often a failed-over Failover reads the primary's
+// Lease, to fail back once it is fresh again.
+const failbackPoll = 5 * time.Second
+
 // failedOver keeps the app on the backup until a failback is wanted and
 // the primary is back.
 func (r *Reconciler) failedOver(ctx context.Context, fo *failoverv1alpha1.Failover, a *app) (ctrl.Result, error) {
@@ -44,8 +48,7 @@ func (r *Reconciler) failedOver(ctx context.Context, fo *failoverv1alpha1.Failov
 	}
 	back, err := r.wantsFailback(ctx, fo)
 	if err != nil || !back {
-		// The primary's Lease is polled: nothing else says it is back.
-		return ctrl.Result{RequeueAfter: 5 * time.Second}, err
+		return ctrl.Result{RequeueAfter: failbackPoll}, err
 	}
 	return r.resync(ctx, fo, a)
 }
@@ -117,14 +120,17 @@ func (r *Reconciler) resync(ctx context.Context, fo *failoverv1alpha1.Failover, 
 // switchBack is the planned switch: quiesce the app on the backup, send
 // the last changes, promote them on the primary, and move the app back.
 func (r *Reconciler) switchBack(ctx context.Context, fo *failoverv1alpha1.Failover, a *app, p *pairSides) (ctrl.Result, error) {
-	if _, err := p.backup.Fence(ctx, p.pair); err != nil {
-		return ctrl.Result{}, fmt.Errorf("quiescing the app on the backup %s: %w", p.backup.URL, err)
+	if fo.Status.FailbackReplica == 0 { // not sent since the app was quiesced
+		if _, err := p.backup.Fence(ctx, p.pair); err != nil {
+			return ctrl.Result{}, fmt.Errorf("quiescing the app on the backup %s: %w", p.backup.URL, err)
+		}
+		final, err := p.syncBack(ctx)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		fo.Status.FailbackStreamBytes += final.StreamBytes
+		fo.Status.FailbackReplica = final.Seq
 	}
-	final, err := p.syncBack(ctx)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	fo.Status.FailbackStreamBytes += final.StreamBytes
 	if _, err := p.primary.Promote(ctx, p.pair); err != nil {
 		return ctrl.Result{}, fmt.Errorf("promoting the changes on the primary %s: %w", p.primary.URL, err)
 	}
@@ -142,7 +148,7 @@ func (r *Reconciler) switchBack(ctx context.Context, fo *failoverv1alpha1.Failov
 	}
 	now := metav1.NewMicroTime(r.Now())
 	fo.Status.Timestamps.FailedBack = &now
-	fo.Status.Phase = failoverv1alpha1.PhaseProtected
+	fo.Status.Phase, fo.Status.FailbackReplica = failoverv1alpha1.PhaseProtected, 0
 	r.Events.Eventf(fo, nil, corev1.EventTypeNormal, "FailedBack", "Failback", "%s %s runs on node %s again; %d stream bytes went back",
 		fo.Spec.Workload.Kind, fo.Spec.Workload.Name, fo.Spec.Primary.Node, fo.Status.FailbackStreamBytes)
 	return ctrl.Result{RequeueAfter: time.Second}, nil

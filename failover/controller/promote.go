@@ -79,7 +79,9 @@ func (r *Reconciler) runOnBackup(ctx context.Context, fo *failoverv1alpha1.Failo
 	}
 	status.MarkReady(fo, "FailedOver", fmt.Sprintf("running on the backup %s since %s, from a replica %s old; %s",
 		fo.Spec.Backup.Node, fo.Status.Timestamps.Started.UTC().Format(time.RFC3339), fo.Status.DataAgeAtPromotion.Duration, fo.Status.FencedBy))
-	return ctrl.Result{}, nil
+	// The primary's Lease is polled for a failback: nothing else says
+	// it is back.
+	return ctrl.Result{RequeueAfter: failbackPoll}, nil
 }
 
 // useClaim points the workload's pod template at claim to instead of

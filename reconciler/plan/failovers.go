@@ -88,9 +88,10 @@ func sideVolume(ctx context.Context, r client.Reader, ns string, s failoverv1alp
 	}
 	if class := pvc.Spec.StorageClassName; class != nil && *class != "" {
 		sc := &storagev1.StorageClass{}
-		if err := r.Get(ctx, client.ObjectKey{Name: *class}, sc); err == nil && !btrfsbackend.IsClass(sc.Parameters) {
-			return nil, fmt.Errorf("the %s claim %s is on StorageClass %s, which is not a btrfs class (no %s): strata.dev/btrfs replicates btrfs volumes; use a btrfs class on node %s",
-				side, s.Claim, *class, btrfsbackend.AgentURLParameter, s.Node)
+		if err := r.Get(ctx, client.ObjectKey{Name: *class}, sc); err == nil {
+			if err := classOnNode(sc, s, side); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if pvc.Spec.VolumeName == "" {
@@ -104,6 +105,20 @@ func sideVolume(ctx context.Context, r client.Reader, ns string, s failoverv1alp
 		return nil, fmt.Errorf("volume %s of the %s claim %s is not pinned to node %s by its node affinity", pv.Name, side, s.Claim, s.Node)
 	}
 	return pv, nil
+}
+
+// classOnNode checks that a side's class can hold its volume on its
+// node: a btrfs class, and a node-local one's host the side's node.
+func classOnNode(sc *storagev1.StorageClass, s failoverv1alpha1.Side, side string) error {
+	if !btrfsbackend.IsClass(sc.Parameters) {
+		return fmt.Errorf("the %s claim %s is on StorageClass %s, which is not a btrfs class (no %s): strata.dev/btrfs replicates btrfs volumes; use a btrfs class on node %s",
+			side, s.Claim, sc.Name, btrfsbackend.AgentURLParameter, s.Node)
+	}
+	if host := sc.Parameters[btrfsbackend.HostNodeParameter]; host != "" && host != s.Node {
+		return fmt.Errorf("the %s claim %s is on StorageClass %s, whose volumes are on node %s (%s), not on the %s node %s",
+			side, s.Claim, sc.Name, host, btrfsbackend.HostNodeParameter, side, s.Node)
+	}
+	return nil
 }
 
 func workloadUsesASide(ctx context.Context, r client.Reader, fo *failoverv1alpha1.Failover) error {

@@ -150,6 +150,8 @@ func TestFailoverPairsAreChecked(t *testing.T) {
 			[]string{"backup claim pvc-notes-backup (5Gi) is smaller than primary claim pvc-notes (10Gi)"}},
 		{"a class strata cannot replicate", with("replicated/backup.yaml", "  agentURL: https://node-2:8420\n", "  deviceClass: nvme\n"),
 			[]string{"StorageClass btrfs-node-2, which is not a btrfs class"}},
+		{"a node-local class on another node", with("replicated/backup.yaml", "  agentURL: https://node-2:8420\n", "  agentURL: https://node-2:8420\n  hostNode: node-3\n"),
+			[]string{"the backup claim pvc-notes-backup is on StorageClass btrfs-node-2, whose volumes are on node node-3 (hostNode), not on the backup node node-2"}},
 		{"a workload on another claim", with("replicated/app.yaml", "claimName: pvc-notes}", "claimName: scratch}"),
 			[]string{"Deployment notes uses neither the primary claim pvc-notes nor the backup claim pvc-notes-backup"}},
 		{"a source of another claim", with("replicated/pair.yaml", "sourcePVC: pvc-notes", "sourcePVC: pvc-other"),

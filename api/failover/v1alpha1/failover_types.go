@@ -164,6 +164,11 @@ type FailoverStatus struct {
 	// primary: only what changed while the app ran on the backup.
 	// +optional
 	FailbackStreamBytes int64 `json:"failbackStreamBytes,omitempty"`
+	// FailbackReplica is the replica the backup sent once its app was
+	// quiesced, which the failback promotes on the primary; set only
+	// while a failback runs, so that a retried switch does not send again.
+	// +optional
+	FailbackReplica uint64 `json:"failbackReplica,omitempty"`
 	// +optional
 	Timestamps PhaseTimestamps `json:"timestamps,omitempty"`
 	// +optional

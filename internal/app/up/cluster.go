@@ -79,7 +79,7 @@ func install(ctx context.Context, o Options, c *cluster.Cluster, cl client.Clien
 		namespace, strings.Join(host.Nodes, ", "))
 	err = release.Install(ctx, cl, release.Options{Chart: filepath.Join(o.Root, "charts", "strata"),
 		Helm: filepath.Join(o.Bin, "helm"), Kubeconfig: c.KubeconfigPath(), Namespace: namespace,
-		Set: host.Values(), Objects: host.Secrets(namespace)}, 10*time.Minute)
+		Set: append(host.Values(), release.ControllersOn(c.Nodes[1].Name())...), Objects: host.Secrets(namespace)}, 10*time.Minute)
 	if err != nil {
 		return err
 	}

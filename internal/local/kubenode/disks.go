@@ -71,7 +71,7 @@ func (n *Node) mountBtrfs() error {
 		if err := os.MkdirAll(onHost, 0o755); err != nil {
 			return err
 		}
-		cmd := exec.Command("nsenter", "--mount="+n.mountNamespace(), "--", "mount", dev, inside)
+		cmd := n.Command("mount", dev, inside)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("node %s: mounting %s at %s: %v: %s", n.o.Name, dev, inside, err, out)
 		}

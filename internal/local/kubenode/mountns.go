@@ -43,6 +43,13 @@ func (n *Node) HostPath(inside string) (path string, ok bool) {
 	return inside, false
 }
 
+// Command runs a program in the node's mount namespace, where the node's
+// own mounts (its btrfs disks, its volumes) are seen, as on the node's
+// console.
+func (n *Node) Command(name string, args ...string) *exec.Cmd {
+	return exec.Command("nsenter", append([]string{"--mount=" + n.mountNamespace(), "--", name}, args...)...)
+}
+
 // mountNamespace is the file the node's mount namespace is kept by.
 func (n *Node) mountNamespace() string { return n.path("ns", "mnt") }
 

@@ -53,14 +53,17 @@ func (h BtrfsHost) Mounts(disk int) map[string]map[string]int {
 const tenantsSecret = "btrfs-tenants"
 
 // Values are the chart values that run the host. This machine's kernel has
-// no NFS client, so no node could mount the host's exports: no Ganesha
-// runs, the agent keeps its export file in the node's own directory, and
-// the CSI node service bind-mounts volumes on the host itself.
+// no NFS client, so no node could mount the host's exports: the agent
+// exports nothing (exporter none; it still records each volume's
+// clients), and the CSI node service bind-mounts volumes on the host
+// itself. Ganesha's paths stay in the node's own directory, away from
+// the machine's /etc and /run, which the nodes share.
 func (h BtrfsHost) Values() []string {
 	return []string{
 		"btrfsHost.enabled=true",
 		"btrfsHost.nodeSelector." + strings.ReplaceAll(BtrfsHostLabel, ".", `\.`) + "=true",
 		"btrfsHost.base=" + h.Base,
+		"btrfsHost.exporter=none",
 		"btrfsHost.ganeshaExports=/var/lib/strata/ganesha/strata-exports.conf",
 		"btrfsHost.ganeshaPIDFile=/var/lib/strata/ganesha/ganesha.pid",
 		"btrfsHost.tenantsSecret=" + tenantsSecret,

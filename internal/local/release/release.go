@@ -85,6 +85,17 @@ func Values() []string {
 	return v
 }
 
+// ControllersOn are the chart values that run strata's controller and
+// its CSI controller on node: failover needs them on a node other than
+// the primary it watches, as on a control-plane node in a real cluster
+// (docs/failover.md), or they would be lost with it.
+func ControllersOn(node string) []string {
+	return []string{
+		`controller.nodeSelector.kubernetes\.io/hostname=` + node,
+		`csi.nodeSelector.kubernetes\.io/hostname=` + node,
+	}
+}
+
 // Install installs or upgrades the release and waits until its
 // Deployments and DaemonSets are available.
 func Install(ctx context.Context, c client.Client, o Options, timeout time.Duration) error {

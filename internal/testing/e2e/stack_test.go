@@ -133,7 +133,7 @@ func startStack() error {
 	}
 	err = release.Install(ctx, stack.client, release.Options{Chart: filepath.Join(root, "charts", "strata"),
 		Helm: filepath.Join(bin, "helm"), Kubeconfig: c.KubeconfigPath(), Namespace: namespace,
-		Set: btrfsHost.Values(), Objects: btrfsHost.Secrets(namespace)}, 4*time.Minute)
+		Set: append(btrfsHost.Values(), release.ControllersOn(c.Nodes[1].Name())...), Objects: btrfsHost.Secrets(namespace)}, 4*time.Minute)
 	if err != nil {
 		return fmt.Errorf("%w\n%s", err, c.Nodes[0].Logs(20))
 	}
