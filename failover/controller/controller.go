@@ -6,9 +6,6 @@
 package controller
 
 import (
-	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
-
 	"context"
 	"errors"
 	"fmt"
@@ -75,8 +72,7 @@ const recheckInvalid = 10 * time.Second
 // status writes wake nothing: a step that fails and writes why must
 // retry with backoff, not at once in a loop; every wait polls.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	changed := builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))
-	return ctrl.NewControllerManagedBy(mgr).For(&failoverv1alpha1.Failover{}, changed).
+	return ctrl.NewControllerManagedBy(mgr).For(&failoverv1alpha1.Failover{}, replication.SpecChanged).
 		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.failoversOf("Deployment"))).
 		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(r.failoversOf("StatefulSet"))).
 		Complete(r)

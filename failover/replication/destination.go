@@ -34,7 +34,7 @@ type DestinationReconciler struct {
 // SetupWithManager watches ReplicationDestinations.
 func (r *DestinationReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).Named("replicationdestination").
-		For(&volsyncv1alpha1.ReplicationDestination{}).
+		For(&volsyncv1alpha1.ReplicationDestination{}, SpecChanged).
 		Owns(&corev1.Secret{}).
 		Complete(r)
 }

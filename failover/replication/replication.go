@@ -12,7 +12,9 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
@@ -108,3 +110,10 @@ func (d Destination) Token(ctx context.Context, c client.Reader, ns string) (str
 	}
 	return token, nil
 }
+
+// SpecChanged lets a reconciler's own object wake it for changes to its
+// spec, labels or annotations, not for the status it writes itself: a
+// step that fails and records why is retried with backoff rather than
+// woken again by its own write. Every wait a reconciler has is polled.
+var SpecChanged = builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{},
+	predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}))

@@ -41,8 +41,10 @@ func (r *SourceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		fo := o.(*failoverv1alpha1.Failover)
 		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: fo.Namespace, Name: fo.Spec.Replication.Source}}}
 	})
+	// Its own status writes wake nothing: a failed sync is retried with
+	// backoff, not at once in a loop (see SpecChanged).
 	return ctrl.NewControllerManagedBy(mgr).Named("replicationsource").
-		For(&volsyncv1alpha1.ReplicationSource{}).
+		For(&volsyncv1alpha1.ReplicationSource{}, SpecChanged).
 		Watches(&failoverv1alpha1.Failover{}, sourceOfFailover).
 		Complete(r)
 }

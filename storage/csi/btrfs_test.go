@@ -112,19 +112,30 @@ func TestHomelabBtrfsClaimIsServedOverNFS(t *testing.T) {
 		t.Fatalf("the agent's volume = %+v, %v; want the class's zstd:3", v, err)
 	}
 
-	// ControllerPublish exports it; the publish context says where from.
-	published, err := controller.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{VolumeId: id,
-		NodeId: "homelab-btrfs-node|127.0.0.1", VolumeCapability: rwx, Secrets: secrets, VolumeContext: created.GetVolume().GetVolumeContext()})
-	if err != nil {
-		t.Fatal(err)
+	// ControllerPublish to another node exports it; the publish context
+	// says where from.
+	publish := func(node string) map[string]string {
+		t.Helper()
+		published, err := controller.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{VolumeId: id,
+			NodeId: node, VolumeCapability: rwx, Secrets: secrets, VolumeContext: created.GetVolume().GetVolumeContext()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return published.GetPublishContext()
 	}
-	pc := published.GetPublishContext()
+	pc := publish("homelab-client|127.0.0.1")
 	if pc["exportPath"] != "/sanity/pvc-media-library" || pc["nfsServer"] != "127.0.0.1" {
 		t.Fatalf("publish context %v", pc)
 	}
+	// To the storage host itself, nothing more is exported: it
+	// bind-mounts the volume.
+	onHost := publish("homelab-btrfs-node|127.0.0.1")
+	if v, err := agent.GetVolume(ctx, "pvc-media-library"); err != nil || len(v.Clients) != 1 || onHost["node"] != "homelab-btrfs-node" || onHost["path"] == "" {
+		t.Fatalf("published to its host: context %v, volume %+v (%v); want the client's export alone and the host's path", onHost, v, err)
+	}
 
 	// The pod's mount, on the storage host itself: a bind mount.
-	target := mountOnNode(t, e, id, rwx, pc, created.GetVolume().GetVolumeContext())
+	target := mountOnNode(t, e, id, rwx, onHost, created.GetVolume().GetVolumeContext())
 	if err := os.WriteFile(filepath.Join(target, "song.txt"), []byte("la la la"), 0o644); err != nil {
 		t.Fatal(err)
 	}

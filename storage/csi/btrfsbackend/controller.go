@@ -365,7 +365,8 @@ func (b *Controller) DeleteSnapshot(ctx context.Context, id backend.VolumeID, re
 }
 
 // ControllerPublishVolume exports the volume to the node's address and
-// tells the node where to mount it from.
+// tells the node where to mount it from. A volume published to its own
+// storage host needs no export: the node bind-mounts it.
 func (b *Controller) ControllerPublishVolume(ctx context.Context, id backend.VolumeID, req *csi.ControllerPublishVolumeRequest) (*csi.ControllerPublishVolumeResponse, error) {
 	if err := btrfsCapabilities([]*csi.VolumeCapability{req.GetVolumeCapability()}); err != nil {
 		return nil, err
@@ -374,17 +375,18 @@ func (b *Controller) ControllerPublishVolume(ctx context.Context, id backend.Vol
 	if err != nil {
 		return nil, err
 	}
-	_, ip, err := backend.NodeAddress(req.GetNodeId())
+	v, err := agent.GetVolume(ctx, id.Name) // a missing volume is the worse error: NotFound first
 	if err != nil {
-		// A missing volume is the worse error: it is NotFound first.
-		if _, verr := agent.GetVolume(ctx, id.Name); verr != nil {
-			return nil, agentError(verr, "volume "+id.String())
-		}
+		return nil, agentError(err, "volume "+id.String())
+	}
+	node, ip, err := backend.NodeAddress(req.GetNodeId())
+	if err != nil {
 		return nil, err
 	}
-	v, err := agent.AddExport(ctx, id.Name, ip)
-	if err != nil {
-		return nil, agentError(err, "exporting volume "+id.String()+" to "+ip)
+	if v.Node != node {
+		if v, err = agent.AddExport(ctx, id.Name, ip); err != nil {
+			return nil, agentError(err, "exporting volume "+id.String()+" to "+ip)
+		}
 	}
 	server := sc.Parameters[NFSServerParameter]
 	if server == "" {
@@ -403,9 +405,16 @@ func (b *Controller) ControllerUnpublishVolume(ctx context.Context, id backend.V
 	if err != nil {
 		return nil, err
 	}
-	_, ip, err := backend.NodeAddress(req.GetNodeId())
+	node, ip, err := backend.NodeAddress(req.GetNodeId())
 	if err != nil {
 		return &csi.ControllerUnpublishVolumeResponse{}, nil // never published there
+	}
+	v, err := agent.GetVolume(ctx, id.Name)
+	if volumeapi.StatusOf(err) == http.StatusNotFound || (err == nil && v.Node == node) {
+		return &csi.ControllerUnpublishVolumeResponse{}, nil // gone, or bind-mounted on its host: no export
+	}
+	if err != nil {
+		return nil, agentError(err, "volume "+id.String())
 	}
 	if _, err := agent.RemoveExport(ctx, id.Name, ip); err != nil && volumeapi.StatusOf(err) != http.StatusNotFound {
 		return nil, agentError(err, "removing the export of "+id.String()+" to "+ip)
