@@ -23,24 +23,30 @@ const FieldManager = "strata-failover"
 // moves the workload onto it. A replica older than maxDataAge waits for a
 // person, as does a destination that holds none.
 func (r *Reconciler) promote(ctx context.Context, fo *failoverv1alpha1.Failover, a *app) (ctrl.Result, error) {
-	if a.destination.Status == nil || a.destination.Status.LastSyncTime == nil {
+	dest, ok := replication.DestinationOf(a.destination)
+	if !ok {
+		return r.waitForPerson(fo, fmt.Sprintf("ReplicationDestination %s is not set up (see its Synchronizing condition): the backup has nothing to serve", a.destination.Name))
+	}
+	agent, _, err := replication.ClaimVolume(ctx, r.Client, r.Agents, fo.Namespace, fo.Spec.Backup.Claim)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	// The backup's agent, not the destination's status, says which
+	// replica it holds: the status is refreshed in its own time.
+	pair := dest.Pair
+	held, err := agent.GetPair(ctx, pair)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("pair %s on the backup's agent %s: %w", pair, agent.URL, err)
+	}
+	if held.Latest == 0 || held.LatestAt == nil {
 		return r.waitForPerson(fo, fmt.Sprintf("ReplicationDestination %s holds no complete replica: the backup has nothing to serve", a.destination.Name))
 	}
-	age := r.Now().Sub(a.destination.Status.LastSyncTime.Time)
+	age := r.Now().Sub(*held.LatestAt)
 	if limit := policy(fo).MaxDataAge.Duration; age > limit && fo.Annotations[AnnotationAcceptDataAge] != "true" {
 		return r.waitForPerson(fo, fmt.Sprintf("the newest replica is %s old, more than maxDataAge %s: annotate %s=true to fail over to it anyway",
 			age.Round(time.Second), limit, AnnotationAcceptDataAge))
 	}
 	fo.Status.Phase = failoverv1alpha1.PhasePromoting
-	agent, _, err := replication.ClaimVolume(ctx, r.Client, r.Agents, fo.Namespace, fo.Spec.Backup.Claim)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	dest, ok := replication.DestinationOf(a.destination)
-	if !ok {
-		return ctrl.Result{}, fmt.Errorf("ReplicationDestination %s is not set up: see its Synchronizing condition", a.destination.Name)
-	}
-	pair := dest.Pair
 	if _, err := agent.Promote(ctx, pair); err != nil {
 		return ctrl.Result{}, fmt.Errorf("promoting pair %s on agent %s: %w", pair, agent.URL, err)
 	}
@@ -48,8 +54,8 @@ func (r *Reconciler) promote(ctx context.Context, fo *failoverv1alpha1.Failover,
 	fo.Status.Timestamps.Promoted = &now
 	fo.Status.DataAgeAtPromotion = &metav1.Duration{Duration: age.Round(time.Millisecond)}
 	fo.Status.Active, fo.Status.Phase = failoverv1alpha1.ActiveBackup, failoverv1alpha1.PhaseFailedOver
-	r.Events.Eventf(fo, nil, corev1.EventTypeWarning, "Promoted", "Promote", "claim %s on node %s serves the replica of %s (%s old)",
-		fo.Spec.Backup.Claim, fo.Spec.Backup.Node, a.destination.Status.LastSyncTime.UTC().Format(time.RFC3339), fo.Status.DataAgeAtPromotion.Duration)
+	r.Events.Eventf(fo, nil, corev1.EventTypeWarning, "Promoted", "Promote", "claim %s on node %s serves replica %d of %s (%s old)",
+		fo.Spec.Backup.Claim, fo.Spec.Backup.Node, held.Latest, held.LatestAt.UTC().Format(time.RFC3339), fo.Status.DataAgeAtPromotion.Duration)
 	return r.runOnBackup(ctx, fo, a)
 }
 

@@ -14,6 +14,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
 	"github.com/strata-gitops/strata/failover/pairs"
@@ -31,11 +33,21 @@ type DestinationReconciler struct {
 	Refresh time.Duration
 }
 
-// SetupWithManager watches ReplicationDestinations.
+// SetupWithManager watches ReplicationDestinations, and the sources
+// that send to them: a source's finished sync refreshes its
+// destination's newest replica at once, not at the next Refresh.
 func (r *DestinationReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	destinationOfSource := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		rs := o.(*volsyncv1alpha1.ReplicationSource)
+		if rs.Spec.External == nil || rs.Spec.External.Parameters[pairs.ParamDestination] == "" {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: rs.Namespace, Name: rs.Spec.External.Parameters[pairs.ParamDestination]}}}
+	})
 	return ctrl.NewControllerManagedBy(mgr).Named("replicationdestination").
 		For(&volsyncv1alpha1.ReplicationDestination{}, SpecChanged).
 		Owns(&corev1.Secret{}).
+		Watches(&volsyncv1alpha1.ReplicationSource{}, destinationOfSource).
 		Complete(r)
 }
 

@@ -146,6 +146,10 @@ func (n *Node) Stop() error {
 	return n.releaseMountNamespace()
 }
 
+// Processes are the pids of every process of the node: its kubelet,
+// runtime and containers.
+func (n *Node) Processes() ([]int, error) { return cgroupTasks(n.o.Name) }
+
 // Freeze stops every process of the node where it is, as a hung machine.
 func (n *Node) Freeze() error { return setFreezer(n.o.Name, "FROZEN") }
 

@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -39,6 +42,7 @@ func TestFailoverOnRealNodes(t *testing.T) {
 	l := &ledger{t: t, cl: cl, ns: namespaceFor(t, cl, "failover"), a: c.Nodes[0], b: c.Nodes[1]}
 	l.create()
 	l.waitPhase(failoverv1alpha1.PhaseProtected, failoverv1alpha1.ActivePrimary)
+	l.syncKilledHalfway()
 	first := l.sync("one", l.a)
 
 	// A is cut off, its processes running on: its agent fences its
@@ -93,6 +97,92 @@ func TestFailoverOnRealNodes(t *testing.T) {
 		ts.Detected.Sub(lost).Round(time.Millisecond), ts.Fenced.Sub(lost).Round(time.Millisecond),
 		ts.Promoted.Sub(lost).Round(time.Millisecond), ts.Started.Sub(lost).Round(time.Millisecond),
 		time.Since(lost).Round(time.Millisecond), fo.Status.DataAgeAtPromotion.Duration)
+}
+
+// killedSyncMiB is what the killed sync has to send: enough that it is
+// caught halfway.
+const killedSyncMiB = 300
+
+// syncKilledHalfway writes a large file into the primary's volume and
+// kills the backup's agent while it receives the sync: its newest
+// complete replica stays as it was, and the next sync, once the agent is
+// back, carries the file whole and leaves nothing half received.
+func (l *ledger) syncKilledHalfway() {
+	l.t.Helper()
+	l.sync("before-cut", l.a)
+	kept, keptLines := l.newestReplica(l.b)
+	volume := "$(dirname $(ls " + filepath.Join(btrfsHost.Base, btrfsHost.Tenant, "*", "data", "sequence") + "))"
+	write := fmt.Sprintf("dd if=/dev/urandom of=%s/big bs=1M count=%d conv=fsync status=none && sha256sum < %s/big", volume, killedSyncMiB, volume)
+	sum, err := l.a.Command("sh", "-c", write).Output()
+	if err != nil {
+		l.t.Fatalf("writing %d MiB into the ledger's volume on %s: %v", killedSyncMiB, l.a.Name(), err)
+	}
+	btrfsagent.SetManual(l.t, l.cl, l.ns, "ledger", "cut")
+	receiving := l.waitProcess(l.b, "btrfs", "receive")
+	agent := l.waitProcess(l.b, "agent", "--lvm=false")
+	for _, pid := range []int{agent, receiving} {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if seq, lines := l.newestReplica(l.b); seq != kept || lines != keptLines {
+		l.t.Fatalf("after the receiving agent was killed, %s's newest replica is %d (%d lines), not %d (%d lines)", l.b.Name(), seq, lines, kept, keptLines)
+	}
+	btrfsagent.Synced(l.t, l.cl, l.ns, "ledger", "cut")
+	seq, _ := l.newestReplica(l.b)
+	check := fmt.Sprintf("cd %s && ls -a && sha256sum < %d/data/big", l.pairDir(), seq)
+	out, err := l.b.Command("sh", "-c", check).Output()
+	if err != nil || !strings.HasSuffix(string(out), string(sum)) || strings.Contains(string(out), ".part") || strings.Contains(string(out), ".new") {
+		l.t.Fatalf("after the next sync %s holds (%v):\n%s\nwant replica %d with the file's digest %s and nothing half received", l.b.Name(), err, out, seq, sum)
+	}
+}
+
+// pairDir is the pair's directory of replicas on each side.
+func (l *ledger) pairDir() string {
+	return filepath.Join(btrfsHost.Base, btrfsHost.Tenant, ".pairs", l.ns+".ledger-backup")
+}
+
+// newestReplica is the number of node's newest complete replica of the
+// pair, and how many ledger lines it holds.
+func (l *ledger) newestReplica(node *kubenode.Node) (seq, lines int) {
+	l.t.Helper()
+	out, err := node.Command("ls", l.pairDir()).Output()
+	if err != nil {
+		l.t.Fatalf("listing %s on %s: %v", l.pairDir(), node.Name(), err)
+	}
+	for _, name := range strings.Fields(string(out)) {
+		if n, err := strconv.Atoi(name); err == nil && n > seq {
+			seq = n
+		}
+	}
+	data, err := node.Command("cat", filepath.Join(l.pairDir(), strconv.Itoa(seq), "data", "sequence")).Output()
+	if err != nil {
+		l.t.Fatalf("reading replica %d on %s: %v", seq, node.Name(), err)
+	}
+	return seq, len(parseLines(string(data)))
+}
+
+// waitProcess waits for a process of node whose command line holds
+// every word, and returns its pid.
+func (l *ledger) waitProcess(node *kubenode.Node, words ...string) int {
+	l.t.Helper()
+	var found int
+	testenv.Eventually(l.t, 30*time.Second, func() error {
+		pids, err := node.Processes()
+		if err != nil {
+			return err
+		}
+		for _, pid := range pids {
+			cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+			args := strings.Split(string(cmdline), "\x00")
+			if !slices.ContainsFunc(words, func(w string) bool {
+				return !slices.Contains(args, w) && !slices.ContainsFunc(args, func(a string) bool { return filepath.Base(a) == w })
+			}) {
+				found = pid
+				return nil
+			}
+		}
+		return fmt.Errorf("no process %q on %s yet", words, node.Name())
+	})
+	return found
 }
 
 // ledger is the app of TestFailoverOnRealNodes, primary on a, backup on b.
