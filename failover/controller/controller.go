@@ -181,11 +181,14 @@ func (r *Reconciler) watchPrimary(ctx context.Context, fo *failoverv1alpha1.Fail
 	}
 	limit := policy(fo).UnreachableAfter.Duration
 	if age < limit {
+		msg := fmt.Sprintf("running on the primary %s; its agent renewed its Lease %s ago", fo.Spec.Primary.Node, age.Round(time.Millisecond))
+		// An agent that cannot be reached may be going down with its
+		// node: that must not put off the check of its Lease, which an
+		// error's backoff would.
 		if err := r.unfenceIfFenced(ctx, fo, a); err != nil {
-			return ctrl.Result{}, err
+			msg += fmt.Sprintf("; checking whether its volume is fenced failed: %v", err)
 		}
-		status.MarkReady(fo, "Protected", fmt.Sprintf("running on the primary %s; its agent renewed its Lease %s ago",
-			fo.Spec.Primary.Node, age.Round(time.Millisecond)))
+		status.MarkReady(fo, "Protected", msg)
 		return ctrl.Result{RequeueAfter: limit - age}, nil
 	}
 	now := metav1.NewMicroTime(r.Now())

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -22,6 +23,8 @@ import (
 
 	failoverv1alpha1 "github.com/strata-gitops/strata/api/failover/v1alpha1"
 	"github.com/strata-gitops/strata/failover/controller"
+	"github.com/strata-gitops/strata/failover/lease"
+	"github.com/strata-gitops/strata/internal/local/cluster"
 	"github.com/strata-gitops/strata/internal/local/images"
 	"github.com/strata-gitops/strata/internal/local/kubenode"
 	"github.com/strata-gitops/strata/internal/testing/btrfsagent"
@@ -39,9 +42,7 @@ const ledgerBallast = 32
 // the order a user meets it: a partition, a failback, a power loss.
 func TestFailoverOnRealNodes(t *testing.T) {
 	c, cl := start(t)
-	l := &ledger{t: t, cl: cl, ns: namespaceFor(t, cl, "failover"), a: c.Nodes[0], b: c.Nodes[1]}
-	l.create()
-	l.waitPhase(failoverv1alpha1.PhaseProtected, failoverv1alpha1.ActivePrimary)
+	l := newLedger(t, c, cl, "failover")
 	l.syncKilledHalfway()
 	first := l.sync("one", l.a)
 
@@ -74,29 +75,61 @@ func TestFailoverOnRealNodes(t *testing.T) {
 	}
 
 	// A loses power: B serves what the last sync sent.
-	second := l.sync("two", l.a)
-	lost := time.Now()
-	if err := l.a.Stop(); err != nil {
-		t.Fatal(err)
+	loss := l.losePower(c)
+	t.Logf("node loss to app on B, from A's last Lease renewal: detected %s, fenced %s, promoted %s, started %s, pod serving %s (data age %s)",
+		loss.detect, loss.fence, loss.promote, loss.started, loss.serving, loss.dataAge)
+}
+
+// Node loss to app serving on the backup, on the real nodes, from the
+// primary's last Lease renewal: detect, fence, promote, the Deployment
+// ready, and its pod answering. One loss: run with -benchtime 1x.
+func BenchmarkNodeLossOnRealNodes(b *testing.B) {
+	c, cl := start(b)
+	l := newLedger(b, c, cl, "failover-bench")
+	loss := l.losePower(c)
+	for _, m := range []struct {
+		d    time.Duration
+		unit string
+	}{{loss.detect, "detect-s"}, {loss.fence, "fence-s"}, {loss.promote, "promote-s"}, {loss.started, "ready-s"}, {loss.serving, "serving-s"}} {
+		b.ReportMetric(m.d.Seconds(), m.unit)
 	}
-	t.Cleanup(func() {
+}
+
+// nodeLoss is how long each step of a failover took after the primary's
+// agent last renewed its Lease.
+type nodeLoss struct {
+	detect, fence, promote, started, serving, dataAge time.Duration
+}
+
+// losePower syncs the pair, stops node A hard and waits for B to serve
+// every line A held before the sync; A starts again when the test ends.
+func (l *ledger) losePower(c *cluster.Cluster) nodeLoss {
+	l.t.Helper()
+	synced := l.sync("before-power-loss", l.a)
+	if err := l.a.Stop(); err != nil {
+		l.t.Fatal(err)
+	}
+	l.t.Cleanup(func() {
 		if err := l.a.Start(context.Background()); err != nil {
-			t.Error(err)
+			l.t.Error(err)
 		}
 		if err := c.WaitReady(context.Background(), 3*time.Minute); err != nil {
-			t.Error(err)
+			l.t.Error(err)
 		}
 	})
-	fo = l.waitPhase(failoverv1alpha1.PhaseFailedOver, failoverv1alpha1.ActiveBackup)
-	again := l.serving(l.b, len(second)+1)
-	if !isPrefix(second, again) {
-		t.Fatalf("after A's power loss B holds %s, not every line A served before the last sync (%s)", describe(again), describe(second))
+	fo := l.waitPhase(failoverv1alpha1.PhaseFailedOver, failoverv1alpha1.ActiveBackup)
+	after := l.serving(l.b, len(synced)+1)
+	serving := time.Now()
+	if !isPrefix(synced, after) {
+		l.t.Fatalf("after A's power loss B holds %s, not every line A served before the last sync (%s)", describe(after), describe(synced))
 	}
-	ts := fo.Status.Timestamps
-	t.Logf("node loss to app on B: detected %s, fenced %s, promoted %s, started %s, pod serving %s (data age %s)",
-		ts.Detected.Sub(lost).Round(time.Millisecond), ts.Fenced.Sub(lost).Round(time.Millisecond),
-		ts.Promoted.Sub(lost).Round(time.Millisecond), ts.Started.Sub(lost).Round(time.Millisecond),
-		time.Since(lost).Round(time.Millisecond), fo.Status.DataAgeAtPromotion.Duration)
+	renewal := &coordinationv1.Lease{}
+	if err := l.cl.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: lease.Name(l.a.Name())}, renewal); err != nil {
+		l.t.Fatal(err)
+	}
+	last, ts := renewal.Spec.RenewTime.Time, fo.Status.Timestamps
+	return nodeLoss{detect: ts.Detected.Sub(last), fence: ts.Fenced.Sub(last), promote: ts.Promoted.Sub(last),
+		started: ts.Started.Sub(last), serving: serving.Sub(last), dataAge: fo.Status.DataAgeAtPromotion.Duration}
 }
 
 // killedSyncMiB is what the killed sync has to send: enough that it is
@@ -187,10 +220,20 @@ func (l *ledger) waitProcess(node *kubenode.Node, words ...string) int {
 
 // ledger is the app of TestFailoverOnRealNodes, primary on a, backup on b.
 type ledger struct {
-	t    *testing.T
+	t    testing.TB
 	cl   client.Client
 	ns   string
 	a, b *kubenode.Node
+}
+
+// newLedger runs the ledger in a namespace of its own and waits until
+// its Failover protects it.
+func newLedger(t testing.TB, c *cluster.Cluster, cl client.Client, ns string) *ledger {
+	t.Helper()
+	l := &ledger{t: t, cl: cl, ns: namespaceFor(t, cl, ns), a: c.Nodes[0], b: c.Nodes[1]}
+	l.create()
+	l.waitPhase(failoverv1alpha1.PhaseProtected, failoverv1alpha1.ActivePrimary)
+	return l
 }
 
 // create makes both claims, the pair between them, the Deployment on

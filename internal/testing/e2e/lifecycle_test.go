@@ -165,7 +165,7 @@ func fsSize(pod *corev1.Pod, dir string) (int64, error) {
 	return size, err
 }
 
-func create(t *testing.T, cl client.Client, objs ...client.Object) {
+func create(t testing.TB, cl client.Client, objs ...client.Object) {
 	t.Helper()
 	for _, obj := range objs {
 		if err := cl.Create(context.Background(), obj); err != nil {

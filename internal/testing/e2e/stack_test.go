@@ -65,7 +65,7 @@ func TestMain(m *testing.M) {
 
 // start returns the shared cluster with strata installed and a device
 // class "fast" (thin, xfs) on each node's first disk.
-func start(t *testing.T) (*cluster.Cluster, client.Client) {
+func start(t testing.TB) (*cluster.Cluster, client.Client) {
 	t.Helper()
 	testenv.NeedRoot(t, "the local cluster's nodes")
 	stack.once.Do(func() { stack.err = startStack() })

@@ -88,7 +88,7 @@ func newClaim(ns, name, size string) *corev1.PersistentVolumeClaim {
 
 // namespaceFor makes a namespace for one test and waits for its default
 // service account, which pods need.
-func namespaceFor(t *testing.T, cl client.Client, name string) string {
+func namespaceFor(t testing.TB, cl client.Client, name string) string {
 	t.Helper()
 	ns := testenv.Namespace(t, cl, name)
 	testenv.Eventually(t, time.Minute, func() error {
