@@ -3,7 +3,9 @@
 # of kubectl kustomize (hack/planbench); the CSI driver's LVM backend beside
 # the bare loop-device steps and its btrfs backend beside btrfs-progs
 # (hack/csibench, root only); btrfs replication agent to agent beside
-# btrfs send | btrfs receive (hack/replbench, root only); then the engine on a local control plane,
+# btrfs send | btrfs receive (hack/replbench, root only); node loss to the app
+# on the backup, against an API server and on the local cluster's nodes
+# (root only); then the engine on a local control plane,
 # strata first, then Flux's kustomize-controller as the reference.
 # Extra arguments go to hack/bench (see its flags); results are printed, and
 # recorded by hand in docs/benchmarks.md with the command.
@@ -20,6 +22,10 @@ if [ "$(id -u)" = 0 ]; then
   go run ./hack/csibench -backend btrfs
   go run ./hack/replbench
   go test -run '^$' -bench BenchmarkNodeLossToReady -benchtime 3x ./failover/controller
+  # The same loss on the local cluster's real nodes, a real pod's start included.
+  bash hack/sidecars.sh >/dev/null
+  bash hack/tools.sh helm
+  go test -run '^$' -bench BenchmarkNodeLossOnRealNodes -benchtime 1x -timeout 20m ./internal/testing/e2e
 else
   echo "csibench skipped: it attaches loop devices and mounts, which needs root"
 fi

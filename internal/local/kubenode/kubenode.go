@@ -162,6 +162,10 @@ func (n *Node) Cut() error { return cut(n.o.Name) }
 // Mend puts a cut node back on the network.
 func (n *Node) Mend() error { return mend(n.o.Name) }
 
+// Slow limits what reaches the node over the network to mbit megabits a
+// second; Slow(0) lifts the limit.
+func (n *Node) Slow(mbit int) error { return slow(n.o.Name, mbit) }
+
 // Leftover says whether the node has cgroups or a network namespace on
 // this machine: a node of a run that ended without removing it.
 func (n *Node) Leftover() bool {

@@ -129,6 +129,22 @@ func cut(node string) error { return ip("link", "set", hostLink(node), "down") }
 // mend brings the link up again.
 func mend(node string) error { return ip("link", "set", hostLink(node), "up") }
 
+// slow limits what reaches the node to mbit megabits a second, as a
+// slow link would; 0 lifts the limit.
+func slow(node string, mbit int) error {
+	if mbit == 0 {
+		return tc("qdisc", "del", "dev", hostLink(node), "root")
+	}
+	return tc("qdisc", "replace", "dev", hostLink(node), "root", "tbf", "rate", fmt.Sprintf("%dmbit", mbit), "burst", "64kb", "latency", "1s")
+}
+
+func tc(args ...string) error {
+	if out, err := exec.Command("tc", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("tc %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
 // unplug removes the node's network namespace and its link.
 func unplug(node string) error {
 	if _, err := os.Stat("/sys/class/net/" + hostLink(node)); err == nil {

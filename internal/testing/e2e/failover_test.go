@@ -132,9 +132,13 @@ func (l *ledger) losePower(c *cluster.Cluster) nodeLoss {
 		started: ts.Started.Sub(last), serving: serving.Sub(last), dataAge: fo.Status.DataAgeAtPromotion.Duration}
 }
 
-// killedSyncMiB is what the killed sync has to send: enough that it is
-// caught halfway.
-const killedSyncMiB = 300
+// killedSyncMiB is what the killed sync has to send, over a link to the
+// backup slowed to killedSyncMbit: seconds of stream, to be caught
+// halfway.
+const (
+	killedSyncMiB  = 100
+	killedSyncMbit = 200
+)
 
 // syncKilledHalfway writes a large file into the primary's volume and
 // kills the backup's agent while it receives the sync: its newest
@@ -150,11 +154,18 @@ func (l *ledger) syncKilledHalfway() {
 	if err != nil {
 		l.t.Fatalf("writing %d MiB into the ledger's volume on %s: %v", killedSyncMiB, l.a.Name(), err)
 	}
+	if err := l.b.Slow(killedSyncMbit); err != nil {
+		l.t.Fatal(err)
+	}
+	defer func() { _ = l.b.Slow(0) }()
 	btrfsagent.SetManual(l.t, l.cl, l.ns, "ledger", "cut")
 	receiving := l.waitProcess(l.b, "btrfs", "receive")
 	agent := l.waitProcess(l.b, "agent", "--lvm=false")
 	for _, pid := range []int{agent, receiving} {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if err := l.b.Slow(0); err != nil {
+		l.t.Fatal(err)
 	}
 	if seq, lines := l.newestReplica(l.b); seq != kept || lines != keptLines {
 		l.t.Fatalf("after the receiving agent was killed, %s's newest replica is %d (%d lines), not %d (%d lines)", l.b.Name(), seq, lines, kept, keptLines)
