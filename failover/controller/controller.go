@@ -60,6 +60,12 @@ type Reconciler struct {
 	SelfFenceAfter time.Duration
 	Events         events.EventRecorder
 	Now            func() time.Time
+	// started is when this controller began watching: a Lease's age is
+	// counted from then at most, as kube-controller-manager counts a
+	// node's from what it saw itself. After a whole cluster was down,
+	// every Lease is old, and no node may be taken for lost before its
+	// agent had unreachableAfter to renew.
+	started time.Time
 }
 
 // recheckInvalid is how long a refused Failover waits before it is
@@ -72,6 +78,7 @@ const recheckInvalid = 10 * time.Second
 // status writes wake nothing: a step that fails and writes why must
 // retry with backoff, not at once in a loop; every wait polls.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.started = r.Now()
 	return ctrl.NewControllerManagedBy(mgr).For(&failoverv1alpha1.Failover{}, replication.SpecChanged).
 		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.failoversOf("Deployment"))).
 		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(r.failoversOf("StatefulSet"))).
@@ -158,7 +165,8 @@ func (r *Reconciler) step(ctx context.Context, fo *failoverv1alpha1.Failover) (c
 	return result, err
 }
 
-// leaseAge is how long ago the node's agent last renewed its Lease.
+// leaseAge is how long ago the node's agent last renewed its Lease, or
+// this controller started, whichever was later.
 func (r *Reconciler) leaseAge(ctx context.Context, node string) (time.Duration, error) {
 	l := &coordinationv1.Lease{}
 	err := r.Get(ctx, client.ObjectKey{Namespace: r.LeaseNamespace, Name: lease.Name(node)}, l)
@@ -168,7 +176,7 @@ func (r *Reconciler) leaseAge(ctx context.Context, node string) (time.Duration, 
 	if err != nil {
 		return 0, err
 	}
-	return lease.Age(l, r.Now()), nil
+	return min(lease.Age(l, r.Now()), r.Now().Sub(r.started)), nil
 }
 
 // watchPrimary keeps the app where it is while the primary node's agent

@@ -49,6 +49,8 @@ type world struct {
 	ns    string
 	a, b  btrfsagent.Agent
 	beats map[string]context.CancelFunc
+	// stop stops the running controllers.
+	stop func()
 }
 
 func newWorld(t testing.TB, selfFenceAfter time.Duration) *world {
@@ -71,7 +73,13 @@ func newWorld(t testing.TB, selfFenceAfter time.Duration) *world {
 	}
 	w.a.Claim(t, w.c, w.ns, "db", w.node("a"))
 	w.b.Claim(t, w.c, w.ns, "db-backup", w.node("b"))
-	testenv.RunManager(t, env, func(mgr manager.Manager) error {
+	w.run(t, selfFenceAfter)
+	return w
+}
+
+// run starts the replication and failover controllers.
+func (w *world) run(t testing.TB, selfFenceAfter time.Duration) {
+	w.stop = testenv.RunManager(t, testenv.Get(t), func(mgr manager.Manager) error {
 		agents, err := btrfsagent.SetUpReplication(mgr)
 		if err != nil {
 			return err
@@ -79,7 +87,6 @@ func newWorld(t testing.TB, selfFenceAfter time.Duration) *world {
 		return (&controller.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Agents: agents, LeaseNamespace: w.ns,
 			SelfFenceAfter: selfFenceAfter, Events: mgr.GetEventRecorder("strata-failover"), Now: time.Now}).SetupWithManager(mgr)
 	})
-	return w
 }
 
 // node names the test's nodes apart from other tests' in the same API
@@ -373,6 +380,34 @@ func TestANodeBackInTimeIsNotFailedOver(t *testing.T) {
 
 // A Failover whose workload uses neither claim, or whose backup is
 // smaller, is refused and changes nothing.
+// After a whole cluster was down every Lease is old: a controller that
+// starts then gives the primary's agent unreachableAfter to renew before
+// it takes the node for lost, rather than failing over at once.
+func TestAControllerStartedAfterAnOutageWaitsForRenewals(t *testing.T) {
+	w := protectedThenLost(t, failoverv1alpha1.FencingAgentSelfFence)
+	w.stop()
+	l := &coordinationv1.Lease{}
+	ctx := context.Background()
+	if err := w.c.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: lease.Name(w.node("a"))}, l); err != nil {
+		t.Fatal(err)
+	}
+	l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now().Add(-time.Hour)} // the cluster was down an hour
+	if err := w.c.Update(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	restarted := time.Now()
+	w.run(t, selfFenceAfter)
+	fo := w.wantFailover(t, func(fo *failoverv1alpha1.Failover) error {
+		if fo.Status.Timestamps.Detected == nil {
+			return fmt.Errorf("not detected yet: %s", fo.Status.Phase)
+		}
+		return nil
+	})
+	if waited := fo.Status.Timestamps.Detected.Sub(restarted); waited < time.Second {
+		t.Fatalf("the restarted controller took node a for lost %s after it started, before its agent had unreachableAfter (1s) to renew", waited)
+	}
+}
+
 func TestBadFailoversAreRefused(t *testing.T) {
 	w := newWorld(t, selfFenceAfter)
 	w.app(t)
