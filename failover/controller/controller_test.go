@@ -187,7 +187,8 @@ func readyAs(reason string) func(*failoverv1alpha1.Failover) error {
 }
 
 // runDeployment plays the Deployment controller once the Failover has
-// switched the app's claim: it reports the new pods ready.
+// switched the app's claim: it reports the new pods ready, and plays the
+// kubelet of the new pod.
 func (w *world) runDeployment(t testing.TB, claim string) {
 	t.Helper()
 	ctx := context.Background()
@@ -202,7 +203,17 @@ func (w *world) runDeployment(t testing.TB, claim string) {
 			return fmt.Errorf("the app uses claim %s, want %s; the Failover's status is %+v", got, claim, fo.Status)
 		}
 		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1}
-		return w.c.Status().Update(ctx, d)
+		if err := w.c.Status().Update(ctx, d); err != nil {
+			return err
+		}
+		// And the kubelet: the new pod on the claim is ready.
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, GenerateName: "app-", Labels: d.Spec.Template.Labels},
+			Spec: d.Spec.Template.Spec}
+		if err := w.c.Create(ctx, pod); err != nil {
+			return err
+		}
+		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+		return w.c.Status().Update(ctx, pod)
 	})
 }
 

@@ -1,6 +1,13 @@
 package controller
 
 import (
+	"slices"
+
+	"k8s.io/kubectl/pkg/util/podutils"
+	"k8s.io/utils/ptr"
+
+	"github.com/strata-gitops/strata/failover/pairs"
+
 	"context"
 	"fmt"
 	"time"
@@ -74,7 +81,11 @@ func (r *Reconciler) runOnBackup(ctx context.Context, fo *failoverv1alpha1.Failo
 	if err := r.useClaim(ctx, a, fo.Spec.Primary.Claim, fo.Spec.Backup.Claim); err != nil {
 		return ctrl.Result{}, err
 	}
-	if !workloadReady(a.workload) {
+	ready, err := r.readyOn(ctx, a, fo.Spec.Backup.Claim)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !ready {
 		status.MarkReconciling(fo, fmt.Sprintf("%s %s is starting on the backup claim %s", fo.Spec.Workload.Kind, fo.Spec.Workload.Name, fo.Spec.Backup.Claim))
 		return ctrl.Result{RequeueAfter: time.Second}, nil
 	}
@@ -107,20 +118,33 @@ func (r *Reconciler) useClaim(ctx context.Context, a *app, from, to string) erro
 	return r.Update(ctx, a.workload, client.FieldOwner(FieldManager))
 }
 
-func workloadReady(o client.Object) bool {
-	switch w := o.(type) {
+// readyOn says whether as many of the workload's pods as it wants are
+// ready on claim, none of them terminating. The workload's own status
+// would count the lost node's old pods, which read Ready until the node
+// controller marks them, 40 s and more after the loss.
+func (r *Reconciler) readyOn(ctx context.Context, a *app, claim string) (bool, error) {
+	var selector *metav1.LabelSelector
+	want := int32(1)
+	switch w := a.workload.(type) {
 	case *appsv1.Deployment:
-		want := int32(1)
-		if w.Spec.Replicas != nil {
-			want = *w.Spec.Replicas
-		}
-		return w.Status.ObservedGeneration >= w.Generation && w.Status.UpdatedReplicas >= want && w.Status.ReadyReplicas >= want
+		selector, want = w.Spec.Selector, ptr.Deref(w.Spec.Replicas, 1)
 	case *appsv1.StatefulSet:
-		want := int32(1)
-		if w.Spec.Replicas != nil {
-			want = *w.Spec.Replicas
-		}
-		return w.Status.ObservedGeneration >= w.Generation && w.Status.UpdatedReplicas >= want && w.Status.ReadyReplicas >= want
+		selector, want = w.Spec.Selector, ptr.Deref(w.Spec.Replicas, 1)
 	}
-	return false
+	matching, err := metav1.LabelSelectorAsSelector(selector)
+	if err != nil {
+		return false, refuse("%s %s's selector: %v", a.workload.GetObjectKind().GroupVersionKind().Kind, a.workload.GetName(), err)
+	}
+	pods := &corev1.PodList{}
+	if err := r.APIReader.List(ctx, pods, client.InNamespace(a.workload.GetNamespace()), client.MatchingLabelsSelector{Selector: matching}); err != nil {
+		return false, err
+	}
+	var ready int32
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.DeletionTimestamp == nil && podutils.IsPodReady(p) && slices.Contains(pairs.ClaimsOf(&corev1.PodTemplateSpec{Spec: p.Spec}), claim) {
+			ready++
+		}
+	}
+	return ready >= want, nil
 }

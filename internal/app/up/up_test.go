@@ -14,10 +14,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/kubectl/pkg/util/podutils"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	failoverv1alpha1 "github.com/strata-gitops/strata/api/failover/v1alpha1"
 	"github.com/strata-gitops/strata/internal/app/up"
 	"github.com/strata-gitops/strata/internal/local/kubenode"
 	"github.com/strata-gitops/strata/internal/scheme"
@@ -27,7 +30,8 @@ import (
 // TestUpRunsTheHomelab runs what `make up` runs, on its own bridge and
 // ranges: both nodes are Ready, every claim of the example repository is
 // Bound, the static volumes' pods run on their volumes' nodes, the
-// example app reads its files back after a restart, a push through the
+// example app reads its files back after a restart, the ledger runs
+// protected by its Failover, a push through the
 // work tree lands, stopping leaves no mount or loop device behind, and a
 // second run on the same state finds the app's files again.
 func TestUpRunsTheHomelab(t *testing.T) {
@@ -52,19 +56,30 @@ func TestUpRunsTheHomelab(t *testing.T) {
 	if err := c.List(ctx, claims); err != nil {
 		t.Fatal(err)
 	}
-	if len(claims.Items) < 5 {
-		t.Errorf("%d claims, want the example repository's 5", len(claims.Items))
+	if len(claims.Items) < 7 {
+		t.Errorf("%d claims, want the example repository's 7", len(claims.Items))
 	}
 	for _, pvc := range claims.Items {
 		if pvc.Status.Phase != corev1.ClaimBound {
 			t.Errorf("claim %s/%s is %s once up says everything runs", pvc.Namespace, pvc.Name, pvc.Status.Phase)
 		}
 	}
-	for app, node := range map[string]string{"notes": "up-a", "wiki": "up-b", "example-app": "up-b"} {
+	for app, node := range map[string]string{"notes": "up-a", "wiki": "up-b", "example-app": "up-b", "ledger": "up-a"} {
 		if pod := runningPod(t, c, app); pod.Spec.NodeName != node {
 			t.Errorf("%s runs on %s, want %s, its volume's node", app, pod.Spec.NodeName, node)
 		}
 	}
+	// The ledger's Failover protects it, its pair set up on both nodes.
+	testenv.Eventually(t, time.Minute, func() error {
+		fo := &failoverv1alpha1.Failover{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "apps", Name: "ledger"}, fo); err != nil {
+			return err
+		}
+		if ready := apimeta.FindStatusCondition(fo.Status.Conditions, "Ready"); fo.Status.Phase != failoverv1alpha1.PhaseProtected || ready == nil || ready.Status != metav1.ConditionTrue {
+			return fmt.Errorf("Failover apps/ledger is %q: %v", fo.Status.Phase, fo.Status.Conditions)
+		}
+		return nil
+	})
 	first, err := appOutput(t, c, run)
 	if err != nil {
 		t.Fatal(err)
