@@ -48,11 +48,15 @@ func TestFailoverOnRealNodes(t *testing.T) {
 
 	// A is cut off, its processes running on: its agent fences its
 	// volume, and B serves the last replica.
+	cut := time.Now()
 	if err := l.a.Cut(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = l.a.Mend() })
 	fo := l.waitPhase(failoverv1alpha1.PhaseFailedOver, failoverv1alpha1.ActiveBackup)
+	ts := fo.Status.Timestamps
+	t.Logf("partition: detected %s, promoted %s, started on B %s after the cut", ts.Detected.Sub(cut).Round(time.Millisecond),
+		ts.Promoted.Sub(cut).Round(time.Millisecond), ts.Started.Sub(cut).Round(time.Millisecond))
 	onB := l.serving(l.b, len(first)+5)
 	if err := l.a.Mend(); err != nil {
 		t.Fatal(err)
