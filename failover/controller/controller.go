@@ -68,6 +68,10 @@ type Reconciler struct {
 	started time.Time
 }
 
+// agentCheckTimeout bounds the primary's agent's answer while the
+// Failover watches the primary.
+const agentCheckTimeout = 2 * time.Second
+
 // recheckInvalid is how long a refused Failover waits before it is
 // checked again.
 const recheckInvalid = 10 * time.Second
@@ -183,6 +187,7 @@ func (r *Reconciler) leaseAge(ctx context.Context, node string) (time.Duration, 
 // renews its Lease, and starts a failover once it has not for
 // unreachableAfter.
 func (r *Reconciler) watchPrimary(ctx context.Context, fo *failoverv1alpha1.Failover, a *app) (ctrl.Result, error) {
+	read := r.Now()
 	age, err := r.leaseAge(ctx, fo.Spec.Primary.Node)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -191,13 +196,17 @@ func (r *Reconciler) watchPrimary(ctx context.Context, fo *failoverv1alpha1.Fail
 	if age < limit {
 		msg := fmt.Sprintf("running on the primary %s; its agent renewed its Lease %s ago", fo.Spec.Primary.Node, age.Round(time.Millisecond))
 		// An agent that cannot be reached may be going down with its
-		// node: that must not put off the check of its Lease, which an
-		// error's backoff would.
-		if err := r.unfenceIfFenced(ctx, fo, a); err != nil {
+		// node: that must not put off the check of its Lease, neither by
+		// a call that hangs on a cut-off network nor by an error's
+		// backoff. A healthy agent answers in milliseconds.
+		check, cancel := context.WithTimeout(ctx, agentCheckTimeout)
+		defer cancel()
+		if err := r.unfenceIfFenced(check, fo, a); err != nil {
 			msg += fmt.Sprintf("; checking whether its volume is fenced failed: %v", err)
 		}
 		status.MarkReady(fo, "Protected", msg)
-		return ctrl.Result{RequeueAfter: limit - age}, nil
+		// Back when the Lease turns stale, however long the check took.
+		return ctrl.Result{RequeueAfter: max(limit-age-r.Now().Sub(read), time.Millisecond)}, nil
 	}
 	now := metav1.NewMicroTime(r.Now())
 	fo.Status.Phase, fo.Status.Timestamps = failoverv1alpha1.PhaseUnreachable, failoverv1alpha1.PhaseTimestamps{Detected: &now}
