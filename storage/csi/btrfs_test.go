@@ -130,9 +130,7 @@ func TestHomelabBtrfsClaimIsServedOverNFS(t *testing.T) {
 	// To the storage host itself, nothing more is exported: it
 	// bind-mounts the volume.
 	onHost := publish("homelab-btrfs-node|127.0.0.1")
-	if v, err := agent.GetVolume(ctx, "pvc-media-library"); err != nil || len(v.Clients) != 1 || onHost["node"] != "homelab-btrfs-node" || onHost["path"] == "" {
-		t.Fatalf("published to its host: context %v, volume %+v (%v); want the client's export alone and the host's path", onHost, v, err)
-	}
+	wantHostPublish(t, agent, onHost)
 
 	// The pod's mount, on the storage host itself: a bind mount.
 	target := mountOnNode(t, e, id, rwx, onHost, created.GetVolume().GetVolumeContext())
@@ -149,6 +147,16 @@ func TestHomelabBtrfsClaimIsServedOverNFS(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// wantHostPublish checks a publish to the storage host: its path and
+// node, and no export beside the other node's.
+func wantHostPublish(t *testing.T, agent *volumeapi.Client, pc map[string]string) {
+	t.Helper()
+	v, err := agent.GetVolume(context.Background(), "pvc-media-library")
+	if err != nil || len(v.Clients) != 1 || pc["node"] != "homelab-btrfs-node" || pc["path"] == "" {
+		t.Fatalf("published to its host: context %v, volume %+v (%v); want the client's export alone and the host's path", pc, v, err)
+	}
 }
 
 // mountOnNode stages and publishes a volume through the node service as

@@ -69,17 +69,7 @@ func TestUpRunsTheHomelab(t *testing.T) {
 			t.Errorf("%s runs on %s, want %s, its volume's node", app, pod.Spec.NodeName, node)
 		}
 	}
-	// The ledger's Failover protects it, its pair set up on both nodes.
-	testenv.Eventually(t, time.Minute, func() error {
-		fo := &failoverv1alpha1.Failover{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: "apps", Name: "ledger"}, fo); err != nil {
-			return err
-		}
-		if ready := apimeta.FindStatusCondition(fo.Status.Conditions, "Ready"); fo.Status.Phase != failoverv1alpha1.PhaseProtected || ready == nil || ready.Status != metav1.ConditionTrue {
-			return fmt.Errorf("Failover apps/ledger is %q: %v", fo.Status.Phase, fo.Status.Conditions)
-		}
-		return nil
-	})
+	waitProtected(t, c, "ledger")
 	first, err := appOutput(t, c, run)
 	if err != nil {
 		t.Fatal(err)
@@ -116,6 +106,22 @@ func TestUpRunsTheHomelab(t *testing.T) {
 	c = kubeClient(t, again.kubeconfig)
 	waitAppReads(t, c, again, first, "after up started again the app")
 	again.stop(t)
+}
+
+// waitProtected waits for the app's Failover to protect it: its pair
+// set up on both nodes and the primary's agent renewing its Lease.
+func waitProtected(t *testing.T, c client.Client, app string) {
+	t.Helper()
+	testenv.Eventually(t, time.Minute, func() error {
+		fo := &failoverv1alpha1.Failover{}
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: "apps", Name: app}, fo); err != nil {
+			return err
+		}
+		if ready := apimeta.FindStatusCondition(fo.Status.Conditions, "Ready"); fo.Status.Phase != failoverv1alpha1.PhaseProtected || ready == nil || ready.Status != metav1.ConditionTrue {
+			return fmt.Errorf("Failover apps/%s is %q: %v", app, fo.Status.Phase, fo.Status.Conditions)
+		}
+		return nil
+	})
 }
 
 // upRun is one run of strata up.
