@@ -7,7 +7,7 @@
 # through) and libnfs-utils (a userspace NFS client the tests read
 # exports with), and what the local cluster's nodes run (docs/development.md,
 # "The local cluster"): containerd with runc, the CNI plugins, iptables for
-# kube-proxy and nsenter. Idempotent: installed commands are not installed
+# kube-proxy and nsenter; qemu-utils, which converts VM images. Idempotent: installed commands are not installed
 # again.
 set -euo pipefail
 
@@ -38,6 +38,10 @@ declare -A wanted=(
   [conntrack]=conntrack
   [nsenter]=util-linux
   [ip]=iproute2
+  # The failover tests slow a node's link with tc (internal/testing/e2e).
+  [tc]=iproute2
+  # Converting VM images to raw, and checking the result (storage/images/qemuimg).
+  [qemu-img]=qemu-utils
   # The busybox image of Kubernetes' storage e2e (make conformance).
   [/bin/busybox]=busybox-static
 )

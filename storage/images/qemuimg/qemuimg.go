@@ -1,0 +1,107 @@
+// Package qemuimg converts VM disk images to raw with qemu-img (Debian's
+// qemu-utils) and checks the result against the image.
+package qemuimg
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/strata-gitops/strata/internal/command"
+)
+
+// Formats are the image formats strata converts from.
+const (
+	QCOW2 = "qcow2"
+	Raw   = "raw"
+)
+
+// Tool runs qemu-img.
+type Tool struct {
+	Runner command.Runner
+}
+
+// New runs qemu-img as a process.
+func New() Tool { return Tool{Runner: command.Exec{}} }
+
+// Info is what qemu-img reads from an image's header.
+type Info struct {
+	Format string `json:"format"`
+	// VirtualSize is the disk the image holds: what a volume needs.
+	VirtualSize int64 `json:"virtual-size"`
+}
+
+// Inspect reads the image at path as the format it is declared to be,
+// and refuses one whose header says another: a declared raw image that
+// is really qcow2 would be copied as its container, not its disk; a
+// declared qcow2 that is not one is no image at all.
+func (t Tool) Inspect(ctx context.Context, path, declared string) (Info, error) {
+	if declared != QCOW2 && declared != Raw {
+		return Info{}, fmt.Errorf("image format %q: use qcow2 or raw", declared)
+	}
+	probed, err := t.info(ctx, path)
+	if err != nil {
+		return Info{}, err
+	}
+	if probed.Format != declared {
+		return Info{}, fmt.Errorf("the image is declared %s, but its header says %s: declare its real format", declared, probed.Format)
+	}
+	return probed, nil
+}
+
+func (t Tool) info(ctx context.Context, path string) (Info, error) {
+	out, err := t.Runner.Run(ctx, "qemu-img", "info", "--output=json", path)
+	if err != nil {
+		return Info{}, fmt.Errorf("reading image %s: %w", path, err)
+	}
+	var i Info
+	if err := json.Unmarshal(out, &i); err != nil {
+		return Info{}, fmt.Errorf("qemu-img info of %s: %w", path, err)
+	}
+	return i, nil
+}
+
+// Convert writes the disk of the image Inspect read, raw, over dst: an
+// existing file or block device at least the image's virtual size, or
+// it is refused before anything is written. Zero areas are not written,
+// so dst must read as zeros where the image does (a new volume does).
+func (t Tool) Convert(ctx context.Context, src string, image Info, dst string) error {
+	size, err := sizeOf(dst)
+	if err != nil {
+		return err
+	}
+	if size < image.VirtualSize {
+		return fmt.Errorf("the volume %s holds %d bytes, the image %s needs %d: make the volume at least that large", dst, size, src, image.VirtualSize)
+	}
+	if _, err := t.Runner.Run(ctx, "qemu-img", "convert", "-n", "-f", image.Format, "-O", Raw, src, dst); err != nil {
+		return fmt.Errorf("converting %s (%s) to raw on %s: %w", src, image.Format, dst, err)
+	}
+	return nil
+}
+
+// sizeOf is the size of a file or block device: where its end is.
+func sizeOf(path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	return f.Seek(0, io.SeekEnd)
+}
+
+// Same reads dst back and checks it holds the image's disk: the bytes
+// a VM would read, with anything beyond the image's size zero.
+func (t Tool) Same(ctx context.Context, src, format, dst string) error {
+	_, err := t.Runner.Run(ctx, "qemu-img", "compare", "-f", format, "-F", Raw, src, dst)
+	var failed *command.Error
+	if errors.As(err, &failed) && failed.ExitCode == 1 {
+		return fmt.Errorf("%s does not hold the image %s after the conversion: %s", dst, src, failed.Stderr)
+	}
+	if err != nil {
+		return fmt.Errorf("comparing %s with the image %s: %w", dst, src, err)
+	}
+	return nil
+}

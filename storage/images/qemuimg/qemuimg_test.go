@@ -1,0 +1,124 @@
+package qemuimg_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/strata-gitops/strata/internal/testing/testenv"
+	"github.com/strata-gitops/strata/storage/images/qemuimg"
+)
+
+const mib = 1 << 20
+
+// images makes a raw disk with data at its start and its end, a hole
+// between, and the same disk as qcow2, made by qemu-img.
+func images(t *testing.T) (raw, qcow2 string, disk []byte) {
+	t.Helper()
+	if _, err := exec.LookPath("qemu-img"); err != nil {
+		testenv.Unavailable(t, "qemu-img (Debian qemu-utils; hack/packages.sh installs it)")
+	}
+	dir := t.TempDir()
+	disk = make([]byte, 8*mib)
+	_, _ = rand.Read(disk[:mib])
+	_, _ = rand.Read(disk[7*mib:])
+	raw, qcow2 = filepath.Join(dir, "disk.raw"), filepath.Join(dir, "disk.qcow2")
+	if err := os.WriteFile(raw, disk, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("qemu-img", "convert", "-f", "raw", "-O", "qcow2", raw, qcow2).CombinedOutput(); err != nil {
+		t.Fatalf("making the qcow2: %v: %s", err, out)
+	}
+	return raw, qcow2, disk
+}
+
+// volume is an empty, zeroed target of size bytes.
+func volume(t *testing.T, size int64) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "volume")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestAQcow2BecomesTheRawDisk(t *testing.T) {
+	_, qcow2, disk := images(t)
+	tool, ctx := qemuimg.New(), context.Background()
+	info, err := tool.Inspect(ctx, qcow2, qemuimg.QCOW2)
+	if err != nil || info.VirtualSize != int64(len(disk)) {
+		t.Fatalf("Inspect = %+v, %v; want a qcow2 of %d bytes", info, err, len(disk))
+	}
+	dst := volume(t, 16*mib) // larger than the image, as a volume may be
+	if err := tool.Convert(ctx, qcow2, info, dst); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(dst)
+	if err != nil || !bytes.Equal(got[:len(disk)], disk) || !bytes.Equal(got[len(disk):], make([]byte, 8*mib)) {
+		t.Fatalf("the volume does not hold the raw disk followed by zeros (%v)", err)
+	}
+	if err := tool.Same(ctx, qcow2, qemuimg.QCOW2, dst); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAConversionThatDiffersIsCaught(t *testing.T) {
+	_, qcow2, _ := images(t)
+	tool, ctx := qemuimg.New(), context.Background()
+	dst := volume(t, 8*mib)
+	if err := tool.Convert(ctx, qcow2, qemuimg.Info{Format: qemuimg.QCOW2, VirtualSize: 8 * mib}, dst); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(dst, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("bit rot"), 7*mib+100); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := tool.Same(ctx, qcow2, qemuimg.QCOW2, dst); err == nil || !strings.Contains(err.Error(), "does not hold the image") {
+		t.Fatalf("Same = %v; want the difference found", err)
+	}
+}
+
+func TestAWrongFormatIsRefused(t *testing.T) {
+	raw, qcow2, _ := images(t)
+	tool, ctx := qemuimg.New(), context.Background()
+	for _, c := range []struct{ path, declared, want string }{
+		{qcow2, qemuimg.Raw, "declared raw, but its header says qcow2"},
+		{raw, qemuimg.QCOW2, "declared qcow2, but its header says raw"},
+		{raw, "vmdk", `format "vmdk"`},
+	} {
+		if _, err := tool.Inspect(ctx, c.path, c.declared); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Inspect(%s as %s) = %v; want %q", filepath.Base(c.path), c.declared, err, c.want)
+		}
+	}
+}
+
+func TestATooSmallVolumeIsAnError(t *testing.T) {
+	_, qcow2, _ := images(t)
+	tool, ctx := qemuimg.New(), context.Background()
+	info, err := tool.Inspect(ctx, qcow2, qemuimg.QCOW2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := volume(t, 4*mib)
+	err = tool.Convert(ctx, qcow2, info, dst)
+	if err == nil || !strings.Contains(err.Error(), "holds 4194304 bytes, the image") {
+		t.Fatalf("an 8 MiB image onto a 4 MiB volume: %v; want it refused", err)
+	}
+	if got, _ := os.ReadFile(dst); !bytes.Equal(got, make([]byte, 4*mib)) {
+		t.Fatal("the refused conversion wrote into the volume")
+	}
+}
