@@ -13,6 +13,8 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/ulikunitz/xz"
+
+	"github.com/strata-gitops/strata/internal/atomicfile"
 )
 
 // Compression is how an image object is compressed.
@@ -77,7 +79,7 @@ func (c *Cache) download(ctx context.Context, want Digest, comp Compression, fet
 	if err := os.Rename(tmp.Name(), c.path(want)); err != nil {
 		return 0, err
 	}
-	return size, syncDir(c.dir)
+	return size, atomicfile.SyncDir(c.dir)
 }
 
 // copyVerified runs fetch, hashing the object's bytes as they come and
@@ -103,7 +105,10 @@ func copyVerified(ctx context.Context, w io.Writer, comp Compression, fetch Fetc
 	}
 	if err != nil {
 		pr.CloseWithError(err)
-		<-fetched
+		// The source's own error, if any, says more than the pipe's.
+		if ferr := <-fetched; ferr != nil && !errors.Is(ferr, io.ErrClosedPipe) && !errors.Is(ferr, err) {
+			err = ferr
+		}
 		return "", 0, fmt.Errorf("downloading the image: %w", err)
 	}
 	if err := <-fetched; err != nil {
@@ -139,14 +144,4 @@ func decompressTo(w io.Writer, r io.Reader, comp Compression) (int64, error) {
 		return io.Copy(w, z)
 	}
 	return 0, fmt.Errorf("compression %q: use gzip, zstd, xz or none", comp)
-}
-
-// syncDir makes a rename in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	return errors.Join(err, d.Close())
 }

@@ -1,0 +1,228 @@
+package provision
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/strata-gitops/strata/internal/atomicfile"
+	"github.com/strata-gitops/strata/storage/images/cache"
+	"github.com/strata-gitops/strata/storage/images/qemuimg"
+)
+
+// DefaultConcurrency is how many jobs run at once unless the options say
+// otherwise: as libvirt-volume-provisioner, two.
+const DefaultConcurrency = 2
+
+// Options are what a Provisioner works with.
+type Options struct {
+	// Dir keeps one record per job.
+	Dir     string
+	Cache   *cache.Cache
+	Images  Images
+	Volumes Volumes
+	Tool    qemuimg.Tool
+	// Concurrency bounds the jobs running at once; 0 is
+	// DefaultConcurrency.
+	Concurrency int
+}
+
+// Provisioner runs jobs.
+type Provisioner struct {
+	o     Options
+	slots chan struct{}
+	// life ends when the Provisioner stops: jobs outlive the requests
+	// that started them, not the Provisioner.
+	life context.Context
+
+	mu      sync.Mutex
+	jobs    map[string]*Job
+	cancels map[string]context.CancelFunc
+	byKey   map[string]string
+	wg      sync.WaitGroup
+}
+
+// ErrNotFound is a job ID no job has.
+var ErrNotFound = errors.New("no such job")
+
+// ErrFinished is a cancel of a job that has ended.
+var ErrFinished = errors.New("the job has ended")
+
+// Open reads the jobs recorded in o.Dir and resumes every one a stop
+// interrupted; ctx bounds the Provisioner's life.
+func Open(ctx context.Context, o Options) (*Provisioner, error) {
+	if o.Concurrency <= 0 {
+		o.Concurrency = DefaultConcurrency
+	}
+	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("image jobs %s: %w", o.Dir, err)
+	}
+	p := &Provisioner{o: o, slots: make(chan struct{}, o.Concurrency), life: ctx, jobs: map[string]*Job{},
+		cancels: map[string]context.CancelFunc{}, byKey: map[string]string{}}
+	recorded, err := p.load()
+	if err != nil {
+		return nil, err
+	}
+	for _, j := range recorded {
+		p.jobs[j.ID] = j
+		if j.Request.IdempotencyKey != "" {
+			p.byKey[j.Request.IdempotencyKey] = j.ID
+		}
+		if !j.done() {
+			j.Resumed++
+			j.Status = Pending
+			p.start(ctx, j)
+		}
+	}
+	return p, nil
+}
+
+// load reads every job's record.
+func (p *Provisioner) load() ([]*Job, error) {
+	files, err := filepath.Glob(filepath.Join(p.o.Dir, "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	var jobs []*Job
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		j := &Job{}
+		if err := json.Unmarshal(data, j); err != nil {
+			return nil, fmt.Errorf("image job record %s: %w; move it away to start without it", f, err)
+		}
+		jobs = append(jobs, j)
+	}
+	return jobs, nil
+}
+
+// Submit starts a job for req, or returns the job an earlier request
+// with the same idempotency key started (existing true).
+func (p *Provisioner) Submit(req Request) (job Job, existing bool, err error) {
+	if err := req.check(); err != nil {
+		return Job{}, false, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if id, ok := p.byKey[req.IdempotencyKey]; ok && req.IdempotencyKey != "" {
+		return *p.jobs[id], true, nil
+	}
+	j := &Job{ID: newID(), Request: req, Status: Pending, CreatedAt: time.Now().UTC()}
+	if err := p.saveLocked(j); err != nil {
+		return Job{}, false, err
+	}
+	p.jobs[j.ID] = j
+	if req.IdempotencyKey != "" {
+		p.byKey[req.IdempotencyKey] = j.ID
+	}
+	p.start(p.life, j)
+	return *j, false, nil
+}
+
+// Get returns the job with id.
+func (p *Provisioner) Get(id string) (Job, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	j, ok := p.jobs[id]
+	if !ok {
+		return Job{}, fmt.Errorf("job %s: %w", id, ErrNotFound)
+	}
+	return *j, nil
+}
+
+// List returns every job, the newest first.
+func (p *Provisioner) List() []Job {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	jobs := make([]Job, 0, len(p.jobs))
+	for _, j := range p.jobs {
+		jobs = append(jobs, *j)
+	}
+	slices.SortFunc(jobs, func(a, b Job) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	return jobs
+}
+
+// Cancel stops a pending or running job; its work stops within a
+// second, and what it made is undone.
+func (p *Provisioner) Cancel(id string) (Job, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	j, ok := p.jobs[id]
+	if !ok {
+		return Job{}, fmt.Errorf("job %s: %w", id, ErrNotFound)
+	}
+	if j.done() {
+		return *j, fmt.Errorf("job %s is %s: %w", id, j.Status, ErrFinished)
+	}
+	p.cancels[id]()
+	return *j, nil
+}
+
+// Wait waits for every job started to end (tests, and a stop).
+func (p *Provisioner) Wait() { p.wg.Wait() }
+
+// start runs the job in the background once a slot is free. stopping
+// ends with the Provisioner; the job's own context also ends with a
+// cancel.
+func (p *Provisioner) start(stopping context.Context, j *Job) {
+	ctx, cancel := context.WithCancel(stopping)
+	p.cancels[j.ID] = cancel
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		defer cancel()
+		select {
+		case p.slots <- struct{}{}:
+			defer func() { <-p.slots }()
+			p.run(stopping, ctx, j.ID)
+		case <-ctx.Done():
+			if stopping.Err() == nil {
+				p.end(j.ID, nil, ctx.Err())
+			}
+		}
+	}()
+}
+
+// update changes the job under the lock and records it.
+func (p *Provisioner) update(id string, change func(*Job)) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	j := p.jobs[id]
+	change(j)
+	return p.saveLocked(j)
+}
+
+// saveLocked records the job, durably: a restart must know whether the
+// job made its volume before it writes into it.
+func (p *Provisioner) saveLocked(j *Job) error {
+	data, err := json.Marshal(j)
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.Write(filepath.Join(p.o.Dir, j.ID+".json"), data); err != nil {
+		return fmt.Errorf("recording job %s: %w", j.ID, err)
+	}
+	return nil
+}
+
+func newID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// reason is an error as a job reports it.
+func reason(err error) string {
+	return strings.TrimSpace(err.Error())
+}

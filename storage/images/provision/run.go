@@ -1,0 +1,184 @@
+package provision
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/strata-gitops/strata/storage/images/cache"
+)
+
+// Images is where images come from.
+type Images interface {
+	// Digest is the image's SHA-256: declared, when the request gives
+	// one, or else read from the object beside the image.
+	Digest(ctx context.Context, imageURL, declared string) (cache.Digest, error)
+	// Size is the image object's size in bytes.
+	Size(ctx context.Context, imageURL string) (int64, error)
+	// Copy writes the image object's bytes, as stored, to w.
+	Copy(ctx context.Context, imageURL string, w io.Writer) error
+}
+
+// Volumes makes and removes the volumes jobs fill.
+type Volumes interface {
+	// Create makes the volume of size bytes, or finds the one of that
+	// name (created false), and returns the file or block device its
+	// raw disk is written to.
+	Create(ctx context.Context, name string, size int64) (target string, created bool, err error)
+	// Delete removes a volume a job made.
+	Delete(ctx context.Context, name string) error
+}
+
+// run carries a job through its stages, and undoes what it made when
+// it fails or is cancelled. A job the Provisioner's stop cut short is
+// left as recorded, running, for the next start to resume.
+func (p *Provisioner) run(stopping, ctx context.Context, id string) {
+	now := time.Now().UTC()
+	var req Request
+	_ = p.update(id, func(j *Job) {
+		j.Status, j.StartedAt, j.Error, req = Running, &now, "", j.Request
+	})
+	err := p.fill(ctx, id, req)
+	if err != nil && stopping.Err() != nil {
+		return
+	}
+	var cancelled error
+	if err != nil {
+		cancelled = ctx.Err()
+	}
+	p.end(id, err, cancelled)
+}
+
+// fill is the job's work.
+func (p *Provisioner) fill(ctx context.Context, id string, req Request) error {
+	p.stage(id, CheckingCache)
+	digest, err := p.o.Images.Digest(ctx, req.ImageURL, req.SHA256)
+	if err != nil {
+		return err
+	}
+	p.stage(id, Downloading)
+	image, err := p.download(ctx, id, req.ImageURL, digest)
+	if err != nil {
+		return err
+	}
+	defer image.Release()
+	info, err := p.o.Tool.Inspect(ctx, image.Path, req.ImageType)
+	if err != nil {
+		return err
+	}
+	size := req.VolumeSizeGB * gib
+	if info.VirtualSize > size {
+		return fmt.Errorf("the image's disk is %d bytes, more than volume_size_gb %d: ask for a volume of at least %d GiB",
+			info.VirtualSize, req.VolumeSizeGB, (info.VirtualSize+gib-1)/gib)
+	}
+	p.stage(id, CreatingVolume)
+	target, err := p.volume(ctx, id, req, size)
+	if err != nil {
+		return err
+	}
+	p.stage(id, Converting)
+	if err := p.o.Tool.Convert(ctx, image.Path, info, target); err != nil {
+		return err
+	}
+	p.stage(id, Finalizing)
+	return p.o.Tool.Same(ctx, image.Path, info.Format, target)
+}
+
+// download brings the image into the cache, or finds it there, counting
+// its bytes into the job's progress.
+func (p *Provisioner) download(ctx context.Context, id, imageURL string, digest cache.Digest) (*cache.Handle, error) {
+	total, err := p.o.Images.Size(ctx, imageURL)
+	if err != nil {
+		return nil, err
+	}
+	_ = p.update(id, func(j *Job) { j.Progress.BytesTotal = total })
+	fetch := func(ctx context.Context, w io.Writer) error {
+		return p.o.Images.Copy(ctx, imageURL, &counter{w: w, add: func(n int64) { p.counted(id, n, total) }})
+	}
+	h, err := p.o.Cache.Get(ctx, digest, cache.CompressionOf(imageURL), fetch)
+	if err != nil {
+		return nil, err
+	}
+	_ = p.update(id, func(j *Job) { j.CacheHit, j.Progress.BytesProcessed = h.Hit, total })
+	return h, nil
+}
+
+// volume makes the job's volume, or takes the one there when the
+// request allows it or this job made it before a restart. Whether the
+// job made it is recorded before anything is written into it.
+func (p *Provisioner) volume(ctx context.Context, id string, req Request, size int64) (string, error) {
+	target, created, err := p.o.Volumes.Create(ctx, req.VolumeName, size)
+	if err != nil {
+		return "", err
+	}
+	var mine bool
+	if err := p.update(id, func(j *Job) { j.VolumeCreated = j.VolumeCreated || created; mine = j.VolumeCreated }); err != nil {
+		return "", err
+	}
+	if !mine && !req.Overwrite {
+		return "", fmt.Errorf("volume %s exists already: nothing was written to it; set overwrite to fill it", req.VolumeName)
+	}
+	return target, nil
+}
+
+// end records how the job ended, deleting the volume it made unless it
+// completed.
+func (p *Provisioner) end(id string, err, cancelled error) {
+	var made bool
+	var name string
+	_ = p.update(id, func(j *Job) { made, name = j.VolumeCreated, j.Request.VolumeName })
+	if (err != nil || cancelled != nil) && made {
+		// The job's context may be over: the undo gets its own.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if derr := p.o.Volumes.Delete(ctx, name); derr != nil {
+			err = errors.Join(err, fmt.Errorf("removing the volume %s it made: %w", name, derr))
+		} else {
+			made = false
+		}
+	}
+	now := time.Now().UTC()
+	_ = p.update(id, func(j *Job) {
+		j.CompletedAt, j.VolumeCreated = &now, made
+		switch {
+		case cancelled != nil:
+			j.Status, j.Error = Cancelled, "cancelled"
+		case err != nil:
+			j.Status, j.Error = Failed, reason(err)
+		default:
+			j.Status, j.Progress.Percent = Completed, 100
+		}
+	})
+}
+
+// stage records the stage the job enters.
+func (p *Provisioner) stage(id string, s Stage) {
+	_ = p.update(id, func(j *Job) { j.Progress.Stage, j.Progress.Percent = s, stageStart[s] })
+}
+
+// counted adds n downloaded bytes to the job's progress. Not recorded
+// on disk: a restart downloads again anyway.
+func (p *Provisioner) counted(id string, n, total int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	j := p.jobs[id]
+	j.Progress.BytesProcessed += n
+	if total > 0 {
+		span := int64(stageStart[CreatingVolume] - stageStart[Downloading])
+		j.Progress.Percent = stageStart[Downloading] + int(min(span, span*j.Progress.BytesProcessed/total))
+	}
+}
+
+// counter counts what passes through it.
+type counter struct {
+	w   io.Writer
+	add func(int64)
+}
+
+func (c *counter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.add(int64(n))
+	return n, err
+}

@@ -1,0 +1,110 @@
+package provision
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/strata-gitops/strata/sources/bucket"
+	"github.com/strata-gitops/strata/storage/agent/volumes"
+	"github.com/strata-gitops/strata/storage/images/cache"
+)
+
+// BucketImages reads images at S3 URLs, http(s)://<endpoint>/<bucket>/<object>
+// (path-style, as MinIO serves them), with one access key.
+type BucketImages struct {
+	AccessKey, SecretKey string
+	Transport            http.RoundTripper
+}
+
+// open returns the URL's bucket and object.
+func (b BucketImages) open(imageURL string) (*bucket.Bucket, string, error) {
+	u, err := url.Parse(imageURL)
+	if err != nil {
+		return nil, "", fmt.Errorf("image_url %q: %w", imageURL, err)
+	}
+	name, object, ok := strings.Cut(strings.TrimPrefix(u.Path, "/"), "/")
+	if !ok || name == "" || object == "" {
+		return nil, "", fmt.Errorf("image_url %q names no object: give http(s)://<endpoint>/<bucket>/<object>", imageURL)
+	}
+	bk, err := bucket.Open(bucket.Options{Endpoint: u.Scheme + "://" + u.Host, Bucket: name,
+		AccessKey: b.AccessKey, SecretKey: b.SecretKey, Transport: b.Transport})
+	return bk, object, err
+}
+
+// Digest implements Images.
+func (b BucketImages) Digest(ctx context.Context, imageURL, declared string) (cache.Digest, error) {
+	if declared != "" {
+		return cache.ParseDigest(declared)
+	}
+	bk, object, err := b.open(imageURL)
+	if err != nil {
+		return "", err
+	}
+	text, err := bk.DeclaredChecksum(ctx, object)
+	if err != nil {
+		return "", err
+	}
+	d, err := cache.ParseDigest(text)
+	if err != nil {
+		return "", fmt.Errorf("%s%s: %w", imageURL, bucket.ChecksumSuffix, err)
+	}
+	return d, nil
+}
+
+// Size implements Images.
+func (b BucketImages) Size(ctx context.Context, imageURL string) (int64, error) {
+	bk, object, err := b.open(imageURL)
+	if err != nil {
+		return 0, err
+	}
+	return bk.Size(ctx, object)
+}
+
+// Copy implements Images.
+func (b BucketImages) Copy(ctx context.Context, imageURL string, w io.Writer) error {
+	bk, object, err := b.open(imageURL)
+	if err != nil {
+		return err
+	}
+	return bk.Copy(ctx, object, w)
+}
+
+// BtrfsVolumes are btrfs volumes of one tenant on the node's store, each
+// holding its disk as the raw file DiskFile, as a VM on the host reads
+// it.
+type BtrfsVolumes struct {
+	Store  *volumes.Store
+	Tenant string
+}
+
+// DiskFile is the raw disk's file in a btrfs volume.
+const DiskFile = "disk.raw"
+
+// Create implements Volumes.
+func (b BtrfsVolumes) Create(ctx context.Context, name string, size int64) (string, bool, error) {
+	v, created, err := b.Store.Create(ctx, b.Tenant, volumes.CreateRequest{Name: name, SizeBytes: size})
+	if err != nil {
+		return "", false, fmt.Errorf("volume %s: %w", name, err)
+	}
+	disk := filepath.Join(v.Path, DiskFile)
+	f, err := os.OpenFile(disk, os.O_WRONLY|os.O_CREATE, 0o600)
+	if err != nil {
+		return "", created, err
+	}
+	defer f.Close()
+	if info, err := f.Stat(); err != nil || info.Size() >= size {
+		return disk, created, err
+	}
+	return disk, created, f.Truncate(size) // sparse: zeros until written
+}
+
+// Delete implements Volumes.
+func (b BtrfsVolumes) Delete(ctx context.Context, name string) error {
+	return b.Store.Delete(ctx, b.Tenant, name, false)
+}
