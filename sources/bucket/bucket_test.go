@@ -4,44 +4,22 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"strings"
 	"testing"
-
-	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/sources/bucket"
 )
 
-// put makes the bucket on the server and puts each object in it.
-func put(t *testing.T, m testenv.MinIO, name string, objects map[string][]byte) {
-	t.Helper()
-	ctx := context.Background()
-	c, err := minio.New(strings.TrimPrefix(m.Endpoint, "http://"), &minio.Options{Creds: credentials.NewStaticV4(m.AccessKey, m.SecretKey, "")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.MakeBucket(ctx, name, minio.MakeBucketOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	for object, data := range objects {
-		if _, err := c.PutObject(ctx, name, object, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 func TestImagesAndChecksumsAreRead(t *testing.T) {
 	m := testenv.StartMinIO(t)
 	image := make([]byte, 3<<20)
 	_, _ = rand.Read(image)
-	sum := sha256.Sum256(image)
-	line := hex.EncodeToString(sum[:]) + "  debian.qcow2\n"
-	put(t, m, "images", map[string][]byte{"vm/debian.qcow2": image, "vm/debian.qcow2.sha256": []byte(line), "vm/bare.raw": []byte("no checksum")})
+	objects := testenv.WithChecksums(map[string][]byte{"vm/debian.qcow2": image})
+	objects["vm/bare.raw"] = []byte("no checksum")
+	m.Put(t, "images", objects)
+	line := string(objects["vm/debian.qcow2.sha256"])
 	b, err := bucket.Open(bucket.Options{Endpoint: m.Endpoint, Bucket: "images", AccessKey: m.AccessKey, SecretKey: m.SecretKey})
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +46,7 @@ func TestImagesAndChecksumsAreRead(t *testing.T) {
 
 func TestWrongCredentialsAreRefused(t *testing.T) {
 	m := testenv.StartMinIO(t)
-	put(t, m, "images", map[string][]byte{"a.raw": []byte("data")})
+	m.Put(t, "images", map[string][]byte{"a.raw": []byte("data")})
 	b, err := bucket.Open(bucket.Options{Endpoint: m.Endpoint, Bucket: "images", AccessKey: m.AccessKey, SecretKey: "wrong-secret-key"})
 	if err != nil {
 		t.Fatal(err)

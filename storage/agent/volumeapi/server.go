@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/strata-gitops/strata/storage/images/provision"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -35,7 +37,10 @@ type Server struct {
 	// PeerHTTP calls other agents when this one sends a replica; nil
 	// uses http.DefaultClient.
 	PeerHTTP *http.Client
-	metrics  *metrics
+	// Images, when set, serves image jobs on libvirt-volume-provisioner's
+	// routes (docs/images.md).
+	Images  *provision.Provisioner
+	metrics *metrics
 }
 
 // New returns a server of the store for the given tenants.
@@ -72,22 +77,34 @@ func (s *Server) Handler() http.Handler {
 	for pattern, h := range s.peerRoutes() {
 		mux.Handle(pattern, s.metrics.instrument(pattern, h))
 	}
+	if s.Images != nil {
+		s.imageRoutes(mux)
+	}
 	return mux
 }
 
 // authenticated runs h for the tenant of the request's bearer token and
 // writes what it returns as JSON.
 func (s *Server) authenticated(h func(http.ResponseWriter, *http.Request, string) (int, any, error)) http.Handler {
+	return s.withTenant(func(w http.ResponseWriter, r *http.Request, tenant string) { s.answer(w, r, tenant, h) },
+		func(w http.ResponseWriter) {
+			writeJSON(w, http.StatusUnauthorized, errorBody{Reason: "Unauthorized",
+				Error: "a valid tenant token is required: send Authorization: Bearer <token>"})
+		})
+}
+
+// withTenant runs h for the tenant of the request's bearer token, and
+// has refuse answer a request without a known one.
+func (s *Server) withTenant(h func(http.ResponseWriter, *http.Request, string), refuse func(http.ResponseWriter)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		tenant, known := s.Tenants.Lookup(token)
 		if !ok || !known {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="strata-agent"`)
-			writeJSON(w, http.StatusUnauthorized, errorBody{Reason: "Unauthorized",
-				Error: "a valid tenant token is required: send Authorization: Bearer <token>"})
+			refuse(w)
 			return
 		}
-		s.answer(w, r, tenant, h)
+		h(w, r, tenant)
 	})
 }
 

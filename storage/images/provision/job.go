@@ -29,6 +29,8 @@ type Request struct {
 	Overwrite bool `json:"overwrite,omitempty"`
 	// IdempotencyKey makes a repeated request return the first one's job.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// CorrelationID is the caller's, echoed in the job.
+	CorrelationID string `json:"correlation_id,omitempty"`
 }
 
 // gib is the unit of volume_size_gb.
@@ -85,12 +87,18 @@ type Progress struct {
 
 // Job is one request's work and outcome: GET /api/v1/status/{job_id}.
 type Job struct {
-	ID          string     `json:"job_id"`
-	Request     Request    `json:"request"`
-	Status      State      `json:"status"`
-	Progress    Progress   `json:"progress"`
-	Error       string     `json:"error,omitempty"`
-	CacheHit    bool       `json:"cache_hit"`
+	ID string `json:"job_id"`
+	// Tenant owns the job and its volume: the tenant of the token that
+	// asked for it.
+	Tenant        string   `json:"tenant"`
+	CorrelationID string   `json:"correlation_id,omitempty"`
+	Request       Request  `json:"request"`
+	Status        State    `json:"status"`
+	Progress      Progress `json:"progress"`
+	Error         string   `json:"error,omitempty"`
+	CacheHit      bool     `json:"cache_hit"`
+	// ImagePath is the cached image the volume was filled from.
+	ImagePath   string     `json:"image_path,omitempty"`
 	CreatedAt   time.Time  `json:"created_at"`
 	StartedAt   *time.Time `json:"started_at,omitempty"`
 	CompletedAt *time.Time `json:"completed_at,omitempty"`

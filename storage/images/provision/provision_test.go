@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,9 +13,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/storage/agent/volumes"
@@ -44,10 +39,7 @@ type world struct {
 func newWorld(t *testing.T) *world {
 	t.Helper()
 	testenv.NeedRoot(t, "btrfs on loop devices")
-	if _, err := exec.LookPath("qemu-img"); err != nil {
-		testenv.Unavailable(t, "qemu-img (Debian qemu-utils; hack/packages.sh installs it)")
-	}
-	w := &world{minio: testenv.StartMinIO(t), objects: map[string][]byte{}}
+	w := &world{minio: testenv.StartMinIO(t)}
 	var err error
 	if w.store, err = volumes.Open(context.Background(), filepath.Join(testenv.BtrfsDisk(t, 4<<30), "strata"), nil, "node-a"); err != nil {
 		t.Fatal(err)
@@ -55,59 +47,22 @@ func newWorld(t *testing.T) *world {
 	if w.cache, err = cache.Open(t.TempDir(), 0); err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
 	w.disk = make([]byte, 8*mib)
 	_, _ = rand.Read(w.disk[:mib])
 	_, _ = rand.Read(w.disk[7*mib:])
-	raw := filepath.Join(dir, "disk.raw")
-	if err := os.WriteFile(raw, w.disk, 0o600); err != nil {
+	big := filepath.Join(t.TempDir(), "big.qcow2") // a 2 GiB disk, nothing written
+	if out, err := exec.Command("qemu-img", "create", "-f", "qcow2", big, "2G").CombinedOutput(); err != nil {
+		t.Fatalf("qemu-img create: %v: %s", err, out)
+	}
+	bigImage, err := os.ReadFile(big)
+	if err != nil {
 		t.Fatal(err)
 	}
-	w.objects["vm/disk.qcow2"] = qemuImg(t, "convert", "-f", "raw", "-O", "qcow2", raw, filepath.Join(dir, "disk.qcow2"))
-	w.objects["vm/big.qcow2"] = qemuImg(t, "create", "-f", "qcow2", filepath.Join(dir, "big.qcow2"), "2G")
-	for name, data := range w.objects {
-		sum := sha256.Sum256(data)
-		w.objects[name+".sha256"] = []byte(hex.EncodeToString(sum[:]) + "  " + filepath.Base(name) + "\n")
-	}
+	w.objects = testenv.WithChecksums(map[string][]byte{"vm/disk.qcow2": testenv.Qcow2(t, w.disk), "vm/big.qcow2": bigImage})
 	w.objects["vm/wrong.qcow2"] = w.objects["vm/disk.qcow2"]
 	w.objects["vm/wrong.qcow2.sha256"] = w.objects["vm/big.qcow2.sha256"]
-	w.put(t)
+	w.minio.Put(t, "images", w.objects)
 	return w
-}
-
-// qemuImg runs qemu-img and returns the file it made, the last argument
-// but one or the last.
-func qemuImg(t *testing.T, args ...string) []byte {
-	t.Helper()
-	if out, err := exec.Command("qemu-img", args...).CombinedOutput(); err != nil {
-		t.Fatalf("qemu-img %v: %v: %s", args, err, out)
-	}
-	file := args[len(args)-1]
-	if args[0] == "create" {
-		file = args[len(args)-2]
-	}
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
-}
-
-func (w *world) put(t *testing.T) {
-	t.Helper()
-	ctx := context.Background()
-	c, err := minio.New(strings.TrimPrefix(w.minio.Endpoint, "http://"), &minio.Options{Creds: credentials.NewStaticV4(w.minio.AccessKey, w.minio.SecretKey, "")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.MakeBucket(ctx, "images", minio.MakeBucketOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	for name, data := range w.objects {
-		if _, err := c.PutObject(ctx, "images", name, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
 }
 
 func (w *world) url(object string) string { return w.minio.Endpoint + "/images/" + object }
@@ -121,7 +76,7 @@ func (w *world) images() provision.BucketImages {
 func (w *world) open(t *testing.T, ctx context.Context, dir string, images provision.Images) *provision.Provisioner {
 	t.Helper()
 	p, err := provision.Open(ctx, provision.Options{Dir: dir, Cache: w.cache, Images: images,
-		Volumes: provision.BtrfsVolumes{Store: w.store, Tenant: tenant}, Tool: qemuimg.New()})
+		Volumes: provision.BtrfsVolumes{Store: w.store}, Tool: qemuimg.New()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +94,7 @@ func waitFor(t *testing.T, p *provision.Provisioner, id string, check func(provi
 	var j provision.Job
 	testenv.Eventually(t, time.Minute, func() error {
 		var err error
-		if j, err = p.Get(id); err != nil {
+		if j, err = p.Get(tenant, id); err != nil {
 			return err
 		}
 		return check(j)
@@ -156,7 +111,7 @@ func ended(j provision.Job) error {
 
 func submit(t *testing.T, p *provision.Provisioner, req provision.Request) provision.Job {
 	t.Helper()
-	j, _, err := p.Submit(req)
+	j, _, err := p.Submit(tenant, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,13 +235,13 @@ func downloading(j provision.Job) error {
 func TestACancelStopsAJobWithinASecond(t *testing.T) {
 	w := newWorld(t)
 	p := w.open(t, context.Background(), t.TempDir(), gated{w.images(), make(chan struct{})})
-	j, _, err := p.Submit(request(w.url("vm/disk.qcow2"), "vm-cancelled"))
+	j, _, err := p.Submit(tenant, request(w.url("vm/disk.qcow2"), "vm-cancelled"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, p, j.ID, downloading)
 	asked := time.Now()
-	if _, err := p.Cancel(j.ID); err != nil {
+	if _, err := p.Cancel(tenant, j.ID); err != nil {
 		t.Fatal(err)
 	}
 	j = waitFor(t, p, j.ID, ended)
@@ -294,7 +249,7 @@ func TestACancelStopsAJobWithinASecond(t *testing.T) {
 		t.Fatalf("after a cancel: %s after %s, volume %v, cache %d bytes; want cancelled within a second, nothing left",
 			j.Status, time.Since(asked), w.volumeExists("vm-cancelled"), w.cache.Size())
 	}
-	if _, err := p.Cancel(j.ID); err == nil {
+	if _, err := p.Cancel(tenant, j.ID); err == nil {
 		t.Fatal("a cancel of an ended job was taken")
 	}
 }
@@ -305,7 +260,7 @@ func TestARestartResumesInterruptedJobs(t *testing.T) {
 	// A stop while a job downloads: its record stays running.
 	ctx, stop := context.WithCancel(context.Background())
 	first := w.open(t, ctx, dir, gated{w.images(), make(chan struct{})})
-	j, _, err := first.Submit(request(w.url("vm/disk.qcow2"), "vm-resumed"))
+	j, _, err := first.Submit(tenant, request(w.url("vm/disk.qcow2"), "vm-resumed"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +275,7 @@ func TestARestartResumesInterruptedJobs(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(made.Path, provision.DiskFile), []byte("half written"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	half := provision.Job{ID: "0123456789abcdef", Request: request(w.url("vm/disk.qcow2"), "vm-half"), Status: provision.Running,
+	half := provision.Job{ID: "0123456789abcdef", Tenant: tenant, Request: request(w.url("vm/disk.qcow2"), "vm-half"), Status: provision.Running,
 		CreatedAt: time.Now().UTC(), VolumeCreated: true, Progress: provision.Progress{Stage: provision.Converting}}
 	data, _ := json.Marshal(half)
 	if err := os.WriteFile(filepath.Join(dir, half.ID+".json"), data, 0o600); err != nil {
@@ -344,20 +299,20 @@ func TestARepeatedRequestReturnsItsFirstJob(t *testing.T) {
 	p := w.open(t, context.Background(), t.TempDir(), w.images())
 	req := request(w.url("vm/disk.qcow2"), "vm-once")
 	req.IdempotencyKey = "install-vm-once"
-	first, existing, err := p.Submit(req)
+	first, existing, err := p.Submit(tenant, req)
 	if err != nil || existing {
 		t.Fatal(existing, err)
 	}
-	second, existing, err := p.Submit(req)
+	second, existing, err := p.Submit(tenant, req)
 	if err != nil || !existing || second.ID != first.ID {
 		t.Fatalf("the repeated request got job %s (existing %v, %v); want %s", second.ID, existing, err, first.ID)
 	}
 	waitFor(t, p, first.ID, ended)
-	if jobs := p.List(); len(jobs) != 1 {
+	if jobs := p.List(tenant); len(jobs) != 1 {
 		t.Fatalf("%d jobs listed; want the one", len(jobs))
 	}
 	for _, bad := range []provision.Request{{}, {ImageURL: "x", VolumeName: "v", VolumeSizeGB: 1, ImageType: "vmdk"}, {ImageURL: "x", VolumeName: "v", ImageType: "raw"}} {
-		if _, _, err := p.Submit(bad); err == nil {
+		if _, _, err := p.Submit(tenant, bad); err == nil {
 			t.Errorf("Submit(%+v) took it", bad)
 		}
 	}

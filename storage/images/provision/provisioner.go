@@ -75,7 +75,7 @@ func Open(ctx context.Context, o Options) (*Provisioner, error) {
 	for _, j := range recorded {
 		p.jobs[j.ID] = j
 		if j.Request.IdempotencyKey != "" {
-			p.byKey[j.Request.IdempotencyKey] = j.ID
+			p.byKey[j.Tenant+"/"+j.Request.IdempotencyKey] = j.ID
 		}
 		if !j.done() {
 			j.Resumed++
@@ -107,60 +107,72 @@ func (p *Provisioner) load() ([]*Job, error) {
 	return jobs, nil
 }
 
-// Submit starts a job for req, or returns the job an earlier request
-// with the same idempotency key started (existing true).
-func (p *Provisioner) Submit(req Request) (job Job, existing bool, err error) {
+// Submit starts a job of tenant's for req, or returns the job an
+// earlier request of the tenant's with the same idempotency key started
+// (existing true).
+func (p *Provisioner) Submit(tenant string, req Request) (job Job, existing bool, err error) {
 	if err := req.check(); err != nil {
 		return Job{}, false, err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if id, ok := p.byKey[req.IdempotencyKey]; ok && req.IdempotencyKey != "" {
+	key := tenant + "/" + req.IdempotencyKey
+	if id, ok := p.byKey[key]; ok && req.IdempotencyKey != "" {
 		return *p.jobs[id], true, nil
 	}
-	j := &Job{ID: newID(), Request: req, Status: Pending, CreatedAt: time.Now().UTC()}
+	j := &Job{ID: newID(), Tenant: tenant, CorrelationID: req.CorrelationID, Request: req, Status: Pending, CreatedAt: time.Now().UTC()}
 	if err := p.saveLocked(j); err != nil {
 		return Job{}, false, err
 	}
 	p.jobs[j.ID] = j
 	if req.IdempotencyKey != "" {
-		p.byKey[req.IdempotencyKey] = j.ID
+		p.byKey[key] = j.ID
 	}
 	p.start(p.life, j)
 	return *j, false, nil
 }
 
-// Get returns the job with id.
-func (p *Provisioner) Get(id string) (Job, error) {
+// Get returns tenant's job with id; another tenant's is not found.
+func (p *Provisioner) Get(tenant, id string) (Job, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	j, ok := p.jobs[id]
-	if !ok {
-		return Job{}, fmt.Errorf("job %s: %w", id, ErrNotFound)
+	j, err := p.jobLocked(tenant, id)
+	if err != nil {
+		return Job{}, err
 	}
 	return *j, nil
 }
 
-// List returns every job, the newest first.
-func (p *Provisioner) List() []Job {
+func (p *Provisioner) jobLocked(tenant, id string) (*Job, error) {
+	j, ok := p.jobs[id]
+	if !ok || j.Tenant != tenant {
+		return nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
+	}
+	return j, nil
+}
+
+// List returns tenant's jobs, the newest first.
+func (p *Provisioner) List(tenant string) []Job {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	jobs := make([]Job, 0, len(p.jobs))
+	jobs := []Job{}
 	for _, j := range p.jobs {
-		jobs = append(jobs, *j)
+		if j.Tenant == tenant {
+			jobs = append(jobs, *j)
+		}
 	}
 	slices.SortFunc(jobs, func(a, b Job) int { return b.CreatedAt.Compare(a.CreatedAt) })
 	return jobs
 }
 
-// Cancel stops a pending or running job; its work stops within a
-// second, and what it made is undone.
-func (p *Provisioner) Cancel(id string) (Job, error) {
+// Cancel stops tenant's pending or running job; its work stops within
+// a second, and what it made is undone.
+func (p *Provisioner) Cancel(tenant, id string) (Job, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	j, ok := p.jobs[id]
-	if !ok {
-		return Job{}, fmt.Errorf("job %s: %w", id, ErrNotFound)
+	j, err := p.jobLocked(tenant, id)
+	if err != nil {
+		return Job{}, err
 	}
 	if j.done() {
 		return *j, fmt.Errorf("job %s is %s: %w", id, j.Status, ErrFinished)
@@ -225,4 +237,15 @@ func newID() string {
 // reason is an error as a job reports it.
 func reason(err error) string {
 	return strings.TrimSpace(err.Error())
+}
+
+// Counts is how many of the jobs on record are in each state.
+func (p *Provisioner) Counts() map[State]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	counts := map[State]int{}
+	for _, j := range p.jobs {
+		counts[j.Status]++
+	}
+	return counts
 }

@@ -26,9 +26,9 @@ type Volumes interface {
 	// Create makes the volume of size bytes, or finds the one of that
 	// name (created false), and returns the file or block device its
 	// raw disk is written to.
-	Create(ctx context.Context, name string, size int64) (target string, created bool, err error)
+	Create(ctx context.Context, tenant, name string, size int64) (target string, created bool, err error)
 	// Delete removes a volume a job made.
-	Delete(ctx context.Context, name string) error
+	Delete(ctx context.Context, tenant, name string) error
 }
 
 // run carries a job through its stages, and undoes what it made when
@@ -37,10 +37,11 @@ type Volumes interface {
 func (p *Provisioner) run(stopping, ctx context.Context, id string) {
 	now := time.Now().UTC()
 	var req Request
+	var tenant string
 	_ = p.update(id, func(j *Job) {
-		j.Status, j.StartedAt, j.Error, req = Running, &now, "", j.Request
+		j.Status, j.StartedAt, j.Error, req, tenant = Running, &now, "", j.Request, j.Tenant
 	})
-	err := p.fill(ctx, id, req)
+	err := p.fill(ctx, id, tenant, req)
 	if err != nil && stopping.Err() != nil {
 		return
 	}
@@ -52,7 +53,7 @@ func (p *Provisioner) run(stopping, ctx context.Context, id string) {
 }
 
 // fill is the job's work.
-func (p *Provisioner) fill(ctx context.Context, id string, req Request) error {
+func (p *Provisioner) fill(ctx context.Context, id, tenant string, req Request) error {
 	p.stage(id, CheckingCache)
 	digest, err := p.o.Images.Digest(ctx, req.ImageURL, req.SHA256)
 	if err != nil {
@@ -74,7 +75,7 @@ func (p *Provisioner) fill(ctx context.Context, id string, req Request) error {
 			info.VirtualSize, req.VolumeSizeGB, (info.VirtualSize+gib-1)/gib)
 	}
 	p.stage(id, CreatingVolume)
-	target, err := p.volume(ctx, id, req, size)
+	target, err := p.volume(ctx, id, tenant, req, size)
 	if err != nil {
 		return err
 	}
@@ -101,15 +102,15 @@ func (p *Provisioner) download(ctx context.Context, id, imageURL string, digest 
 	if err != nil {
 		return nil, err
 	}
-	_ = p.update(id, func(j *Job) { j.CacheHit, j.Progress.BytesProcessed = h.Hit, total })
+	_ = p.update(id, func(j *Job) { j.CacheHit, j.ImagePath, j.Progress.BytesProcessed = h.Hit, h.Path, total })
 	return h, nil
 }
 
 // volume makes the job's volume, or takes the one there when the
 // request allows it or this job made it before a restart. Whether the
 // job made it is recorded before anything is written into it.
-func (p *Provisioner) volume(ctx context.Context, id string, req Request, size int64) (string, error) {
-	target, created, err := p.o.Volumes.Create(ctx, req.VolumeName, size)
+func (p *Provisioner) volume(ctx context.Context, id, tenant string, req Request, size int64) (string, error) {
+	target, created, err := p.o.Volumes.Create(ctx, tenant, req.VolumeName, size)
 	if err != nil {
 		return "", err
 	}
@@ -127,13 +128,13 @@ func (p *Provisioner) volume(ctx context.Context, id string, req Request, size i
 // completed.
 func (p *Provisioner) end(id string, err, cancelled error) {
 	var made bool
-	var name string
-	_ = p.update(id, func(j *Job) { made, name = j.VolumeCreated, j.Request.VolumeName })
+	var tenant, name string
+	_ = p.update(id, func(j *Job) { made, tenant, name = j.VolumeCreated, j.Tenant, j.Request.VolumeName })
 	if (err != nil || cancelled != nil) && made {
 		// The job's context may be over: the undo gets its own.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if derr := p.o.Volumes.Delete(ctx, name); derr != nil {
+		if derr := p.o.Volumes.Delete(ctx, tenant, name); derr != nil {
 			err = errors.Join(err, fmt.Errorf("removing the volume %s it made: %w", name, derr))
 		} else {
 			made = false

@@ -75,20 +75,19 @@ func (b BucketImages) Copy(ctx context.Context, imageURL string, w io.Writer) er
 	return bk.Copy(ctx, object, w)
 }
 
-// BtrfsVolumes are btrfs volumes of one tenant on the node's store, each
+// BtrfsVolumes are the tenants' btrfs volumes on the node's store, each
 // holding its disk as the raw file DiskFile, as a VM on the host reads
 // it.
 type BtrfsVolumes struct {
-	Store  *volumes.Store
-	Tenant string
+	Store *volumes.Store
 }
 
 // DiskFile is the raw disk's file in a btrfs volume.
 const DiskFile = "disk.raw"
 
 // Create implements Volumes.
-func (b BtrfsVolumes) Create(ctx context.Context, name string, size int64) (string, bool, error) {
-	v, created, err := b.Store.Create(ctx, b.Tenant, volumes.CreateRequest{Name: name, SizeBytes: size})
+func (b BtrfsVolumes) Create(ctx context.Context, tenant, name string, size int64) (string, bool, error) {
+	v, created, err := b.Store.Create(ctx, tenant, volumes.CreateRequest{Name: name, SizeBytes: size})
 	if err != nil {
 		return "", false, fmt.Errorf("volume %s: %w", name, err)
 	}
@@ -105,6 +104,6 @@ func (b BtrfsVolumes) Create(ctx context.Context, name string, size int64) (stri
 }
 
 // Delete implements Volumes.
-func (b BtrfsVolumes) Delete(ctx context.Context, name string) error {
-	return b.Store.Delete(ctx, b.Tenant, name, false)
+func (b BtrfsVolumes) Delete(ctx context.Context, tenant, name string) error {
+	return b.Store.Delete(ctx, tenant, name, false)
 }
