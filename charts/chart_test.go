@@ -235,3 +235,33 @@ func TestTheBtrfsVolumeAPIServesTLSByDefault(t *testing.T) {
 		t.Errorf("the volume API listens on %q, want the node's address only", got)
 	}
 }
+
+func TestImageJobsAreConfigured(t *testing.T) {
+	objects := testenv.RenderChart(t, "img", "strata-system", append(required, "btrfsHost.enabled=true",
+		"btrfsHost.nodeSelector.strata\\.dev/btrfs-host=true", "btrfsHost.images.enabled=true",
+		"btrfsHost.images.cacheBytes=53687091200", "btrfsHost.images.credentialsSecret=minio-creds")...)
+	host := find(t, objects, "DaemonSet", "img-btrfs-host")
+	containers, _, _ := unstructured.NestedSlice(host.Object, "spec", "template", "spec", "containers")
+	var args []string
+	for _, a := range containers[0].(map[string]any)["args"].([]any) {
+		args = append(args, a.(string))
+	}
+	for name, want := range map[string]string{"--image-dir": "/var/lib/strata/images", "--image-cache-bytes": "53687091200",
+		"--image-jobs": "2", "--image-credentials-secret": "strata-system/minio-creds"} {
+		if got := flag(args, name); got != want {
+			t.Errorf("%s = %q, want %q (args %v)", name, got, want, args)
+		}
+	}
+	role := find(t, objects, "Role", "img-btrfs-host")
+	rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
+	readable := false
+	for _, r := range rules {
+		names, _ := r.(map[string]any)["resourceNames"].([]any)
+		for _, n := range names {
+			readable = readable || n == "minio-creds"
+		}
+	}
+	if !readable {
+		t.Errorf("the btrfs host may not read the image credentials Secret: %v", rules)
+	}
+}

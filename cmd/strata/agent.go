@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/strata-gitops/strata/storage/images/provision"
+
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -98,6 +100,10 @@ func agentCommand() *cobra.Command {
 	f.StringVar(&vo.GaneshaExports, "ganesha-exports", vo.GaneshaExports, "file of EXPORT blocks the agent owns; NFS-Ganesha's configuration must %include it")
 	f.StringVar(&vo.GaneshaPID, "ganesha-pid-file", vo.GaneshaPID, "NFS-Ganesha's pid file, signalled to reload the exports")
 	f.DurationVar(&vo.SyncInterval, "export-sync-interval", vo.SyncInterval, "how often exports are checked against the volumes' records")
+	f.StringVar(&vo.Images.Dir, "image-dir", vo.Images.Dir, "directory of the VM image cache and image jobs' records; empty serves no image jobs (docs/images.md)")
+	f.Int64Var(&vo.Images.CacheBytes, "image-cache-bytes", vo.Images.CacheBytes, "bound of the image cache in bytes; least recently used images not in use go first; 0 is no bound")
+	f.IntVar(&vo.Images.Concurrency, "image-jobs", provision.DefaultConcurrency, "image jobs that run at once")
+	f.StringVar(&vo.Images.CredentialsSecret, "image-credentials-secret", vo.Images.CredentialsSecret, "namespace/name of a Secret with accessKey and secretKey for the image buckets; empty reads them anonymously")
 	return cmd
 }
 

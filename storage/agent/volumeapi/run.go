@@ -55,6 +55,8 @@ type Options struct {
 	// Opened, when set, is given the store once it is open: the agent's
 	// self-fencing acts on it.
 	Opened func(*volumes.Store)
+	// Images turns image jobs on.
+	Images ImageOptions
 }
 
 // DefaultOptions are the flag defaults.
@@ -104,7 +106,7 @@ func Run(ctx context.Context, c client.Reader, o Options) error {
 	if err != nil {
 		return fmt.Errorf("--tenant-quotas: %w", err)
 	}
-	secret, err := secretKey(o.TenantsSecret)
+	secret, err := secretKey("tenants-secret", o.TenantsSecret)
 	if err != nil {
 		return err
 	}
@@ -133,6 +135,11 @@ func Run(ctx context.Context, c client.Reader, o Options) error {
 	logger.Info("serving the volume API", "listen", o.Listen, "tls", tlsConfig != nil, "base", store.Base, "exporter", o.Exporter, "tenants", len(byTenant))
 	server := New(store, tenants)
 	server.Networks, server.PeerHTTP = networks, peerHTTP
+	if o.Images.Dir != "" {
+		if server.Images, err = o.Images.open(ctx, c, store); err != nil {
+			return err
+		}
+	}
 	return httpserver.Serve(ctx, o.Listen, tlsConfig, server.Handler())
 }
 
@@ -170,7 +177,7 @@ func reloadTenants(ctx context.Context, tenants *Tenants, load func() (map[strin
 	}
 }
 
-func secretKey(s string) (client.ObjectKey, error) {
+func secretKey(flag, s string) (client.ObjectKey, error) {
 	if s == "" {
 		return client.ObjectKey{}, nil
 	}
@@ -179,5 +186,5 @@ func secretKey(s string) (client.ObjectKey, error) {
 			return client.ObjectKey{Namespace: s[:i], Name: s[i+1:]}, nil
 		}
 	}
-	return client.ObjectKey{}, fmt.Errorf("--tenants-secret %q: write namespace/name", s)
+	return client.ObjectKey{}, fmt.Errorf("--%s %q: write namespace/name", flag, s)
 }
