@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"testing"
 	"time"
 
@@ -149,19 +148,12 @@ func TestDeletedClaimFreesItsSpace(t *testing.T) {
 // fsSize asks the example app in pod the size of the filesystem at dir,
 // as the pod sees it, over the pod network.
 func fsSize(pod *corev1.Pod, dir string) (int64, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s:8080/size%s", pod.Status.PodIP, dir), nil)
+	body, err := fetch(fmt.Sprintf("http://%s:8080/size%s", pod.Status.PodIP, dir))
 	if err != nil {
 		return 0, err
 	}
-	rsp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer rsp.Body.Close()
 	var size int64
-	_, err = fmt.Fscan(rsp.Body, &size)
+	_, err = fmt.Sscan(body, &size)
 	return size, err
 }
 

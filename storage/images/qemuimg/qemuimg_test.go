@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,19 +19,15 @@ const mib = 1 << 20
 // between, and the same disk as qcow2, made by qemu-img.
 func images(t *testing.T) (raw, qcow2 string, disk []byte) {
 	t.Helper()
-	if _, err := exec.LookPath("qemu-img"); err != nil {
-		testenv.Unavailable(t, "qemu-img (Debian qemu-utils; hack/packages.sh installs it)")
-	}
 	dir := t.TempDir()
 	disk = make([]byte, 8*mib)
 	_, _ = rand.Read(disk[:mib])
 	_, _ = rand.Read(disk[7*mib:])
 	raw, qcow2 = filepath.Join(dir, "disk.raw"), filepath.Join(dir, "disk.qcow2")
-	if err := os.WriteFile(raw, disk, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("qemu-img", "convert", "-f", "raw", "-O", "qcow2", raw, qcow2).CombinedOutput(); err != nil {
-		t.Fatalf("making the qcow2: %v: %s", err, out)
+	for path, data := range map[string][]byte{raw: disk, qcow2: testenv.Qcow2(t, disk)} {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return raw, qcow2, disk
 }
