@@ -3,7 +3,8 @@
 # of kubectl kustomize (hack/planbench); the CSI driver's LVM backend beside
 # the bare loop-device steps and its btrfs backend beside btrfs-progs
 # (hack/csibench, root only); btrfs replication agent to agent beside
-# btrfs send | btrfs receive (hack/replbench, root only); node loss to the app
+# btrfs send | btrfs receive (hack/replbench, root only); image jobs beside
+# a download plus qemu-img convert alone (hack/imagebench, root only); node loss to the app
 # on the backup, against an API server and on the local cluster's nodes
 # (root only); then the engine on a local control plane,
 # strata first, then Flux's kustomize-controller as the reference.
@@ -21,6 +22,8 @@ if [ "$(id -u)" = 0 ]; then
   go run ./hack/csibench
   go run ./hack/csibench -backend btrfs
   go run ./hack/replbench
+  bash hack/tools.sh minio
+  go run ./hack/imagebench
   go test -run '^$' -bench BenchmarkNodeLossToReady -benchtime 3x ./failover/controller
   # The same loss on the local cluster's real nodes, a real pod's start included.
   bash hack/sidecars.sh >/dev/null

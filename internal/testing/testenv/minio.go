@@ -15,7 +15,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
 	"time"
+
+	"github.com/strata-gitops/strata/internal/netaddr"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -37,56 +40,86 @@ func StartMinIO(t testing.TB) MinIO {
 	if _, err := os.Stat(bin); err != nil {
 		Unavailable(t, "the MinIO server bin/minio: run `bash hack/tools.sh minio` (make test does)")
 	}
-	secret := make([]byte, 16)
-	_, _ = rand.Read(secret)
-	m := MinIO{AccessKey: "strata-test", SecretKey: hex.EncodeToString(secret)}
-	addr := FreeAddr(t)
-	m.Endpoint = "http://" + addr
-	cmd := exec.Command(bin, "server", "--quiet", "--address", addr, "--console-address", FreeAddr(t), t.TempDir())
-	cmd.Env = append(os.Environ(), "MINIO_ROOT_USER="+m.AccessKey, "MINIO_ROOT_PASSWORD="+m.SecretKey, "MINIO_BROWSER=off")
-	log, err := os.Create(filepath.Join(t.TempDir(), "minio.log"))
+	m, stop, err := RunMinIO(bin, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(stop)
+	return m
+}
+
+// RunMinIO runs the MinIO server bin on a free loopback port with its
+// data and log in dir, and waits until it is ready; stop ends it.
+func RunMinIO(bin, dir string) (m MinIO, stop func(), err error) {
+	secret := make([]byte, 16)
+	_, _ = rand.Read(secret)
+	m = MinIO{AccessKey: "strata-test", SecretKey: hex.EncodeToString(secret)}
+	addr, err := netaddr.Free()
+	if err != nil {
+		return m, nil, err
+	}
+	console, err := netaddr.Free()
+	if err != nil {
+		return m, nil, err
+	}
+	m.Endpoint = "http://" + addr
+	log, err := os.Create(filepath.Join(dir, "minio.log"))
+	if err != nil {
+		return m, nil, err
+	}
+	cmd := exec.Command(bin, "server", "--quiet", "--address", addr, "--console-address", console, filepath.Join(dir, "data"))
+	cmd.Env = append(os.Environ(), "MINIO_ROOT_USER="+m.AccessKey, "MINIO_ROOT_PASSWORD="+m.SecretKey, "MINIO_BROWSER=off")
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		log.Close()
+		return m, nil, err
 	}
-	t.Cleanup(func() {
+	stop = func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		_ = log.Close()
-	})
-	Eventually(t, 30*time.Second, func() error {
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
 		rsp, err := http.Get(m.Endpoint + "/minio/health/ready")
-		if err != nil {
-			return err
+		if err == nil {
+			rsp.Body.Close()
+			if rsp.StatusCode == http.StatusOK {
+				return m, stop, nil
+			}
 		}
-		rsp.Body.Close()
-		if rsp.StatusCode != http.StatusOK {
-			return fmt.Errorf("MinIO at %s is not ready: %s (log %s)", m.Endpoint, rsp.Status, log.Name())
+		if time.Now().After(deadline) {
+			stop()
+			return m, nil, fmt.Errorf("MinIO at %s not ready after 30s (log %s): %v", m.Endpoint, log.Name(), err)
 		}
-		return nil
-	})
-	return m
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // Put makes the bucket and puts each object in it.
 func (m MinIO) Put(t testing.TB, bucket string, objects map[string][]byte) {
 	t.Helper()
+	if err := m.PutObjects(bucket, objects); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// PutObjects makes the bucket and puts each object in it.
+func (m MinIO) PutObjects(bucket string, objects map[string][]byte) error {
 	ctx := context.Background()
 	c, err := minio.New(strings.TrimPrefix(m.Endpoint, "http://"), &minio.Options{Creds: credentials.NewStaticV4(m.AccessKey, m.SecretKey, "")})
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	if err := c.MakeBucket(ctx, bucket, minio.MakeBucketOptions{}); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	for name, data := range objects {
 		if _, err := c.PutObject(ctx, bucket, name, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
-			t.Fatal(err)
+			return fmt.Errorf("putting %s/%s: %w", bucket, name, err)
 		}
 	}
+	return nil
 }
 
 // WithChecksums adds, beside each object, <object>.sha256 holding its
