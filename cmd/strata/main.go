@@ -16,7 +16,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(controllerCommand(), agentCommand(), csiCommand(), upCommand(), buildCommand(), planCommand(), failoverCommand(), versionCommand())
+	root.AddCommand(controllerCommand(), agentCommand(), csiCommand(), upCommand(), buildCommand(), planCommand(), failoverCommand(), imageCommand(), versionCommand())
 	if err := root.Execute(); err != nil {
 		if msg := err.Error(); msg != "" {
 			fmt.Fprintln(os.Stderr, "strata:", msg)

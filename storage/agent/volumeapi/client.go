@@ -93,10 +93,17 @@ func (c *Client) roundTrip(req *http.Request, out any) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 300 {
-		var e errorBody
+		var e struct {
+			errorBody
+			// Details is the image routes' message, whose error is a code.
+			Details string `json:"details"`
+		}
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 		if json.Unmarshal(data, &e) != nil || e.Error == "" {
 			e.Error = strings.TrimSpace(string(data))
+		}
+		if e.Details != "" {
+			e.Reason, e.Error = e.Error, e.Details
 		}
 		return &Error{Status: resp.StatusCode, Reason: e.Reason, Message: e.Error}
 	}

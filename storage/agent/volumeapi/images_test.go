@@ -1,60 +1,25 @@
 package volumeapi_test
 
 import (
-	"context"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/strata-gitops/strata/internal/testing/imageagent"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
-	"github.com/strata-gitops/strata/storage/agent/volumeapi"
-	"github.com/strata-gitops/strata/storage/agent/volumes"
-	"github.com/strata-gitops/strata/storage/images/cache"
-	"github.com/strata-gitops/strata/storage/images/provision"
-	"github.com/strata-gitops/strata/storage/images/qemuimg"
 )
 
-// imageAgent serves the volume API with image jobs, for two tenants,
-// with a MinIO bucket "images" holding vm/disk.qcow2 and its checksum.
+// imageAgent serves the volume API with image jobs for two tenants; it
+// returns the server and the image's URL.
 func imageAgent(t *testing.T) (*httptest.Server, string) {
 	t.Helper()
-	testenv.NeedRoot(t, "btrfs on a loop device")
-	m := testenv.StartMinIO(t)
-	disk := make([]byte, 4*mib)
-	_, _ = rand.Read(disk[:mib])
-	m.Put(t, "images", testenv.WithChecksums(map[string][]byte{"vm/disk.qcow2": testenv.Qcow2(t, disk)}))
-	ctx, stop := context.WithCancel(context.Background())
-	t.Cleanup(stop)
-	store, err := volumes.Open(ctx, filepath.Join(testenv.BtrfsDisk(t, 2<<30), "strata"), nil, "node-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	images, err := cache.Open(t.TempDir(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := provision.Open(ctx, provision.Options{Dir: t.TempDir(), Cache: images, Tool: qemuimg.New(),
-		Images: provision.BucketImages{AccessKey: m.AccessKey, SecretKey: m.SecretKey}, Volumes: provision.BtrfsVolumes{Store: store}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Wait)
-	tenants := &volumeapi.Tenants{}
-	if err := tenants.Set(map[string]string{tenantA: tokenA, "team-b": tokenB}); err != nil {
-		t.Fatal(err)
-	}
-	server := volumeapi.New(store, tenants)
-	server.Images = p
-	srv := httptest.NewServer(server.Handler())
-	t.Cleanup(srv.Close)
-	return srv, m.Endpoint + "/images/vm/disk.qcow2"
+	a := imageagent.Start(t, map[string]string{tenantA: tokenA, "team-b": tokenB})
+	return a.Srv, a.Image
 }
 
 // answer reads a response's status and JSON body.
