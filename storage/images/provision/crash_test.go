@@ -76,13 +76,9 @@ func openOn(ctx context.Context, c childConfig) (*provision.Provisioner, error) 
 // holds only whole images.
 func TestAKilledProvisionerResumesItsJob(t *testing.T) {
 	w := newWorld(t)
-	big := make([]byte, 192*mib) // seconds of work to be caught in
-	for i := 0; i < len(big); i += 4096 {
-		big[i] = byte(i / 4096)
-	}
-	w.minio.Put(t, "slow", testenv.WithChecksums(map[string][]byte{"vm/big.qcow2": testenv.Qcow2(t, big)}))
+	url, big := w.slowImage(t)
 	c := childConfig{MinIO: w.minio, Base: w.store.Base, Cache: t.TempDir(), Jobs: t.TempDir()}
-	req := request(w.minio.Endpoint+"/slow/vm/big.qcow2", "vm-killed")
+	req := request(url, "vm-killed")
 	c.Submit = &req
 	for _, stage := range []provision.Stage{provision.Downloading, provision.Converting} {
 		killDuring(t, c, stage)
@@ -111,6 +107,19 @@ func TestAKilledProvisionerResumesItsJob(t *testing.T) {
 	if err != nil || len(entries) != 1 {
 		t.Fatalf("the cache holds %v (%v); want the one whole image", entries, err)
 	}
+}
+
+// slowImage puts a qcow2 image of a 192 MiB disk in the bucket "slow",
+// whose download and conversion take long enough to be caught in, and
+// returns its URL and disk.
+func (w *world) slowImage(t *testing.T) (string, []byte) {
+	t.Helper()
+	disk := make([]byte, 192*mib)
+	for i := 0; i < len(disk); i += 4096 {
+		disk[i] = byte(i / 4096)
+	}
+	w.minio.Put(t, "slow", testenv.WithChecksums(map[string][]byte{"vm/big.qcow2": testenv.Qcow2(t, disk)}))
+	return w.minio.Endpoint + "/slow/vm/big.qcow2", disk
 }
 
 // killDuring starts a provisioner process on c and kills it once its job

@@ -232,6 +232,45 @@ func downloading(j provision.Job) error {
 	return nil
 }
 
+func TestACancelStopsAConversionAndAWaitingJob(t *testing.T) {
+	w := newWorld(t)
+	url, _ := w.slowImage(t)
+	p, err := provision.Open(context.Background(), provision.Options{Dir: t.TempDir(), Cache: w.cache, Images: w.images(),
+		Volumes: provision.BtrfsVolumes{Store: w.store}, Tool: qemuimg.New(), Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Wait)
+	converting, _, err := p.Submit(tenant, request(url, "vm-converting"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting, _, err := p.Submit(tenant, request(url, "vm-waiting")) // no slot: one job at a time
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, p, converting.ID, func(j provision.Job) error {
+		if j.Progress.Stage != provision.Converting {
+			return fmt.Errorf("job %s is at %q", j.ID, j.Progress.Stage)
+		}
+		return nil
+	})
+	for _, j := range []provision.Job{waiting, converting} {
+		if got, _ := p.Get(tenant, j.ID); j.ID == waiting.ID && got.Status != provision.Pending {
+			t.Fatalf("the second job is %s while the only slot is taken; want pending", got.Status)
+		}
+		asked := time.Now()
+		if _, err := p.Cancel(tenant, j.ID); err != nil {
+			t.Fatal(err)
+		}
+		done := waitFor(t, p, j.ID, ended)
+		if done.Status != provision.Cancelled || time.Since(asked) > time.Second || w.volumeExists(j.Request.VolumeName) {
+			t.Fatalf("job %s after a cancel: %s after %s, volume left %v; want cancelled within a second, nothing left",
+				j.Request.VolumeName, done.Status, time.Since(asked), w.volumeExists(j.Request.VolumeName))
+		}
+	}
+}
+
 func TestACancelStopsAJobWithinASecond(t *testing.T) {
 	w := newWorld(t)
 	p := w.open(t, context.Background(), t.TempDir(), gated{w.images(), make(chan struct{})})
