@@ -66,18 +66,10 @@ func imageCommand() *cobra.Command {
 }
 
 func imageProvisionCommand() *cobra.Command {
-	var f agentFlags
 	var req provision.Request
 	var wait bool
-	cmd := &cobra.Command{
-		Use:   "provision",
-		Short: "Start an image job and, unless --wait=false, show its progress until it ends",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := f.client()
-			if err != nil {
-				return err
-			}
+	cmd := agentSubcommand("provision", "Start an image job and, unless --wait=false, show its progress until it ends", cobra.NoArgs,
+		func(cmd *cobra.Command, c *volumeapi.Client, _ []string) error {
 			id, err := c.Provision(cmd.Context(), req)
 			if err != nil {
 				return err
@@ -91,9 +83,7 @@ func imageProvisionCommand() *cobra.Command {
 				err = fmt.Errorf("job %s %s: %s", id, j.Status, j.Error)
 			}
 			return err
-		},
-	}
-	f.add(cmd)
+		})
 	cmd.Flags().StringVar(&req.ImageURL, "image-url", "", "the image: http(s)://<endpoint>/<bucket>/<object>")
 	cmd.Flags().StringVar(&req.VolumeName, "volume", "", "the volume to fill")
 	cmd.Flags().Int64Var(&req.VolumeSizeGB, "size-gb", 0, "the volume's size in GiB, at least the image's disk")
@@ -105,58 +95,45 @@ func imageProvisionCommand() *cobra.Command {
 	return cmd
 }
 
-func imageStatusCommand() *cobra.Command {
+// agentSubcommand is a subcommand that calls the agent as the tenant.
+func agentSubcommand(use, short string, args cobra.PositionalArgs, run func(cmd *cobra.Command, c *volumeapi.Client, args []string) error) *cobra.Command {
 	var f agentFlags
 	cmd := &cobra.Command{
-		Use:   "status JOB",
-		Short: "Show an image job's progress",
-		Args:  cobra.ExactArgs(1),
+		Use: use, Short: short, Args: args,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := f.client()
 			if err != nil {
 				return err
 			}
+			return run(cmd, c, args)
+		},
+	}
+	f.add(cmd)
+	return cmd
+}
+
+func imageStatusCommand() *cobra.Command {
+	return agentSubcommand("status JOB", "Show an image job's progress", cobra.ExactArgs(1),
+		func(cmd *cobra.Command, c *volumeapi.Client, args []string) error {
 			j, err := c.ImageJob(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), imagejobs.Line(j))
 			return nil
-		},
-	}
-	f.add(cmd)
-	return cmd
+		})
 }
 
 func imageCancelCommand() *cobra.Command {
-	var f agentFlags
-	cmd := &cobra.Command{
-		Use:   "cancel JOB",
-		Short: "Cancel an image job: it stops within a second, and the volume it made goes",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := f.client()
-			if err != nil {
-				return err
-			}
+	return agentSubcommand("cancel JOB", "Cancel an image job: it stops within a second, and the volume it made goes", cobra.ExactArgs(1),
+		func(cmd *cobra.Command, c *volumeapi.Client, args []string) error {
 			return c.CancelImageJob(cmd.Context(), args[0])
-		},
-	}
-	f.add(cmd)
-	return cmd
+		})
 }
 
 func imageJobsCommand() *cobra.Command {
-	var f agentFlags
-	cmd := &cobra.Command{
-		Use:   "jobs",
-		Short: "List the tenant's image jobs, the newest first",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := f.client()
-			if err != nil {
-				return err
-			}
+	return agentSubcommand("jobs", "List the tenant's image jobs, the newest first", cobra.NoArgs,
+		func(cmd *cobra.Command, c *volumeapi.Client, _ []string) error {
 			jobs, err := c.ImageJobs(cmd.Context())
 			if err != nil {
 				return err
@@ -168,8 +145,5 @@ func imageJobsCommand() *cobra.Command {
 					j.CreatedAt.Format(time.RFC3339))
 			}
 			return w.Flush()
-		},
-	}
-	f.add(cmd)
-	return cmd
+		})
 }
