@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,6 +26,12 @@ import (
 // disk on each node, as /dev/disk/by-id paths are on real machines.
 // Disks outlive a power loss (Stop); Remove detaches them and every loop
 // device the node's own processes made.
+//
+// lvm2 scans every block device it sees, so without more each node's
+// agent would find the other nodes' physical volumes too: one node would
+// extend another's volume group, or two would make groups of one name.
+// Each node has its own /etc/lvm (the chart gives the agent the node's),
+// whose filter lets lvm2 see the node's own disks only, as on a machine.
 
 // DiskDir is where a node's disk links are, inside the node.
 const DiskDir = "/dev/strata"
@@ -39,6 +46,7 @@ func (n *Node) attachDisks() error {
 	if err := os.MkdirAll(links, 0o755); err != nil {
 		return err
 	}
+	devices := make([]string, 0, len(n.o.Disks))
 	for i, size := range n.o.Disks {
 		file := n.path("disks", fmt.Sprintf("disk-%d.img", i+1))
 		if err := sparseFile(file, size); err != nil {
@@ -53,8 +61,29 @@ func (n *Node) attachDisks() error {
 		if err := os.Symlink(dev, link); err != nil {
 			return err
 		}
+		devices = append(devices, dev)
 	}
-	return nil
+	return n.writeLVMConfig(devices)
+}
+
+// writeLVMConfig writes the node's own lvm.conf, whose filter accepts
+// only the node's disks: their loop devices and their /dev/strata links.
+// The loop devices the loopback volume manager attaches for volumes are
+// refused too, as lvm2 skips logical volumes (devices/scan_lvs).
+func (n *Node) writeLVMConfig(devices []string) error {
+	accept := make([]string, 0, len(devices)+2)
+	for _, dev := range devices {
+		accept = append(accept, fmt.Sprintf(`"a|^%s$|"`, regexp.QuoteMeta(dev)))
+	}
+	accept = append(accept, fmt.Sprintf(`"a|^%s/|"`, regexp.QuoteMeta(DiskDir)), `"r|.*|"`)
+	conf := fmt.Sprintf("# Node %s's lvm2 configuration, written by the local cluster: lvm2 sees\n"+
+		"# this node's disks only, though the node shares the host's /dev.\n"+
+		"devices {\n\tglobal_filter = [ %s ]\n}\n", n.o.Name, strings.Join(accept, ", "))
+	dir := n.path(nodePaths[lvmConfigDir])
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "lvm.conf"), []byte(conf), 0o644)
 }
 
 // mountBtrfs mounts the node's btrfs disks inside the node only.

@@ -16,7 +16,7 @@ import (
 // Each node has its own mount namespace, as a machine has: the host's
 // mounts propagate into it, its own never leave it. In it, the node's
 // state directories stand at the paths a kubelet and strata's chart
-// expect (/var/lib/kubelet, /var/lib/strata, /var/log/pods), and every
+// expect (/var/lib/kubelet, /var/lib/strata, /var/log/pods, /etc/lvm), and every
 // mount is shared within the node, so that a CSI plugin's Bidirectional
 // mounts reach the kubelet. The namespace is kept by a bind mount of its
 // file under the node's directory; a power loss (Stop) releases it, and
@@ -29,7 +29,12 @@ var nodePaths = map[string]string{
 	"/var/lib/strata":  "strata",
 	"/var/log/pods":    "pod-logs",
 	DiskDir:            "dev",
+	lvmConfigDir:       "lvm",
 }
+
+// lvmConfigDir is lvm2's configuration directory, the node's own
+// (writeLVMConfig).
+const lvmConfigDir = "/etc/lvm"
 
 // HostPath is where a path inside the node, under one of the node's own
 // directories, is on the host; ok is false for a path the node shares

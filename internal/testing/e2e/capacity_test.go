@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"github.com/strata-gitops/strata/internal/local/images"
+	"github.com/strata-gitops/strata/internal/local/kubenode"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/storage/csi/backend"
 )
@@ -129,4 +131,47 @@ func publishedCapacity(ctx context.Context, cl client.Client, node string) (int6
 		}
 	}
 	return 0, fmt.Errorf("no CSIStorageCapacity of class %s for node %s among %d", storagev1alpha1.StorageClassName("fast"), node, len(list.Items))
+}
+
+// Each node's volume group is made of that node's own disk only, though
+// all nodes share the host's /dev: lvm2 on one node must not find
+// another's physical volumes and extend its group, or make a second
+// group of the same name beside it (the nodes' own lvm.conf).
+func TestEachNodesGroupHoldsItsOwnDiskOnly(t *testing.T) {
+	c, cl := start(t)
+	for _, n := range c.Nodes {
+		link, _ := n.HostPath(kubenode.DiskPath(1))
+		disk, err := filepath.EvalSymlinks(link)
+		if err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, 2*time.Minute, func() error {
+			st := &storagev1alpha1.LVMVolumeGroupNodeStatus{}
+			if err := cl.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: n.Name()}, st); err != nil {
+				return err
+			}
+			for _, dc := range st.Status.DeviceClasses {
+				if dc.VolumeGroup != "fast" {
+					continue
+				}
+				if dc.State != storagev1alpha1.StateReady {
+					return fmt.Errorf("device class fast on %s is %s: %s", n.Name(), dc.State, dc.Reason)
+				}
+				if len(dc.Devices) != 1 || resolved(n, dc.Devices[0]) != disk {
+					return fmt.Errorf("volume group fast on %s is made of %v; want its own disk %s only", n.Name(), dc.Devices, disk)
+				}
+				return nil
+			}
+			return fmt.Errorf("node %s reports no device class fast: %+v", n.Name(), st.Status)
+		})
+	}
+}
+
+// resolved is the device a path inside node names, links followed.
+func resolved(node *kubenode.Node, path string) string {
+	onHost, _ := node.HostPath(path)
+	if real, err := filepath.EvalSymlinks(onHost); err == nil {
+		return real
+	}
+	return path
 }
