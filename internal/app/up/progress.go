@@ -137,11 +137,15 @@ func workloadStates(ctx context.Context, c client.Client, since time.Time) ([]wo
 		if d.Spec.Replicas != nil {
 			want = *d.Spec.Replicas
 		}
-		ready, err := podsReadySince(pods.Items, &d, since)
+		ready, waiting, err := podsReadySince(pods.Items, &d, since)
 		if err != nil {
 			return nil, false, err
 		}
-		states = append(states, workloadState{"deployment " + d.Namespace + "/" + d.Name, fmt.Sprintf("%d/%d ready", ready, want)})
+		state := fmt.Sprintf("%d/%d ready", ready, want)
+		if ready < want && waiting != "" {
+			state += " (" + waiting + ")"
+		}
+		states = append(states, workloadState{"deployment " + d.Namespace + "/" + d.Name, state})
 		done = done && d.Status.ObservedGeneration >= d.Generation && ready >= want && d.Status.UpdatedReplicas >= want
 	}
 	sort.Slice(states, func(i, j int) bool { return states[i].name < states[j].name })
@@ -149,23 +153,44 @@ func workloadStates(ctx context.Context, c client.Client, since time.Time) ([]wo
 }
 
 // podsReadySince counts, among pods, the Deployment's that are Ready and
-// whose containers all started at or after since.
-func podsReadySince(pods []corev1.Pod, d *appsv1.Deployment, since time.Time) (int32, error) {
+// whose containers all started at or after since, and says what the
+// first of the others waits for: a claim Pending with a
+// WaitForFirstConsumer class shows nothing itself, its pod says why.
+func podsReadySince(pods []corev1.Pod, d *appsv1.Deployment, since time.Time) (ready int32, waiting string, err error) {
 	selector, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
 	if err != nil {
-		return 0, fmt.Errorf("deployment %s/%s: %w", d.Namespace, d.Name, err)
+		return 0, "", fmt.Errorf("deployment %s/%s: %w", d.Namespace, d.Name, err)
 	}
 	// The API keeps start times in whole seconds.
 	since = since.Truncate(time.Second)
-	var ready int32
 	for i := range pods {
 		p := &pods[i]
-		if p.Namespace == d.Namespace && selector.Matches(labels.Set(p.Labels)) &&
-			p.DeletionTimestamp == nil && podutils.IsPodReady(p) && startedSince(p, since) {
+		if p.Namespace != d.Namespace || !selector.Matches(labels.Set(p.Labels)) || p.DeletionTimestamp != nil {
+			continue
+		}
+		if podutils.IsPodReady(p) && startedSince(p, since) {
 			ready++
+		} else if waiting == "" {
+			waiting = waitsFor(p)
 		}
 	}
-	return ready, nil
+	return ready, waiting, nil
+}
+
+// waitsFor says why a pod is not running yet, as the scheduler or kubelet
+// put it: unschedulable, or a container waiting; empty when neither says.
+func waitsFor(p *corev1.Pod) string {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Message != "" {
+			return "pod " + p.Name + ": " + c.Message
+		}
+	}
+	for _, s := range p.Status.ContainerStatuses {
+		if w := s.State.Waiting; w != nil && w.Reason != "" && w.Reason != "ContainerCreating" {
+			return fmt.Sprintf("pod %s: %s %s", p.Name, w.Reason, w.Message)
+		}
+	}
+	return ""
 }
 
 func startedSince(p *corev1.Pod, since time.Time) bool {
