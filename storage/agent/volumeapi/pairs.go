@@ -15,7 +15,6 @@ import (
 
 	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
 	"github.com/strata-gitops/strata/storage/agent/volumes"
-	"github.com/strata-gitops/strata/storage/btrfs"
 )
 
 // Replication moves a volume agent to agent. A tenant sets up each side
@@ -238,7 +237,7 @@ func (p *PeerClient) Send(ctx context.Context, out volumes.Outgoing) (int64, err
 	req.Trailer = http.Header{trailerSum: nil}
 	stream := &digestWriter{w: pw, h: newStreamSum()}
 	go func() {
-		if err := btrfs.Send(ctx, stream, out.Path, out.ParentPath); err != nil {
+		if err := out.Stream(ctx, stream); err != nil {
 			pw.CloseWithError(err)
 			return
 		}

@@ -17,7 +17,6 @@ import (
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
 	"github.com/strata-gitops/strata/storage/agent/volumes"
-	"github.com/strata-gitops/strata/storage/btrfs"
 )
 
 const pairToken = "pair-token-0123456789abcdef0123456789"
@@ -125,7 +124,7 @@ func TestAStreamWithoutItsDigestIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stream bytes.Buffer
-	if err := btrfs.Send(context.Background(), &stream, out.Path, ""); err != nil {
+	if err := out.Stream(context.Background(), &stream); err != nil {
 		t.Fatal(err)
 	}
 	// A whole, valid stream, but no trailer vouches for it: a sender

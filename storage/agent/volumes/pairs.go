@@ -12,7 +12,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/strata-gitops/strata/internal/atomicfile"
+	"github.com/strata-gitops/strata/storage/agent/replicas"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
 	"github.com/strata-gitops/strata/storage/btrfs"
 )
@@ -185,13 +185,8 @@ func (s *Store) replicaRecord(tenant, name string, seq uint64) (replicaRecord, e
 }
 
 // Outgoing is a replica made on the sending side, to be streamed to the
-// peer: Path is the snapshot, ParentPath the replica both sides hold
-// (empty for a whole stream).
-type Outgoing struct {
-	Seq, Parent      uint64
-	Path, ParentPath string
-	MadeAt           time.Time
-}
+// peer.
+type Outgoing = replicas.Outgoing
 
 // SnapshotForSend takes the next replica of the pair's volume, given
 // the replicas the peer holds. The newest replica both sides hold
@@ -216,22 +211,17 @@ func (s *Store) SnapshotForSend(ctx context.Context, tenant, name string, peerHo
 	if err != nil {
 		return Outgoing{}, err
 	}
-	// The new number follows every replica either side has had, so that
-	// no number ever names two different replicas.
-	out := Outgoing{Seq: 1, MadeAt: time.Now().UTC()}
-	for _, seq := range slices.Concat(peerHolds, seqs) {
-		out.Seq = max(out.Seq, seq+1)
+	out := Outgoing{MadeAt: time.Now().UTC()}
+	var stale []uint64
+	out.Seq, out.Parent, stale = replicas.Next(seqs, peerHolds)
+	for _, seq := range stale {
+		if err := s.removeReplica(ctx, s.replicaDir(tenant, name, seq)); err != nil {
+			return Outgoing{}, err
+		}
 	}
-	for _, seq := range seqs {
-		if !slices.Contains(peerHolds, seq) {
-			if err := s.removeReplica(ctx, s.replicaDir(tenant, name, seq)); err != nil {
-				return Outgoing{}, err
-			}
-			continue
-		}
-		if seq > out.Parent {
-			out.Parent, out.ParentPath = seq, filepath.Join(s.replicaDir(tenant, name, seq), dataDir)
-		}
+	parentPath := ""
+	if out.Parent != 0 {
+		parentPath = filepath.Join(s.replicaDir(tenant, name, out.Parent), dataDir)
 	}
 	dir := s.replicaDir(tenant, name, out.Seq)
 	if err := os.MkdirAll(dir+newSuffix, 0o700); err != nil {
@@ -243,7 +233,8 @@ func (s *Store) SnapshotForSend(ctx context.Context, tenant, name string, peerHo
 	if err := finishReplica(dir+newSuffix, dir, replicaRecord{Parent: out.Parent, MadeAt: out.MadeAt}); err != nil {
 		return Outgoing{}, err
 	}
-	out.Path = filepath.Join(dir, dataDir)
+	path := filepath.Join(dir, dataDir)
+	out.Stream = func(ctx context.Context, w io.Writer) error { return btrfs.Send(ctx, w, path, parentPath) }
 	return out, nil
 }
 
@@ -268,7 +259,7 @@ func (s *Store) Receive(ctx context.Context, tenant, name string, seq, parent ui
 	if err != nil {
 		return Pair{}, err
 	}
-	if seq <= have.Latest || (parent != 0 && !slices.Contains(have.Replicas, parent)) {
+	if !replicas.Follows(have.Replicas, seq, parent) {
 		return Pair{}, newError(Conflict, "pair %s holds replicas %v; a stream of replica %d from parent %d does not follow them", name, have.Replicas, seq, parent)
 	}
 	if err := s.clearIncomplete(ctx, tenant, name); err != nil {

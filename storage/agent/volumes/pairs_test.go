@@ -21,7 +21,6 @@ import (
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
 	"github.com/strata-gitops/strata/storage/agent/volumes"
-	"github.com/strata-gitops/strata/storage/btrfs"
 )
 
 const pairToken = "0123456789abcdef0123456789abcdef"
@@ -57,7 +56,7 @@ func syncPair(t *testing.T, from, to *volumes.Store, cut func([]byte) int64) (in
 		t.Fatal(err)
 	}
 	var stream bytes.Buffer
-	if err := btrfs.Send(ctx, &stream, out.Path, out.ParentPath); err != nil {
+	if err := out.Stream(ctx, &stream); err != nil {
 		t.Fatal(err)
 	}
 	sent := int64(stream.Len())
