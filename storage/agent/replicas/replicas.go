@@ -7,6 +7,9 @@ package replicas
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
 	"io"
 	"slices"
 	"time"
@@ -55,4 +58,20 @@ func Follows(have []uint64, seq, parent uint64) bool {
 		latest = have[len(have)-1]
 	}
 	return seq > latest && (parent == 0 || slices.Contains(have, parent))
+}
+
+// MinTokenLength is the shortest token a pair takes.
+const MinTokenLength = 32
+
+// TokenHash is what a store keeps of a pair's token: its SHA-256, so
+// that a copy of the store's records does not let anyone send replicas.
+func TokenHash(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// TokenMatches compares a presented token with the stored hash in
+// constant time.
+func TokenMatches(hash, token string) bool {
+	return subtle.ConstantTimeCompare([]byte(TokenHash(token)), []byte(hash)) == 1
 }

@@ -2,9 +2,6 @@ package volumes
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -74,8 +71,8 @@ func (s *Store) SetPair(tenant, name string, req wire.PairRequest) (Pair, error)
 	if err := CheckName("pair", name); err != nil {
 		return Pair{}, err
 	}
-	if len(req.Token) < 32 {
-		return Pair{}, invalid("pair %s: the token is %d characters; give at least 32 random ones", name, len(req.Token))
+	if len(req.Token) < replicas.MinTokenLength {
+		return Pair{}, invalid("pair %s: the token is %d characters; give at least %d random ones", name, len(req.Token), replicas.MinTokenLength)
 	}
 	if _, err := s.Get(tenant, req.Volume); err != nil {
 		return Pair{}, err
@@ -93,7 +90,7 @@ func (s *Store) SetPair(tenant, name string, req wire.PairRequest) (Pair, error)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return Pair{}, err
 	}
-	rec := pairRecord{Name: name, Volume: req.Volume, TokenSHA256: tokenHash(req.Token)}
+	rec := pairRecord{Name: name, Volume: req.Volume, TokenSHA256: replicas.TokenHash(req.Token)}
 	if err := s.recordNew(dir, rec); err != nil {
 		return Pair{}, err
 	}
@@ -124,15 +121,10 @@ func (s *Store) AuthorizePair(tenant, name, token string) error {
 	if err != nil {
 		return err
 	}
-	if subtle.ConstantTimeCompare([]byte(tokenHash(token)), []byte(rec.TokenSHA256)) != 1 {
+	if !replicas.TokenMatches(rec.TokenSHA256, token) {
 		return newError(Forbidden, "pair %s: the token is not this pair's", name)
 	}
 	return nil
-}
-
-func tokenHash(token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return hex.EncodeToString(sum[:])
 }
 
 func (s *Store) pairState(tenant string, rec pairRecord) (Pair, error) {
