@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // Attach returns the loop device backed by file, attaching it unless one
@@ -22,7 +24,24 @@ func Attach(file string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("attaching %s as a loop device: %v: %s", file, err, out)
 	}
-	return strings.TrimSpace(string(out)), nil
+	dev := strings.TrimSpace(string(out))
+	return dev, Writable(dev)
+}
+
+// Writable clears the read-only flag a fence may have set on a loop
+// device (BLKROSET): the kernel keeps it on the device number after a
+// detach, so a file attached later to the same number would otherwise
+// refuse every write.
+func Writable(dev string) error {
+	f, err := os.OpenFile(dev, os.O_RDONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := unix.IoctlSetPointerInt(int(f.Fd()), unix.BLKROSET, 0); err != nil {
+		return fmt.Errorf("making %s writable: %w", dev, err)
+	}
+	return nil
 }
 
 // DetachUnder detaches every loop device whose backing file is under dir.

@@ -65,7 +65,11 @@ func (l *Loopback) activate(ctx context.Context, img string) error {
 	if err != nil {
 		return err
 	}
-	l.devices.Store(img, strings.TrimSpace(string(out)))
+	dev := strings.TrimSpace(string(out))
+	if err := loopdev.Writable(dev); err != nil {
+		return err
+	}
+	l.devices.Store(img, dev)
 	return nil
 }
 

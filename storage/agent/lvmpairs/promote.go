@@ -13,6 +13,7 @@ import (
 	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
 	"github.com/strata-gitops/strata/storage/agent/volumes"
 	"github.com/strata-gitops/strata/storage/blockdelta"
+	"github.com/strata-gitops/strata/storage/lvm"
 )
 
 // Promote makes the pair's volume hold its newest complete replica: the
@@ -21,42 +22,52 @@ import (
 // as writing under a filesystem would corrupt it. A promotion cut short
 // leaves the volume part old, part new; the failover controller starts
 // nothing on it until a promotion has returned, and promoting again
-// finishes the job.
-func (s *Store) Promote(ctx context.Context, vg, name string) (wire.Pair, error) {
+// finishes the job. A fenced volume is writable again after it: its data
+// is now the replica's, which is what the pair serves.
+func (s *Store) Promote(ctx context.Context, vg, name string) (wire.Volume, error) {
 	rec, err := s.pairRecord(vg, name)
 	if err != nil {
-		return wire.Pair{}, err
+		return wire.Volume{}, err
 	}
 	defer s.lock(vg, name)()
 	state, err := s.pairState(ctx, vg, rec)
 	if err != nil {
-		return wire.Pair{}, err
+		return wire.Volume{}, err
 	}
 	if state.Latest == 0 {
-		return wire.Pair{}, &volumes.Error{Kind: volumes.NotFound, Message: fmt.Sprintf("pair %s holds no complete replica to promote", name)}
+		return wire.Volume{}, &volumes.Error{Kind: volumes.NotFound, Message: fmt.Sprintf("pair %s holds no complete replica to promote", name)}
 	}
-	volume, err := s.thinVolume(ctx, vg, rec.Volume)
+	newest, err := lvm.FindVolume(ctx, s.LVM, vg, replicaName(rec.Volume, state.Latest))
 	if err != nil {
-		return wire.Pair{}, err
+		return wire.Volume{}, err
 	}
-	if err := s.growTo(ctx, vg, rec.Volume, volume.Size); err != nil {
-		return wire.Pair{}, err
+	// The primary's volume may have grown since this side's volume was
+	// made: the replica is as large as it was.
+	if err := s.growTo(ctx, vg, rec.Volume, newest.Size); err != nil {
+		return wire.Volume{}, err
 	}
-	target, size, err := s.open(ctx, vg, rec.Volume, os.O_RDWR)
+	dev, rdev, err := s.device(ctx, vg, rec.Volume)
 	if err != nil {
-		return wire.Pair{}, err
+		return wire.Volume{}, err
 	}
-	defer target.Close()
-	if where, err := mountedAt(target); err != nil || where != "" {
+	if where, err := mountedAt(rdev); err != nil || where != "" {
 		if err == nil {
 			err = &volumes.Error{Kind: volumes.InUse, Message: fmt.Sprintf(
 				"volume %s/%s of pair %s is mounted at %s: stop what uses it before promoting", vg, rec.Volume, name, where)}
 		}
-		return wire.Pair{}, err
+		return wire.Volume{}, err
 	}
+	if err := run(ctx, "blockdev", "--setrw", dev); err != nil {
+		return wire.Volume{}, err
+	}
+	target, size, err := s.open(ctx, vg, rec.Volume, os.O_RDWR)
+	if err != nil {
+		return wire.Volume{}, err
+	}
+	defer target.Close()
 	replica, _, err := s.open(ctx, vg, replicaName(rec.Volume, state.Latest), os.O_RDONLY)
 	if err != nil {
-		return wire.Pair{}, err
+		return wire.Volume{}, err
 	}
 	defer replica.Close()
 	// The delta from the volume to the replica, applied onto the volume:
@@ -71,23 +82,19 @@ func (s *Store) Promote(ctx context.Context, vg, name string) (wire.Pair, error)
 	_, applyErr := blockdelta.Apply(r, target, size)
 	r.Close()
 	if err := firstOf(<-sent, applyErr, target.Sync()); err != nil {
-		return wire.Pair{}, fmt.Errorf("volume %s/%s: promoting replica %d of pair %s: %w; promote again to finish", vg, rec.Volume, state.Latest, name, err)
+		return wire.Volume{}, fmt.Errorf("volume %s/%s: promoting replica %d of pair %s: %w; promote again to finish", vg, rec.Volume, state.Latest, name, err)
 	}
-	return state, nil
+	return s.volume(ctx, vg, rec.Volume)
 }
 
-// mountedAt says where the block device f is mounted, if anywhere.
-func mountedAt(f *os.File) (string, error) {
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return "", err
-	}
+// mountedAt says where the block device rdev is mounted, if anywhere.
+func mountedAt(rdev uint64) (string, error) {
 	mounts, err := mountinfo.Read()
 	if err != nil {
 		return "", err
 	}
 	for _, m := range mounts {
-		if uint32(m.Major) == unix.Major(st.Rdev) && uint32(m.Minor) == unix.Minor(st.Rdev) {
+		if uint32(m.Major) == unix.Major(rdev) && uint32(m.Minor) == unix.Minor(rdev) {
 			return filepath.Clean(m.MountPoint), nil
 		}
 	}

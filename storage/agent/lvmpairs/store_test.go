@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/strata-gitops/strata/internal/loopdev"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
 	"github.com/strata-gitops/strata/storage/agent/volumes"
@@ -354,5 +357,68 @@ func TestAMountedVolumeIsNotPromoted(t *testing.T) {
 	_, err = b.store.Promote(ctx, b.vg, "p")
 	if volumes.KindOf(err) != volumes.InUse || !strings.Contains(err.Error(), dir) {
 		t.Errorf("promoting a mounted volume: %v; want InUse naming %s", err, dir)
+	}
+}
+
+// A fence stops every write to the pair's volume: its writers are
+// killed, its filesystem is read-only wherever mounted, and its device
+// refuses writes; unfencing undoes the last two.
+func TestAFenceStopsEveryWriter(t *testing.T) {
+	testenv.NeedTools(t, "mkfs.ext4", "mount", "blockdev", "sh")
+	a := newSide(t, "a8", 16*mib)
+	ctx := context.Background()
+	dev, err := a.store.LVM.DevicePath(ctx, a.vg, "db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, cmd := range [][]string{{"mkfs.ext4", "-q", dev}, {"mount", dev, dir}} {
+		if out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v: %s", cmd, err, out)
+		}
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", dir).Run() })
+	writer := exec.Command("sh", "-c", `exec 3>"$1/log"; echo ready >&3; exec sleep 600`, "sh", dir)
+	if err := writer.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- writer.Wait() }()
+	t.Cleanup(func() { _ = writer.Process.Kill() })
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if data, _ := os.ReadFile(dir + "/log"); string(data) != "ready\n" {
+			return errors.New("the writer has not opened its file yet")
+		}
+		return nil
+	})
+
+	if _, err := a.store.FencePair(ctx, a.vg, "p"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = loopdev.Writable(dev) }) // should the test stop before unfencing
+	select {
+	case err := <-exited:
+		if err == nil {
+			t.Error("the writer exited by itself, not killed by the fence")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the writer still runs after the fence")
+	}
+	if err := os.WriteFile(dir+"/after", []byte("x"), 0o600); !errors.Is(err, unix.EROFS) {
+		t.Errorf("writing to the fenced volume's filesystem: %v; want EROFS", err)
+	}
+	if f, err := os.OpenFile(dev, os.O_WRONLY, 0); err == nil {
+		_, err := f.Write(make([]byte, 4096))
+		f.Close()
+		if !errors.Is(err, unix.EPERM) {
+			t.Errorf("writing to the fenced volume's device: %v; want EPERM", err)
+		}
+	}
+
+	if _, err := a.store.UnfencePair(ctx, a.vg, "p"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dir+"/after", []byte("x"), 0o600); err != nil {
+		t.Errorf("writing after the unfence: %v", err)
 	}
 }

@@ -3,14 +3,11 @@ package volumes
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/strata-gitops/strata/storage/agent/replicas"
 	"github.com/strata-gitops/strata/storage/btrfs"
 )
 
@@ -92,59 +89,5 @@ func fence(ctx context.Context, fs *btrfs.Filesystem, path string) error {
 	if err := unix.Stat(path, &st); err != nil {
 		return err
 	}
-	return killWriters(st.Dev)
-}
-
-// killWriters kills every process with a file on device dev open for
-// writing.
-func killWriters(dev uint64) error {
-	procs, err := os.ReadDir("/proc")
-	if err != nil {
-		return err
-	}
-	self := os.Getpid()
-	for _, p := range procs {
-		pid, err := strconv.Atoi(p.Name())
-		if err != nil || pid == self {
-			continue
-		}
-		if writesTo(pid, dev) {
-			// A process gone meanwhile is no writer.
-			if err := unix.Kill(pid, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
-				return fmt.Errorf("killing process %d, which writes to a fenced volume: %w", pid, err)
-			}
-		}
-	}
-	return nil
-}
-
-// writesTo says whether the process has a file on dev open for writing.
-func writesTo(pid int, dev uint64) bool {
-	fdDir := fmt.Sprintf("/proc/%d/fd", pid)
-	fds, err := os.ReadDir(fdDir)
-	if err != nil {
-		return false // gone, or a kernel thread
-	}
-	for _, fd := range fds {
-		var st unix.Stat_t
-		if unix.Stat(filepath.Join(fdDir, fd.Name()), &st) != nil || st.Dev != dev {
-			continue
-		}
-		if info, err := os.ReadFile(fmt.Sprintf("/proc/%d/fdinfo/%s", pid, fd.Name())); err == nil && openForWriting(string(info)) {
-			return true
-		}
-	}
-	return false
-}
-
-// openForWriting reads the access mode from an fdinfo's flags line
-// (octal open flags).
-func openForWriting(fdinfo string) bool {
-	for _, line := range strings.Split(fdinfo, "\n") {
-		if v, ok := strings.CutPrefix(line, "flags:"); ok {
-			flags, err := strconv.ParseUint(strings.TrimSpace(v), 8, 64)
-			return err == nil && flags&unix.O_ACCMODE != unix.O_RDONLY
-		}
-	}
-	return false
+	return replicas.KillWriters(st.Dev)
 }

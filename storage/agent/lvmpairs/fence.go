@@ -1,0 +1,142 @@
+package lvmpairs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/strata-gitops/strata/internal/command"
+	"github.com/strata-gitops/strata/internal/mountinfo"
+	"github.com/strata-gitops/strata/storage/agent/replicas"
+	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
+)
+
+// FencePairs stops every write to the volume of each pair on the node,
+// as the btrfs store does: a node that lost touch with the cluster stops
+// writing to what it replicates before the other side is promoted. It
+// stays so until UnfencePair or a promotion, never by itself. It
+// returns the volumes it fenced, as group/volume.
+func (s *Store) FencePairs(ctx context.Context) ([]string, error) {
+	groups, err := os.ReadDir(s.Dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var fenced []string
+	var errs []error
+	for _, g := range groups {
+		pairs, err := os.ReadDir(filepath.Join(s.Dir, g.Name()))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, p := range pairs {
+			volume, err := s.FencePair(ctx, g.Name(), p.Name())
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			fenced = append(fenced, g.Name()+"/"+volume)
+		}
+	}
+	return fenced, errors.Join(errs...)
+}
+
+// FencePair fences the volume of one pair and returns its name: the
+// block device is made read-only, so nothing opens it for writing again;
+// every process that has it, or a file on it, open for writing is
+// killed; and the filesystem on it, wherever mounted, is remounted
+// read-only. It does not take the pair's lock: a lock held by a stuck
+// request must not hold the fence up.
+func (s *Store) FencePair(ctx context.Context, vg, name string) (string, error) {
+	rec, err := s.pairRecord(vg, name)
+	if err != nil {
+		return "", err
+	}
+	dev, rdev, err := s.device(ctx, vg, rec.Volume)
+	if err != nil {
+		return "", err
+	}
+	if err := run(ctx, "blockdev", "--setro", dev); err != nil {
+		return "", err
+	}
+	if err := replicas.KillWriters(rdev); err != nil {
+		return "", err
+	}
+	return rec.Volume, remount(rdev, unix.MS_RDONLY)
+}
+
+// UnfencePair makes the pair's volume writable again: the failover
+// controller calls it when the node came back before its backup was
+// promoted.
+func (s *Store) UnfencePair(ctx context.Context, vg, name string) (wire.Volume, error) {
+	rec, err := s.pairRecord(vg, name)
+	if err != nil {
+		return wire.Volume{}, err
+	}
+	defer s.lock(vg, name)()
+	dev, rdev, err := s.device(ctx, vg, rec.Volume)
+	if err != nil {
+		return wire.Volume{}, err
+	}
+	if err := run(ctx, "blockdev", "--setrw", dev); err != nil {
+		return wire.Volume{}, err
+	}
+	if err := remount(rdev, 0); err != nil {
+		return wire.Volume{}, err
+	}
+	return s.volume(ctx, vg, rec.Volume)
+}
+
+// device is a volume's block device, by path and number.
+func (s *Store) device(ctx context.Context, vg, volume string) (string, uint64, error) {
+	dev, err := s.LVM.DevicePath(ctx, vg, volume)
+	if err != nil {
+		return "", 0, err
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(dev, &st); err != nil {
+		return "", 0, err
+	}
+	return dev, st.Rdev, nil
+}
+
+// remount sets or clears read-only on the filesystem of device rdev,
+// through each of its mounts: the flag is the superblock's, so all of
+// them, in every mount namespace, follow.
+func remount(rdev uint64, flags uintptr) error {
+	mounts, err := mountinfo.Read()
+	if err != nil {
+		return err
+	}
+	for _, m := range mounts {
+		if uint32(m.Major) != unix.Major(rdev) || uint32(m.Minor) != unix.Minor(rdev) {
+			continue
+		}
+		if err := unix.Mount("", m.MountPoint, "", unix.MS_REMOUNT|flags, ""); err != nil {
+			return fmt.Errorf("remounting %s (read-only: %v): %w", m.MountPoint, flags&unix.MS_RDONLY != 0, err)
+		}
+		return nil
+	}
+	return nil
+}
+
+// volume is the pair's volume as the API shows it.
+func (s *Store) volume(ctx context.Context, vg, name string) (wire.Volume, error) {
+	lv, err := s.thinVolume(ctx, vg, name)
+	if err != nil {
+		return wire.Volume{}, err
+	}
+	return wire.Volume{Name: lv.Name, SizeBytes: int64(lv.Size)}, nil
+}
+
+func run(ctx context.Context, name string, args ...string) error {
+	_, err := command.Exec{}.Run(ctx, name, args...)
+	return err
+}
