@@ -21,7 +21,7 @@ import (
 // stays so until UnfencePair or a promotion, never by itself. It
 // returns the volumes it fenced, as group/volume.
 func (s *Store) FencePairs(ctx context.Context) ([]string, error) {
-	groups, err := os.ReadDir(s.Dir)
+	tenants, err := os.ReadDir(s.Dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -30,19 +30,19 @@ func (s *Store) FencePairs(ctx context.Context) ([]string, error) {
 	}
 	var fenced []string
 	var errs []error
-	for _, g := range groups {
-		pairs, err := os.ReadDir(filepath.Join(s.Dir, g.Name()))
+	for _, tenant := range tenants {
+		pairs, err := os.ReadDir(filepath.Join(s.Dir, tenant.Name()))
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		for _, p := range pairs {
-			volume, err := s.FencePair(ctx, g.Name(), p.Name())
+			volume, err := s.FencePair(ctx, tenant.Name(), p.Name())
 			if err != nil {
 				errs = append(errs, err)
 				continue
 			}
-			fenced = append(fenced, g.Name()+"/"+volume)
+			fenced = append(fenced, volume)
 		}
 	}
 	return fenced, errors.Join(errs...)
@@ -53,13 +53,14 @@ func (s *Store) FencePairs(ctx context.Context) ([]string, error) {
 // every process that has it, or a file on it, open for writing is
 // killed; and the filesystem on it, wherever mounted, is remounted
 // read-only. It does not take the pair's lock: a lock held by a stuck
-// request must not hold the fence up.
-func (s *Store) FencePair(ctx context.Context, vg, name string) (string, error) {
-	rec, err := s.pairRecord(vg, name)
+// request must not hold the fence up. The volume is named
+// <group>/<volume>.
+func (s *Store) FencePair(ctx context.Context, tenant, name string) (string, error) {
+	rec, err := s.pairRecord(tenant, name)
 	if err != nil {
 		return "", err
 	}
-	dev, rdev, err := s.device(ctx, vg, rec.Volume)
+	dev, rdev, err := s.device(ctx, rec.Group, rec.Volume)
 	if err != nil {
 		return "", err
 	}
@@ -69,19 +70,19 @@ func (s *Store) FencePair(ctx context.Context, vg, name string) (string, error) 
 	if err := replicas.KillWriters(rdev); err != nil {
 		return "", err
 	}
-	return rec.Volume, remount(rdev, unix.MS_RDONLY)
+	return rec.Group + "/" + rec.Volume, remount(rdev, unix.MS_RDONLY)
 }
 
 // UnfencePair makes the pair's volume writable again: the failover
 // controller calls it when the node came back before its backup was
 // promoted.
-func (s *Store) UnfencePair(ctx context.Context, vg, name string) (wire.Volume, error) {
-	rec, err := s.pairRecord(vg, name)
+func (s *Store) UnfencePair(ctx context.Context, tenant, name string) (wire.Volume, error) {
+	rec, err := s.pairRecord(tenant, name)
 	if err != nil {
 		return wire.Volume{}, err
 	}
-	defer s.lock(vg, name)()
-	dev, rdev, err := s.device(ctx, vg, rec.Volume)
+	defer s.lock(tenant, name)()
+	dev, rdev, err := s.device(ctx, rec.Group, rec.Volume)
 	if err != nil {
 		return wire.Volume{}, err
 	}
@@ -91,7 +92,23 @@ func (s *Store) UnfencePair(ctx context.Context, vg, name string) (wire.Volume, 
 	if err := remount(rdev, 0); err != nil {
 		return wire.Volume{}, err
 	}
-	return s.volume(ctx, vg, rec.Volume)
+	return s.volume(ctx, rec.Group, rec.Volume)
+}
+
+// fenced says whether the volume's device is read-only, as a fence
+// leaves it.
+func (s *Store) fenced(ctx context.Context, vg, volume string) (bool, error) {
+	dev, err := s.LVM.DevicePath(ctx, vg, volume)
+	if err != nil {
+		return false, err
+	}
+	f, err := os.Open(dev)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	ro, err := unix.IoctlGetInt(int(f.Fd()), unix.BLKROGET)
+	return ro != 0, err
 }
 
 // device is a volume's block device, by path and number.

@@ -24,13 +24,14 @@ import (
 // nothing on it until a promotion has returned, and promoting again
 // finishes the job. A fenced volume is writable again after it: its data
 // is now the replica's, which is what the pair serves.
-func (s *Store) Promote(ctx context.Context, vg, name string) (wire.Volume, error) {
-	rec, err := s.pairRecord(vg, name)
+func (s *Store) Promote(ctx context.Context, tenant, name string) (wire.Volume, error) {
+	rec, err := s.pairRecord(tenant, name)
 	if err != nil {
 		return wire.Volume{}, err
 	}
-	defer s.lock(vg, name)()
-	state, err := s.pairState(ctx, vg, rec)
+	defer s.lock(tenant, name)()
+	vg := rec.Group
+	state, err := s.pairState(ctx, tenant, rec)
 	if err != nil {
 		return wire.Volume{}, err
 	}

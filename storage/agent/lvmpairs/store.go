@@ -4,7 +4,7 @@
 // which stands where the btrfs store has a tenant.
 //
 // A replica is the logical volume <volume>.r<seq> beside the pair's
-// volume, and counts only once its record <Dir>/<vg>/<pair>/<seq>.json is
+// volume, and counts only once its record <Dir>/<tenant>/<pair>/<seq>.json is
 // on disk: the sender writes the record after the snapshot, the receiver
 // after every byte of the stream is written, flushed and vouched for by
 // its trailer. A replica volume without a record is what a crash or a cut
@@ -52,7 +52,9 @@ const (
 
 // pairRecord is what a pair's pair.json holds.
 type pairRecord struct {
-	Name        string `json:"name"`
+	Name string `json:"name"`
+	// Group and Volume are the pair's volume.
+	Group       string `json:"group"`
 	Volume      string `json:"volume"`
 	TokenSHA256 string `json:"tokenSHA256"`
 }
@@ -63,48 +65,53 @@ type replicaRecord struct {
 	MadeAt time.Time `json:"madeAt"`
 }
 
-func (s *Store) lock(vg, pair string) func() {
-	m, _ := s.locks.LoadOrStore(vg+"/"+pair, &sync.Mutex{})
+func (s *Store) lock(tenant, pair string) func() {
+	m, _ := s.locks.LoadOrStore(tenant+"/"+pair, &sync.Mutex{})
 	mu := m.(*sync.Mutex)
 	mu.Lock()
 	return mu.Unlock
 }
 
-func (s *Store) pairDir(vg, pair string) string { return filepath.Join(s.Dir, vg, pair) }
+func (s *Store) pairDir(tenant, pair string) string { return filepath.Join(s.Dir, tenant, pair) }
 
 func replicaName(volume string, seq uint64) string {
 	return volume + replicaInfix + strconv.FormatUint(seq, 10)
 }
 
-func (s *Store) replicaRecordPath(vg, pair string, seq uint64) string {
-	return filepath.Join(s.pairDir(vg, pair), strconv.FormatUint(seq, 10)+".json")
+func (s *Store) replicaRecordPath(tenant, pair string, seq uint64) string {
+	return filepath.Join(s.pairDir(tenant, pair), strconv.FormatUint(seq, 10)+".json")
 }
 
-// SetPair makes or changes this side of a pair: the thin volume of group
-// vg it replicates, and the token its peer authenticates with.
-func (s *Store) SetPair(ctx context.Context, vg, name string, req wire.PairRequest) (wire.Pair, error) {
-	if err := checkNames(vg, name); err != nil {
+// SetPair makes or changes this side of a pair: the thin volume it
+// replicates, named <group>/<volume>, and the token its peer
+// authenticates with.
+func (s *Store) SetPair(ctx context.Context, tenant, name string, req wire.PairRequest) (wire.Pair, error) {
+	if err := checkNames(tenant, name); err != nil {
 		return wire.Pair{}, err
 	}
 	if len(req.Token) < replicas.MinTokenLength {
 		return wire.Pair{}, invalid("pair %s: the token is %d characters; give at least %d random ones", name, len(req.Token), replicas.MinTokenLength)
 	}
-	if _, err := s.thinVolume(ctx, vg, req.Volume); err != nil {
+	vg, volume, ok := strings.Cut(req.Volume, "/")
+	if !ok || vg == "" || volume == "" {
+		return wire.Pair{}, invalid("pair %s: volume %q: name an LVM volume as <volume group>/<volume>", name, req.Volume)
+	}
+	if _, err := s.thinVolume(ctx, vg, volume); err != nil {
 		return wire.Pair{}, err
 	}
-	defer s.lock(vg, name)()
-	have, err := s.pairRecord(vg, name)
+	defer s.lock(tenant, name)()
+	have, err := s.pairRecord(tenant, name)
 	switch {
-	case err == nil && have.Volume != req.Volume:
-		return wire.Pair{}, &volumes.Error{Kind: volumes.Conflict, Message: fmt.Sprintf("pair %s exists, of volume %s/%s", name, vg, have.Volume)}
+	case err == nil && (have.Group != vg || have.Volume != volume):
+		return wire.Pair{}, &volumes.Error{Kind: volumes.Conflict, Message: fmt.Sprintf("pair %s exists, of volume %s/%s", name, have.Group, have.Volume)}
 	case err != nil && volumes.KindOf(err) != volumes.NotFound:
 		return wire.Pair{}, err
 	}
-	dir := s.pairDir(vg, name)
+	dir := s.pairDir(tenant, name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return wire.Pair{}, err
 	}
-	rec := pairRecord{Name: name, Volume: req.Volume, TokenSHA256: replicas.TokenHash(req.Token)}
+	rec := pairRecord{Name: name, Group: vg, Volume: volume, TokenSHA256: replicas.TokenHash(req.Token)}
 	data, err := json.Marshal(rec)
 	if err != nil {
 		return wire.Pair{}, err
@@ -115,21 +122,21 @@ func (s *Store) SetPair(ctx context.Context, vg, name string, req wire.PairReque
 	if err := atomicfile.SyncDir(filepath.Dir(dir), filepath.Dir(filepath.Dir(dir))); err != nil {
 		return wire.Pair{}, err
 	}
-	return s.pairState(ctx, vg, rec)
+	return s.pairState(ctx, tenant, rec)
 }
 
 // GetPair returns this side of a pair with its complete replicas.
-func (s *Store) GetPair(ctx context.Context, vg, name string) (wire.Pair, error) {
-	rec, err := s.pairRecord(vg, name)
+func (s *Store) GetPair(ctx context.Context, tenant, name string) (wire.Pair, error) {
+	rec, err := s.pairRecord(tenant, name)
 	if err != nil {
 		return wire.Pair{}, err
 	}
-	return s.pairState(ctx, vg, rec)
+	return s.pairState(ctx, tenant, rec)
 }
 
 // AuthorizePair checks the token a peer sent for the pair.
-func (s *Store) AuthorizePair(vg, name, token string) error {
-	rec, err := s.pairRecord(vg, name)
+func (s *Store) AuthorizePair(tenant, name, token string) error {
+	rec, err := s.pairRecord(tenant, name)
 	if err != nil {
 		return err
 	}
@@ -139,34 +146,37 @@ func (s *Store) AuthorizePair(vg, name, token string) error {
 	return nil
 }
 
-func (s *Store) pairRecord(vg, name string) (pairRecord, error) {
-	if err := checkNames(vg, name); err != nil {
+func (s *Store) pairRecord(tenant, name string) (pairRecord, error) {
+	if err := checkNames(tenant, name); err != nil {
 		return pairRecord{}, err
 	}
 	var rec pairRecord
-	data, err := os.ReadFile(filepath.Join(s.pairDir(vg, name), pairFile))
+	data, err := os.ReadFile(filepath.Join(s.pairDir(tenant, name), pairFile))
 	if errors.Is(err, fs.ErrNotExist) {
-		return rec, &volumes.Error{Kind: volumes.NotFound, Message: fmt.Sprintf("pair %s of volume group %s not found", name, vg)}
+		return rec, &volumes.Error{Kind: volumes.NotFound, Message: fmt.Sprintf("pair %s not found", name)}
 	}
 	if err != nil {
 		return rec, err
 	}
 	if err := json.Unmarshal(data, &rec); err != nil {
-		return rec, fmt.Errorf("pair %s: %s is damaged: %w", name, filepath.Join(s.pairDir(vg, name), pairFile), err)
+		return rec, fmt.Errorf("pair %s: %s is damaged: %w", name, filepath.Join(s.pairDir(tenant, name), pairFile), err)
 	}
 	return rec, nil
 }
 
 // pairState is this side as the API shows it.
-func (s *Store) pairState(ctx context.Context, vg string, rec pairRecord) (wire.Pair, error) {
-	seqs, err := s.complete(ctx, vg, rec)
+func (s *Store) pairState(ctx context.Context, tenant string, rec pairRecord) (wire.Pair, error) {
+	seqs, err := s.complete(ctx, tenant, rec)
 	if err != nil {
 		return wire.Pair{}, err
 	}
-	p := wire.Pair{Name: rec.Name, Tenant: vg, Volume: rec.Volume, Replicas: seqs}
+	p := wire.Pair{Name: rec.Name, Tenant: tenant, Volume: rec.Group + "/" + rec.Volume, Replicas: seqs}
+	if p.Fenced, err = s.fenced(ctx, rec.Group, rec.Volume); err != nil {
+		return wire.Pair{}, err
+	}
 	if len(seqs) > 0 {
 		p.Latest = seqs[len(seqs)-1]
-		r, err := s.replicaRecord(vg, rec.Name, p.Latest)
+		r, err := s.replicaRecord(tenant, rec.Name, p.Latest)
 		if err != nil {
 			return wire.Pair{}, err
 		}
@@ -177,12 +187,12 @@ func (s *Store) pairState(ctx context.Context, vg string, rec pairRecord) (wire.
 
 // complete lists the pair's complete replicas, oldest first: those with
 // both a volume and a record.
-func (s *Store) complete(ctx context.Context, vg string, rec pairRecord) ([]uint64, error) {
-	recorded, err := s.recorded(vg, rec.Name)
+func (s *Store) complete(ctx context.Context, tenant string, rec pairRecord) ([]uint64, error) {
+	recorded, err := s.recorded(tenant, rec.Name)
 	if err != nil {
 		return nil, err
 	}
-	present, err := s.replicaVolumes(ctx, vg, rec)
+	present, err := s.replicaVolumes(ctx, rec)
 	if err != nil {
 		return nil, err
 	}
@@ -196,8 +206,8 @@ func (s *Store) complete(ctx context.Context, vg string, rec pairRecord) ([]uint
 }
 
 // recorded lists the replica numbers with a record, sorted.
-func (s *Store) recorded(vg, pair string) ([]uint64, error) {
-	entries, err := os.ReadDir(s.pairDir(vg, pair))
+func (s *Store) recorded(tenant, pair string) ([]uint64, error) {
+	entries, err := os.ReadDir(s.pairDir(tenant, pair))
 	if err != nil {
 		return nil, err
 	}
@@ -214,8 +224,8 @@ func (s *Store) recorded(vg, pair string) ([]uint64, error) {
 
 // replicaVolumes lists the numbers of the pair's replica volumes in the
 // group, complete or not.
-func (s *Store) replicaVolumes(ctx context.Context, vg string, rec pairRecord) ([]uint64, error) {
-	lvs, err := s.LVM.LogicalVolumes(ctx, vg)
+func (s *Store) replicaVolumes(ctx context.Context, rec pairRecord) ([]uint64, error) {
+	lvs, err := s.LVM.LogicalVolumes(ctx, rec.Group)
 	if err != nil {
 		return nil, err
 	}
@@ -233,9 +243,9 @@ func (s *Store) replicaVolumes(ctx context.Context, vg string, rec pairRecord) (
 	return seqs, nil
 }
 
-func (s *Store) replicaRecord(vg, pair string, seq uint64) (replicaRecord, error) {
+func (s *Store) replicaRecord(tenant, pair string, seq uint64) (replicaRecord, error) {
 	var r replicaRecord
-	data, err := os.ReadFile(s.replicaRecordPath(vg, pair, seq))
+	data, err := os.ReadFile(s.replicaRecordPath(tenant, pair, seq))
 	if err != nil {
 		return r, err
 	}
@@ -246,15 +256,15 @@ func (s *Store) replicaRecord(vg, pair string, seq uint64) (replicaRecord, error
 }
 
 // recordReplica marks a replica complete, durably.
-func (s *Store) recordReplica(vg, pair string, seq uint64, r replicaRecord) error {
+func (s *Store) recordReplica(tenant, pair string, seq uint64, r replicaRecord) error {
 	data, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	if err := atomicfile.Write(s.replicaRecordPath(vg, pair, seq), data); err != nil {
+	if err := atomicfile.Write(s.replicaRecordPath(tenant, pair, seq), data); err != nil {
 		return err
 	}
-	return atomicfile.SyncDir(s.pairDir(vg, pair))
+	return atomicfile.SyncDir(s.pairDir(tenant, pair))
 }
 
 // thinVolume reads a volume a pair may replicate: a thin one, since the
@@ -273,8 +283,8 @@ func (s *Store) thinVolume(ctx context.Context, vg, name string) (lvm.LogicalVol
 	return lv, nil
 }
 
-func checkNames(vg, pair string) error {
-	if err := volumes.CheckName("volume group", vg); err != nil {
+func checkNames(tenant, pair string) error {
+	if err := volumes.CheckName("tenant", tenant); err != nil {
 		return err
 	}
 	return volumes.CheckName("pair", pair)

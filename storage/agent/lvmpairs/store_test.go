@@ -16,6 +16,7 @@ import (
 
 	"github.com/strata-gitops/strata/internal/loopdev"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
+	"github.com/strata-gitops/strata/internal/testing/thingroup"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
 	"github.com/strata-gitops/strata/storage/agent/volumes"
 	"github.com/strata-gitops/strata/storage/lvm"
@@ -24,6 +25,8 @@ import (
 const (
 	mib   = 1 << 20
 	token = "0123456789abcdef0123456789abcdef"
+	// tenant is the API's tenant the pairs belong to.
+	tenant = "t"
 )
 
 // side is one node's end of a pair: a loopback volume manager with a
@@ -36,31 +39,14 @@ type side struct {
 
 func newSide(t *testing.T, name string, size uint64) *side {
 	t.Helper()
-	testenv.NeedRoot(t, "physical volumes")
-	testenv.NeedTools(t, "lvm", "losetup")
 	ctx := context.Background()
-	m, err := lvm.NewLoopback(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
 	vg := "strata-pairs-" + name
-	disk := testenv.LoopDisk(t, 256*mib)
-	t.Cleanup(func() { testenv.RemoveVolumeGroup([]string{vg}, disk) })
-	t.Cleanup(func() { testenv.DetachLoopDevicesUnder(t, m.Dir) })
-	if err := m.CreatePhysicalVolume(ctx, disk); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.CreateVolumeGroup(ctx, vg, []string{disk}, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.CreateThinPool(ctx, vg, lvm.ThinPoolSpec{Name: "pool", Size: 128 * mib}); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.CreateVolume(ctx, vg, lvm.VolumeSpec{Name: "db", Size: size, Pool: "pool"}); err != nil {
+	m := thingroup.New(t, vg, 256*mib, 128*mib)
+	if err := m.CreateVolume(ctx, vg, lvm.VolumeSpec{Name: "db", Size: size, Pool: thingroup.Pool}); err != nil {
 		t.Fatal(err)
 	}
 	s := &side{store: &Store{LVM: m, Dir: t.TempDir()}, vg: vg}
-	if _, err := s.store.SetPair(ctx, vg, "p", wire.PairRequest{Volume: "db", Token: token}); err != nil {
+	if _, err := s.store.SetPair(ctx, tenant, "p", wire.PairRequest{Volume: vg + "/db", Token: token}); err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -99,7 +85,7 @@ func (s *side) read(t *testing.T, volume string) []byte {
 
 func (s *side) pair(t *testing.T) wire.Pair {
 	t.Helper()
-	p, err := s.store.GetPair(context.Background(), s.vg, "p")
+	p, err := s.store.GetPair(context.Background(), tenant, "p")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +107,7 @@ func random(n int, seed uint64) []byte {
 func syncPair(t *testing.T, from, to *side, cut func(stream []byte) int, whole error) (int, error) {
 	t.Helper()
 	ctx := context.Background()
-	out, err := from.store.SnapshotForSend(ctx, from.vg, "p", to.pair(t).Replicas)
+	out, err := from.store.SnapshotForSend(ctx, tenant, "p", to.pair(t).Replicas)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,9 +120,9 @@ func syncPair(t *testing.T, from, to *side, cut func(stream []byte) int, whole e
 	if cut != nil {
 		body = io.LimitReader(&stream, int64(cut(stream.Bytes())))
 	}
-	_, err = to.store.Receive(ctx, to.vg, "p", out.Seq, out.Parent, out.MadeAt, body, func() error { return whole })
+	_, err = to.store.Receive(ctx, tenant, "p", out.Seq, out.Parent, out.MadeAt, body, func() error { return whole })
 	if err == nil {
-		err = from.store.Sent(ctx, from.vg, "p", out.Seq)
+		err = from.store.Sent(ctx, tenant, "p", out.Seq)
 	}
 	return n, err
 }
@@ -202,7 +188,7 @@ func TestACutSyncKeepsTheLastGoodReplica(t *testing.T) {
 		if got := b.pair(t); got.Latest != 1 || !bytes.Equal(b.read(t, "db.r1"), good) {
 			t.Fatalf("%s: the backup's replicas are %v after a broken stream", name, got.Replicas)
 		}
-		present, err := b.store.replicaVolumes(context.Background(), b.vg, pairRecord{Name: "p", Volume: "db"})
+		present, err := b.store.replicaVolumes(context.Background(), pairRecord{Name: "p", Group: b.vg, Volume: "db"})
 		if err != nil || len(present) != 1 {
 			t.Errorf("%s: replica volumes %v left (%v); want only replica 1", name, present, err)
 		}
@@ -226,7 +212,7 @@ func TestACrashLeftoverIsNoReplica(t *testing.T) {
 	if err := b.store.LVM.CreateSnapshot(ctx, b.vg, "db.r5", "db.r1", []string{replicaTag + "p"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.store.recordReplica(b.vg, "p", 7, replicaRecord{MadeAt: time.Now()}); err != nil {
+	if err := b.store.recordReplica(tenant, "p", 7, replicaRecord{MadeAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	if got := b.pair(t).Replicas; len(got) != 1 || got[0] != 1 {
@@ -238,7 +224,7 @@ func TestACrashLeftoverIsNoReplica(t *testing.T) {
 	if _, err := lvm.FindVolume(ctx, b.store.LVM, b.vg, "db.r5"); !errors.Is(err, lvm.ErrNotFound) {
 		t.Errorf("the leftover replica volume is still there after a sync: %v", err)
 	}
-	if _, err := os.Stat(b.store.replicaRecordPath(b.vg, "p", 7)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(b.store.replicaRecordPath(tenant, "p", 7)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the leftover record is still there after a sync: %v", err)
 	}
 }
@@ -253,7 +239,7 @@ func TestPromotionAndADeltaFailback(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.write(t, "db", 0, random(1*mib, 6)) // what the backup held before: overwritten
-	if _, err := b.store.Promote(ctx, b.vg, "p"); err != nil {
+	if _, err := b.store.Promote(ctx, tenant, "p"); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(b.read(t, "db"), a.read(t, "db")) {
@@ -268,7 +254,7 @@ func TestPromotionAndADeltaFailback(t *testing.T) {
 	if sent > 1*mib+64<<10 {
 		t.Errorf("failback sent %d bytes after 1 MiB was written on the backup", sent)
 	}
-	if _, err := a.store.Promote(ctx, a.vg, "p"); err != nil {
+	if _, err := a.store.Promote(ctx, tenant, "p"); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(a.read(t, "db"), b.read(t, "db")) {
@@ -303,7 +289,7 @@ func TestBadPairsAreRefusedWithWhy(t *testing.T) {
 	if err := a.store.LVM.CreateVolume(ctx, a.vg, lvm.VolumeSpec{Name: "thick", Size: 4 * mib}); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.store.LVM.CreateVolume(ctx, a.vg, lvm.VolumeSpec{Name: "db2", Size: 4 * mib, Pool: "pool"}); err != nil {
+	if err := a.store.LVM.CreateVolume(ctx, a.vg, lvm.VolumeSpec{Name: "db2", Size: 4 * mib, Pool: thingroup.Pool}); err != nil {
 		t.Fatal(err)
 	}
 	for name, c := range map[string]struct {
@@ -312,24 +298,25 @@ func TestBadPairsAreRefusedWithWhy(t *testing.T) {
 		kind volumes.Kind
 		want string
 	}{
-		"thick volume":  {"q", wire.PairRequest{Volume: "thick", Token: token}, volumes.Invalid, "replicates thin volumes"},
-		"no volume":     {"q", wire.PairRequest{Volume: "gone", Token: token}, volumes.NotFound, "not found"},
-		"short token":   {"q", wire.PairRequest{Volume: "db", Token: "short"}, volumes.Invalid, "at least 32"},
-		"other volume":  {"p", wire.PairRequest{Volume: "db2", Token: token}, volumes.Conflict, "exists, of volume"},
-		"bad pair name": {"-x", wire.PairRequest{Volume: "db", Token: token}, volumes.Invalid, "option"},
+		"thick volume":  {"q", wire.PairRequest{Volume: a.vg + "/thick", Token: token}, volumes.Invalid, "replicates thin volumes"},
+		"no volume":     {"q", wire.PairRequest{Volume: a.vg + "/gone", Token: token}, volumes.NotFound, "not found"},
+		"short token":   {"q", wire.PairRequest{Volume: a.vg + "/db", Token: "short"}, volumes.Invalid, "at least 32"},
+		"other volume":  {"p", wire.PairRequest{Volume: a.vg + "/db2", Token: token}, volumes.Conflict, "exists, of volume"},
+		"bad pair name": {"-x", wire.PairRequest{Volume: a.vg + "/db", Token: token}, volumes.Invalid, "option"},
+		"no group":      {"q", wire.PairRequest{Volume: "db", Token: token}, volumes.Invalid, "<volume group>/<volume>"},
 	} {
-		_, err := a.store.SetPair(ctx, a.vg, c.pair, c.req)
+		_, err := a.store.SetPair(ctx, tenant, c.pair, c.req)
 		if volumes.KindOf(err) != c.kind || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v; want kind %d saying %q", name, err, c.kind, c.want)
 		}
 	}
-	if err := a.store.AuthorizePair(a.vg, "p", strings.Repeat("x", 32)); volumes.KindOf(err) != volumes.Forbidden {
+	if err := a.store.AuthorizePair(tenant, "p", strings.Repeat("x", 32)); volumes.KindOf(err) != volumes.Forbidden {
 		t.Errorf("a wrong token: %v; want Forbidden", err)
 	}
-	if err := a.store.AuthorizePair(a.vg, "p", token); err != nil {
+	if err := a.store.AuthorizePair(tenant, "p", token); err != nil {
 		t.Errorf("the pair's token: %v", err)
 	}
-	if _, err := a.store.Promote(ctx, a.vg, "p"); volumes.KindOf(err) != volumes.NotFound {
+	if _, err := a.store.Promote(ctx, tenant, "p"); volumes.KindOf(err) != volumes.NotFound {
 		t.Errorf("promoting a pair without replicas: %v; want NotFound", err)
 	}
 }
@@ -354,7 +341,7 @@ func TestAMountedVolumeIsNotPromoted(t *testing.T) {
 		}
 	}
 	defer exec.Command("umount", dir).Run() //nolint:errcheck // the test's own mount
-	_, err = b.store.Promote(ctx, b.vg, "p")
+	_, err = b.store.Promote(ctx, tenant, "p")
 	if volumes.KindOf(err) != volumes.InUse || !strings.Contains(err.Error(), dir) {
 		t.Errorf("promoting a mounted volume: %v; want InUse naming %s", err, dir)
 	}
@@ -392,8 +379,11 @@ func TestAFenceStopsEveryWriter(t *testing.T) {
 		return nil
 	})
 
-	if _, err := a.store.FencePair(ctx, a.vg, "p"); err != nil {
+	if _, err := a.store.FencePair(ctx, tenant, "p"); err != nil {
 		t.Fatal(err)
+	}
+	if !a.pair(t).Fenced {
+		t.Error("the pair does not say its volume is fenced")
 	}
 	t.Cleanup(func() { _ = loopdev.Writable(dev) }) // should the test stop before unfencing
 	select {
@@ -415,10 +405,13 @@ func TestAFenceStopsEveryWriter(t *testing.T) {
 		}
 	}
 
-	if _, err := a.store.UnfencePair(ctx, a.vg, "p"); err != nil {
+	if _, err := a.store.UnfencePair(ctx, tenant, "p"); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(dir+"/after", []byte("x"), 0o600); err != nil {
 		t.Errorf("writing after the unfence: %v", err)
+	}
+	if a.pair(t).Fenced {
+		t.Error("the pair says its volume is fenced after the unfence")
 	}
 }

@@ -24,19 +24,20 @@ import (
 // The loopback volume manager freezes a mounted filesystem while it
 // copies, and a thin snapshot is taken at one instant, so the replica is
 // crash-consistent.
-func (s *Store) SnapshotForSend(ctx context.Context, vg, name string, peerHolds []uint64) (replicas.Outgoing, error) {
-	rec, err := s.pairRecord(vg, name)
+func (s *Store) SnapshotForSend(ctx context.Context, tenant, name string, peerHolds []uint64) (replicas.Outgoing, error) {
+	rec, err := s.pairRecord(tenant, name)
 	if err != nil {
 		return replicas.Outgoing{}, err
 	}
-	defer s.lock(vg, name)()
+	defer s.lock(tenant, name)()
+	vg := rec.Group
 	if _, err := s.thinVolume(ctx, vg, rec.Volume); err != nil {
 		return replicas.Outgoing{}, err
 	}
-	if err := s.clearIncomplete(ctx, vg, rec); err != nil {
+	if err := s.clearIncomplete(ctx, tenant, rec); err != nil {
 		return replicas.Outgoing{}, err
 	}
-	have, err := s.complete(ctx, vg, rec)
+	have, err := s.complete(ctx, tenant, rec)
 	if err != nil {
 		return replicas.Outgoing{}, err
 	}
@@ -44,7 +45,7 @@ func (s *Store) SnapshotForSend(ctx context.Context, vg, name string, peerHolds 
 	var stale []uint64
 	out.Seq, out.Parent, stale = replicas.Next(have, peerHolds)
 	for _, seq := range stale {
-		if err := s.removeReplica(ctx, vg, rec, seq); err != nil {
+		if err := s.removeReplica(ctx, tenant, rec, seq); err != nil {
 			return replicas.Outgoing{}, err
 		}
 	}
@@ -52,7 +53,7 @@ func (s *Store) SnapshotForSend(ctx context.Context, vg, name string, peerHolds 
 	if err := s.LVM.CreateSnapshot(ctx, vg, snapshot, rec.Volume, []string{replicaTag + name}); err != nil {
 		return replicas.Outgoing{}, err
 	}
-	if err := s.recordReplica(vg, name, out.Seq, replicaRecord{Parent: out.Parent, MadeAt: out.MadeAt}); err != nil {
+	if err := s.recordReplica(tenant, name, out.Seq, replicaRecord{Parent: out.Parent, MadeAt: out.MadeAt}); err != nil {
 		return replicas.Outgoing{}, err
 	}
 	base := ""
@@ -135,13 +136,13 @@ func (s *Store) open(ctx context.Context, vg, name string, flag int) (*os.File, 
 
 // Sent records that the peer holds replica seq: older ones are no longer
 // anyone's parent.
-func (s *Store) Sent(ctx context.Context, vg, name string, seq uint64) error {
-	rec, err := s.pairRecord(vg, name)
+func (s *Store) Sent(ctx context.Context, tenant, name string, seq uint64) error {
+	rec, err := s.pairRecord(tenant, name)
 	if err != nil {
 		return err
 	}
-	defer s.lock(vg, name)()
-	return s.pruneBefore(ctx, vg, rec, seq)
+	defer s.lock(tenant, name)()
+	return s.pruneBefore(ctx, tenant, rec, seq)
 }
 
 // Receive makes replica seq of the pair from a block delta stream built
@@ -150,17 +151,17 @@ func (s *Store) Sent(ctx context.Context, vg, name string, seq uint64) error {
 // whole says, once the stream has ended, whether every byte the peer
 // sent arrived; only then, with the volume flushed, is the replica
 // recorded. Older replicas are removed after.
-func (s *Store) Receive(ctx context.Context, vg, name string, seq, parent uint64, madeAt time.Time, r io.Reader, whole func() error) (wire.Pair, error) {
-	rec, err := s.pairRecord(vg, name)
+func (s *Store) Receive(ctx context.Context, tenant, name string, seq, parent uint64, madeAt time.Time, r io.Reader, whole func() error) (wire.Pair, error) {
+	rec, err := s.pairRecord(tenant, name)
 	if err != nil {
 		return wire.Pair{}, err
 	}
-	defer s.lock(vg, name)()
-	volume, err := s.thinVolume(ctx, vg, rec.Volume)
+	defer s.lock(tenant, name)()
+	volume, err := s.thinVolume(ctx, rec.Group, rec.Volume)
 	if err != nil {
 		return wire.Pair{}, err
 	}
-	have, err := s.complete(ctx, vg, rec)
+	have, err := s.complete(ctx, tenant, rec)
 	if err != nil {
 		return wire.Pair{}, err
 	}
@@ -168,12 +169,12 @@ func (s *Store) Receive(ctx context.Context, vg, name string, seq, parent uint64
 		return wire.Pair{}, &volumes.Error{Kind: volumes.Conflict, Message: fmt.Sprintf(
 			"pair %s holds replicas %v; a stream of replica %d from parent %d does not follow them", name, have, seq, parent)}
 	}
-	if err := s.clearIncomplete(ctx, vg, rec); err != nil {
+	if err := s.clearIncomplete(ctx, tenant, rec); err != nil {
 		return wire.Pair{}, err
 	}
-	err = s.receiveInto(ctx, vg, rec, volume, seq, parent, r, whole)
+	err = s.receiveInto(ctx, rec, volume, seq, parent, r, whole)
 	if err == nil {
-		err = s.recordReplica(vg, name, seq, replicaRecord{Parent: parent, MadeAt: madeAt})
+		err = s.recordReplica(tenant, name, seq, replicaRecord{Parent: parent, MadeAt: madeAt})
 	}
 	if err != nil {
 		kept := "no replica is kept"
@@ -181,17 +182,17 @@ func (s *Store) Receive(ctx context.Context, vg, name string, seq, parent uint64
 			kept = fmt.Sprintf("replica %d is kept", have[len(have)-1])
 		}
 		return wire.Pair{}, errors.Join(fmt.Errorf("pair %s, replica %d: %w; %s", name, seq, err, kept),
-			s.removeReplica(ctx, vg, rec, seq))
+			s.removeReplica(ctx, tenant, rec, seq))
 	}
-	if err := s.pruneBefore(ctx, vg, rec, seq); err != nil {
+	if err := s.pruneBefore(ctx, tenant, rec, seq); err != nil {
 		return wire.Pair{}, err
 	}
-	return s.pairState(ctx, vg, rec)
+	return s.pairState(ctx, tenant, rec)
 }
 
 // receiveInto makes the replica's volume and writes the stream onto it.
-func (s *Store) receiveInto(ctx context.Context, vg string, rec pairRecord, volume lvm.LogicalVolume, seq, parent uint64, r io.Reader, whole func() error) error {
-	target := replicaName(rec.Volume, seq)
+func (s *Store) receiveInto(ctx context.Context, rec pairRecord, volume lvm.LogicalVolume, seq, parent uint64, r io.Reader, whole func() error) error {
+	vg, target := rec.Group, replicaName(rec.Volume, seq)
 	tags := []string{replicaTag + rec.Name}
 	var err error
 	if parent != 0 {
@@ -230,14 +231,14 @@ func (s *Store) growTo(ctx context.Context, vg, name string, size uint64) error 
 }
 
 // pruneBefore removes the complete replicas older than seq.
-func (s *Store) pruneBefore(ctx context.Context, vg string, rec pairRecord, seq uint64) error {
-	have, err := s.complete(ctx, vg, rec)
+func (s *Store) pruneBefore(ctx context.Context, tenant string, rec pairRecord, seq uint64) error {
+	have, err := s.complete(ctx, tenant, rec)
 	if err != nil {
 		return err
 	}
 	for _, old := range have {
 		if old < seq {
-			if err := s.removeReplica(ctx, vg, rec, old); err != nil {
+			if err := s.removeReplica(ctx, tenant, rec, old); err != nil {
 				return err
 			}
 		}
@@ -247,25 +248,25 @@ func (s *Store) pruneBefore(ctx context.Context, vg string, rec pairRecord, seq 
 
 // clearIncomplete removes what a crash or a cut stream left: replica
 // volumes without a record, and records without a volume.
-func (s *Store) clearIncomplete(ctx context.Context, vg string, rec pairRecord) error {
-	recorded, err := s.recorded(vg, rec.Name)
+func (s *Store) clearIncomplete(ctx context.Context, tenant string, rec pairRecord) error {
+	recorded, err := s.recorded(tenant, rec.Name)
 	if err != nil {
 		return err
 	}
-	present, err := s.replicaVolumes(ctx, vg, rec)
+	present, err := s.replicaVolumes(ctx, rec)
 	if err != nil {
 		return err
 	}
 	for _, seq := range present {
 		if !slices.Contains(recorded, seq) {
-			if err := s.removeReplica(ctx, vg, rec, seq); err != nil {
+			if err := s.removeReplica(ctx, tenant, rec, seq); err != nil {
 				return err
 			}
 		}
 	}
 	for _, seq := range recorded {
 		if !slices.Contains(present, seq) {
-			if err := s.removeReplica(ctx, vg, rec, seq); err != nil {
+			if err := s.removeReplica(ctx, tenant, rec, seq); err != nil {
 				return err
 			}
 		}
@@ -276,15 +277,15 @@ func (s *Store) clearIncomplete(ctx context.Context, vg string, rec pairRecord) 
 // removeReplica removes a replica's record, durably, then its volume: a
 // crash between leaves a volume without a record, which is incomplete
 // and goes with the next sync.
-func (s *Store) removeReplica(ctx context.Context, vg string, rec pairRecord, seq uint64) error {
-	err := os.Remove(s.replicaRecordPath(vg, rec.Name, seq))
+func (s *Store) removeReplica(ctx context.Context, tenant string, rec pairRecord, seq uint64) error {
+	err := os.Remove(s.replicaRecordPath(tenant, rec.Name, seq))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	if err := atomicfile.SyncDir(s.pairDir(vg, rec.Name)); err != nil {
+	if err := atomicfile.SyncDir(s.pairDir(tenant, rec.Name)); err != nil {
 		return err
 	}
-	err = s.LVM.RemoveVolume(ctx, vg, replicaName(rec.Volume, seq))
+	err = s.LVM.RemoveVolume(ctx, rec.Group, replicaName(rec.Volume, seq))
 	if errors.Is(err, lvm.ErrNotFound) {
 		return nil
 	}

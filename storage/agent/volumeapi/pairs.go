@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/strata-gitops/strata/storage/agent/replicas"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
 	"github.com/strata-gitops/strata/storage/agent/volumes"
 )
@@ -51,33 +52,33 @@ func (s *Server) setPair(_ http.ResponseWriter, r *http.Request, tenant string) 
 	if err := decode(r, &req); err != nil {
 		return 0, nil, err
 	}
-	p, err := s.Store.SetPair(tenant, r.PathValue("name"), req)
+	p, err := s.Pairs.SetPair(r.Context(), tenant, r.PathValue("name"), req)
 	p.Tenant = tenant
 	return http.StatusOK, p, err
 }
 
 func (s *Server) getPair(_ http.ResponseWriter, r *http.Request, tenant string) (int, any, error) {
-	p, err := s.Store.GetPair(tenant, r.PathValue("name"))
+	p, err := s.Pairs.GetPair(r.Context(), tenant, r.PathValue("name"))
 	p.Tenant = tenant
 	return http.StatusOK, p, err
 }
 
 func (s *Server) promote(_ http.ResponseWriter, r *http.Request, tenant string) (int, any, error) {
-	v, err := s.Store.Promote(r.Context(), tenant, r.PathValue("name"))
+	v, err := s.Pairs.Promote(r.Context(), tenant, r.PathValue("name"))
 	return http.StatusOK, v, err
 }
 
 func (s *Server) fence(_ http.ResponseWriter, r *http.Request, tenant string) (int, any, error) {
-	if _, err := s.Store.FencePair(r.Context(), tenant, r.PathValue("name")); err != nil {
+	if _, err := s.Pairs.FencePair(r.Context(), tenant, r.PathValue("name")); err != nil {
 		return 0, nil, err
 	}
-	p, err := s.Store.GetPair(tenant, r.PathValue("name"))
+	p, err := s.Pairs.GetPair(r.Context(), tenant, r.PathValue("name"))
 	p.Tenant = tenant
 	return http.StatusOK, p, err
 }
 
 func (s *Server) unfence(_ http.ResponseWriter, r *http.Request, tenant string) (int, any, error) {
-	v, err := s.Store.UnfencePair(r.Context(), tenant, r.PathValue("name"))
+	v, err := s.Pairs.UnfencePair(r.Context(), tenant, r.PathValue("name"))
 	return http.StatusOK, v, err
 }
 
@@ -98,7 +99,7 @@ func (s *Server) syncPair(w http.ResponseWriter, r *http.Request, tenant string)
 	if err != nil {
 		return 0, nil, fmt.Errorf("sync of pair %s: asking peer %s: %w", name, req.Peer, err)
 	}
-	out, err := s.Store.SnapshotForSend(r.Context(), tenant, name, remote.Replicas)
+	out, err := s.Pairs.SnapshotForSend(r.Context(), tenant, name, remote.Replicas)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -107,7 +108,7 @@ func (s *Server) syncPair(w http.ResponseWriter, r *http.Request, tenant string)
 	if err != nil {
 		return 0, nil, fmt.Errorf("sync of pair %s: sending replica %d to %s: %w", name, out.Seq, req.Peer, err)
 	}
-	if err := s.Store.Sent(r.Context(), tenant, name, out.Seq); err != nil {
+	if err := s.Pairs.Sent(r.Context(), tenant, name, out.Seq); err != nil {
 		return 0, nil, err
 	}
 	s.metrics.replicationBytes.WithLabelValues("sent").Add(float64(sent))
@@ -128,7 +129,7 @@ func (s *Server) pairAuthenticated(h func(http.ResponseWriter, *http.Request, st
 	return func(w http.ResponseWriter, r *http.Request) {
 		tenant, name := r.PathValue("tenant"), r.PathValue("name")
 		token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if err := s.Store.AuthorizePair(tenant, name, token); err != nil {
+		if err := s.Pairs.AuthorizePair(tenant, name, token); err != nil {
 			// Whether the pair exists is not told to a caller without its token.
 			writeJSON(w, http.StatusUnauthorized, errorBody{Reason: "Unauthorized",
 				Error: fmt.Sprintf("pair %s of tenant %s: send the pair's token as Authorization: Bearer <token>", name, tenant)})
@@ -139,7 +140,7 @@ func (s *Server) pairAuthenticated(h func(http.ResponseWriter, *http.Request, st
 }
 
 func (s *Server) replicaState(_ http.ResponseWriter, r *http.Request, tenant string) (int, any, error) {
-	p, err := s.Store.GetPair(tenant, r.PathValue("name"))
+	p, err := s.Pairs.GetPair(r.Context(), tenant, r.PathValue("name"))
 	return http.StatusOK, p, err
 }
 
@@ -170,7 +171,7 @@ func (s *Server) receive(w http.ResponseWriter, r *http.Request, tenant string) 
 		}
 		return nil
 	}
-	p, err := s.Store.Receive(r.Context(), tenant, r.PathValue("name"), seq, parent, madeAt, body, whole)
+	p, err := s.Pairs.Receive(r.Context(), tenant, r.PathValue("name"), seq, parent, madeAt, body, whole)
 	if err == nil {
 		s.metrics.replicationBytes.WithLabelValues("received").Add(float64(body.n))
 	}
@@ -224,7 +225,7 @@ func (p *PeerClient) State(ctx context.Context) (pair wire.Pair, err error) {
 
 // Send streams the replica to the peer and returns the stream's length
 // once the peer holds it.
-func (p *PeerClient) Send(ctx context.Context, out volumes.Outgoing) (int64, error) {
+func (p *PeerClient) Send(ctx context.Context, out replicas.Outgoing) (int64, error) {
 	pr, pw := io.Pipe()
 	c := p.client()
 	req, err := c.request(ctx, http.MethodPut, p.path()+"/"+strconv.FormatUint(out.Seq, 10), pr)

@@ -30,7 +30,11 @@ const maxBody = 64 << 10
 
 // Server serves the API.
 type Server struct {
-	Store   *volumes.Store
+	// Store is the btrfs store; nil serves no volume routes (NewPairServer).
+	Store *volumes.Store
+	// Pairs serves the pair and replica routes: the btrfs store, or the
+	// LVM mover's.
+	Pairs   Pairs
 	Tenants *Tenants
 	// Networks bound the NFS clients each tenant may export to.
 	Networks Networks
@@ -45,7 +49,7 @@ type Server struct {
 
 // New returns a server of the store for the given tenants.
 func New(store *volumes.Store, tenants *Tenants) *Server {
-	return &Server{Store: store, Tenants: tenants, metrics: newMetrics(store)}
+	return &Server{Store: store, Pairs: btrfsPairs{store}, Tenants: tenants, metrics: newMetrics(store)}
 }
 
 // Handler routes the API.
@@ -53,7 +57,26 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/health", s.health)
 	mux.Handle("GET /v1/metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
-	routes := map[string]func(w http.ResponseWriter, r *http.Request, tenant string) (int, any, error){
+	routes := s.pairRoutes()
+	if s.Store != nil {
+		maps.Copy(routes, s.volumeRoutes())
+	}
+	for pattern, h := range routes {
+		mux.Handle(pattern, s.metrics.instrument(pattern, s.authenticated(h)))
+	}
+	for pattern, h := range s.peerRoutes() {
+		mux.Handle(pattern, s.metrics.instrument(pattern, h))
+	}
+	if s.Images != nil {
+		s.imageRoutes(mux)
+	}
+	return mux
+}
+
+// volumeRoutes are the btrfs store's routes: volumes, snapshots, clones
+// and exports.
+func (s *Server) volumeRoutes() map[string]func(w http.ResponseWriter, r *http.Request, tenant string) (int, any, error) {
+	return map[string]func(w http.ResponseWriter, r *http.Request, tenant string) (int, any, error){
 		"POST /v1/volumes":                              s.createVolume,
 		"GET /v1/volumes":                               s.listVolumes,
 		"GET /v1/volumes/{name}":                        s.getVolume,
@@ -70,17 +93,6 @@ func (s *Server) Handler() http.Handler {
 		"POST /v1/clones":                               s.clone,
 		"GET /v1/stats":                                 s.stats,
 	}
-	maps.Copy(routes, s.pairRoutes())
-	for pattern, h := range routes {
-		mux.Handle(pattern, s.metrics.instrument(pattern, s.authenticated(h)))
-	}
-	for pattern, h := range s.peerRoutes() {
-		mux.Handle(pattern, s.metrics.instrument(pattern, h))
-	}
-	if s.Images != nil {
-		s.imageRoutes(mux)
-	}
-	return mux
 }
 
 // authenticated runs h for the tenant of the request's bearer token and
@@ -182,6 +194,10 @@ func created(made bool) int {
 }
 
 func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
+	if s.Store == nil {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		return
+	}
 	if _, _, err := btrfs.Free(s.Store.Base); err != nil {
 		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: err.Error(), Reason: "Unhealthy"})
 		return
@@ -342,8 +358,11 @@ func newMetrics(store *volumes.Store) *metrics {
 			return float64(pick(size, free))
 		})
 	}
-	m.registry.MustRegister(m.requests, m.duration, m.replicationBytes,
-		fsGauge("strata_agent_filesystem_size_bytes", "Size of the btrfs filesystem volumes live on.", func(size, _ int64) int64 { return size }),
+	m.registry.MustRegister(m.requests, m.duration, m.replicationBytes)
+	if store == nil {
+		return m
+	}
+	m.registry.MustRegister(fsGauge("strata_agent_filesystem_size_bytes", "Size of the btrfs filesystem volumes live on.", func(size, _ int64) int64 { return size }),
 		fsGauge("strata_agent_filesystem_free_bytes", "Free space of the btrfs filesystem volumes live on.", func(_, free int64) int64 { return free }))
 	return m
 }
