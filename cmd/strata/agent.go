@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/strata-gitops/strata/failover/lease"
 	"github.com/strata-gitops/strata/internal/scheme"
 	"github.com/strata-gitops/strata/storage/agent"
+	"github.com/strata-gitops/strata/storage/agent/lvmpairs"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 	"github.com/strata-gitops/strata/storage/agent/volumes"
 )
@@ -27,6 +29,7 @@ func agentCommand() *cobra.Command {
 	vo := volumeapi.DefaultOptions()
 	var kubeconfig string
 	lvmSide := true
+	pairsListen := ":8421"
 	leasePeriod := 2 * time.Second
 	selfFenceAfter := 6 * time.Second
 	cmd := &cobra.Command{
@@ -45,13 +48,22 @@ func agentCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			var fencers []fencer
+			if vo.Base != "" {
+				fencers = append(fencers, btrfsFencer(&vo))
+			}
+			if o.PairsDir != "" {
+				o.PairsAPI = vo
+				o.PairsAPI.Listen = pairsListen
+				fencers = append(fencers, lvmFencer(&o))
+			}
 			mgr, err := agent.NewManager(ctx, cfg, o)
 			if err != nil {
 				return err
 			}
 			beat := &lease.Heartbeat{Client: mgr.GetClient(), Namespace: o.Namespace, Node: o.NodeName, Period: leasePeriod}
-			if vo.Base != "" && selfFenceAfter > 0 {
-				fence := selfFence(selfFenceAfter, &vo)
+			if len(fencers) > 0 && selfFenceAfter > 0 {
+				fence := selfFence(selfFenceAfter, fencers...)
 				beat.Renewed = fence.Renewed
 				if err := mgr.Add(fence); err != nil {
 					return err
@@ -84,7 +96,9 @@ func agentCommand() *cobra.Command {
 	f.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address of the Prometheus metrics endpoint, 0 to disable")
 	f.StringVar(&o.HealthProbeAddr, "health-probe-bind-address", o.HealthProbeAddr, "address of the /healthz and /readyz probes, 0 to disable")
 	f.DurationVar(&leasePeriod, "lease-period", leasePeriod, "how often the node's Lease strata-node-{node} is renewed; failover reads its age (docs/failover.md)")
-	f.DurationVar(&selfFenceAfter, "self-fence-after", selfFenceAfter, "with --btrfs-base: fence the replicated volumes (read-only, their writers killed) once the Lease has gone this long unrenewed; 0 never fences. The controller's --self-fence-after must be larger (docs/failover.md)")
+	f.DurationVar(&selfFenceAfter, "self-fence-after", selfFenceAfter, "with --btrfs-base or --pairs-dir: fence the replicated volumes (read-only, their writers killed) once the Lease has gone this long unrenewed; 0 never fences. The controller's --self-fence-after must be larger (docs/failover.md)")
+	f.StringVar(&o.PairsDir, "pairs-dir", o.PairsDir, "directory of the LVM mover's pair records; empty replicates no LVM volume (docs/failover.md)")
+	f.StringVar(&pairsListen, "pairs-listen", pairsListen, "with --pairs-dir: address of the LVM mover's pair API, with the volume API's TLS and tenants flags")
 	f.BoolVar(&lvmSide, "lvm", lvmSide, "reconcile LVMClusters and LogicalVolumes for this node; false on a host that serves only btrfs volumes")
 	f.StringVar(&vo.Base, "btrfs-base", vo.Base, "directory on btrfs that holds the tenants' volumes; empty serves no btrfs volume API")
 	f.StringVar(&vo.Listen, "volume-api-listen", vo.Listen, "address of the btrfs volume HTTP API")
@@ -129,7 +143,7 @@ func runVolumeAPIAlone(ctx context.Context, kubeconfig string, vo volumeapi.Opti
 	}
 	beat.Client = c
 	if selfFenceAfter > 0 {
-		fence := selfFence(selfFenceAfter, &vo)
+		fence := selfFence(selfFenceAfter, btrfsFencer(&vo))
 		beat.Renewed = fence.Renewed
 		go func() { _ = fence.Start(ctx) }()
 	}
@@ -137,18 +151,44 @@ func runVolumeAPIAlone(ctx context.Context, kubeconfig string, vo volumeapi.Opti
 	return volumeapi.Run(ctx, c, vo)
 }
 
-// selfFence fences the store's replicated volumes once the node's Lease
-// goes unrenewed for after; the store is the one the volume API opens.
-func selfFence(after time.Duration, vo *volumeapi.Options) *lease.SelfFence {
+// fencer stops the writes to one store's replicated volumes and names
+// them.
+type fencer func(ctx context.Context) ([]string, error)
+
+// btrfsFencer fences the btrfs store the volume API opens, once it has.
+func btrfsFencer(vo *volumeapi.Options) fencer {
 	var store atomic.Pointer[volumes.Store]
 	vo.Opened = store.Store
-	return &lease.SelfFence{After: after, Fence: func(ctx context.Context) error {
-		s := store.Load()
-		if s == nil {
-			return nil
+	return func(ctx context.Context) ([]string, error) {
+		if s := store.Load(); s != nil {
+			return s.FencePairs(ctx)
 		}
-		fenced, err := s.FencePairs(ctx)
-		log.FromContext(ctx).Info("fenced the replicated volumes", "volumes", fenced)
-		return err
+		return nil, nil
+	}
+}
+
+// lvmFencer fences the LVM mover's volumes, once the agent made its store.
+func lvmFencer(o *agent.Options) fencer {
+	var store atomic.Pointer[lvmpairs.Store]
+	o.PairsOpened = store.Store
+	return func(ctx context.Context) ([]string, error) {
+		if s := store.Load(); s != nil {
+			return s.FencePairs(ctx)
+		}
+		return nil, nil
+	}
+}
+
+// selfFence fences the stores' replicated volumes once the node's Lease
+// goes unrenewed for after.
+func selfFence(after time.Duration, fencers ...fencer) *lease.SelfFence {
+	return &lease.SelfFence{After: after, Fence: func(ctx context.Context) error {
+		var errs []error
+		for _, fence := range fencers {
+			fenced, err := fence(ctx)
+			log.FromContext(ctx).Info("fenced the replicated volumes", "volumes", fenced)
+			errs = append(errs, err)
+		}
+		return errors.Join(errs...)
 	}}
 }

@@ -16,7 +16,9 @@ import (
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"github.com/strata-gitops/strata/internal/scheme"
 	"github.com/strata-gitops/strata/storage/agent/disks"
+	"github.com/strata-gitops/strata/storage/agent/lvmpairs"
 	"github.com/strata-gitops/strata/storage/agent/nodeapi"
+	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 	"github.com/strata-gitops/strata/storage/lvm"
 	"github.com/strata-gitops/strata/storage/lvmcluster/volumegroups"
 )
@@ -38,6 +40,14 @@ type Options struct {
 	// APISocket is where the CSI node service reaches the agent; empty
 	// serves no API.
 	APISocket string
+	// PairsDir holds the LVM mover's pairs (docs/failover.md); empty
+	// replicates no LVM volume. PairsAPI serves them to the controller
+	// and to peers.
+	PairsDir string
+	PairsAPI volumeapi.Options
+	// PairsOpened, when set, is given the store of pairs: the agent's
+	// self-fencing acts on it.
+	PairsOpened func(*lvmpairs.Store)
 }
 
 // Defaults are the agent's flag defaults. The agent runs on the host's
@@ -100,6 +110,16 @@ func NewManager(_ context.Context, cfg *rest.Config, o Options) (manager.Manager
 	if o.APISocket != "" {
 		api := &nodeapi.Server{LVM: m, ManagedTag: volumegroups.ManagedTag, Locate: locator(mgr.GetClient(), lv.Classes)}
 		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return nodeapi.Serve(ctx, o.APISocket, api) })); err != nil {
+			return nil, err
+		}
+	}
+	if o.PairsDir != "" {
+		pairs := &lvmpairs.Store{LVM: m, Dir: o.PairsDir}
+		if o.PairsOpened != nil {
+			o.PairsOpened(pairs)
+		}
+		serve := func(ctx context.Context) error { return volumeapi.RunPairs(ctx, mgr.GetAPIReader(), o.PairsAPI, pairs) }
+		if err := mgr.Add(manager.RunnableFunc(serve)); err != nil {
 			return nil, err
 		}
 	}

@@ -2,8 +2,10 @@ package volumeapi
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"maps"
+	"net/http"
 	"os"
 	"slices"
 	"time"
@@ -90,11 +92,7 @@ func Run(ctx context.Context, c client.Reader, o Options) error {
 	if err != nil {
 		return err
 	}
-	tlsConfig, err := o.serverTLS()
-	if err != nil {
-		return err
-	}
-	peerHTTP, err := o.peerHTTP()
+	served, err := o.served(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -106,41 +104,76 @@ func Run(ctx context.Context, c client.Reader, o Options) error {
 	if err != nil {
 		return fmt.Errorf("--tenant-quotas: %w", err)
 	}
-	secret, err := secretKey("tenants-secret", o.TenantsSecret)
-	if err != nil {
-		return err
-	}
-	if secret.Name != "" && c == nil {
-		return fmt.Errorf("--tenants-secret needs a Kubernetes API: set --kubeconfig or run in a cluster")
-	}
-	load := func() (map[string]string, error) {
-		return LoadTenants(ctx, o.TenantsEnv, o.TenantsFile, c, secret)
-	}
-	tenants := &Tenants{}
-	byTenant, err := load()
-	if err != nil {
-		return err
-	}
-	if err := tenants.Set(byTenant); err != nil {
-		return err
-	}
 	logger := log.FromContext(ctx).WithName("volumes")
 	store.Notice = o.notice(logger)
 	if o.Opened != nil {
 		o.Opened(store)
 	}
 	store.Quotas = quotas
-	go store.Run(ctx, o.SyncInterval, slices.Sorted(maps.Keys(byTenant)), logger)
-	go reloadTenants(ctx, tenants, load, o.SyncInterval, logger)
-	logger.Info("serving the volume API", "listen", o.Listen, "tls", tlsConfig != nil, "base", store.Base, "exporter", o.Exporter, "tenants", len(byTenant))
-	server := New(store, tenants)
-	server.Networks, server.PeerHTTP = networks, peerHTTP
+	go store.Run(ctx, o.SyncInterval, slices.Sorted(maps.Keys(served.byTenant)), logger)
+	go reloadTenants(ctx, served.tenants, served.load, o.SyncInterval, logger)
+	logger.Info("serving the volume API", "listen", o.Listen, "tls", served.tls != nil, "base", store.Base, "exporter", o.Exporter, "tenants", len(served.byTenant))
+	server := New(store, served.tenants)
+	server.Networks, server.PeerHTTP = networks, served.peerHTTP
 	if o.Images.Dir != "" {
 		if server.Images, err = o.Images.open(ctx, c, store); err != nil {
 			return err
 		}
 	}
-	return httpserver.Serve(ctx, o.Listen, tlsConfig, server.Handler())
+	return httpserver.Serve(ctx, o.Listen, served.tls, server.Handler())
+}
+
+// RunPairs serves the pair and replica routes of a store of pairs alone,
+// with the options' listen address, TLS and tenants: the node agent's
+// API for the LVM mover.
+func RunPairs(ctx context.Context, c client.Reader, o Options, pairs Pairs) error {
+	served, err := o.served(ctx, c)
+	if err != nil {
+		return err
+	}
+	logger := log.FromContext(ctx).WithName("pairs")
+	go reloadTenants(ctx, served.tenants, served.load, o.SyncInterval, logger)
+	logger.Info("serving the pair API", "listen", o.Listen, "tls", served.tls != nil, "tenants", len(served.byTenant))
+	server := NewPairServer(pairs, served.tenants)
+	server.PeerHTTP = served.peerHTTP
+	return httpserver.Serve(ctx, o.Listen, served.tls, server.Handler())
+}
+
+// serving is what every agent API serves with: its TLS, how it calls its
+// peers, and its tenants, read again by load.
+type serving struct {
+	tls      *tls.Config
+	peerHTTP *http.Client
+	tenants  *Tenants
+	byTenant map[string]string
+	load     func() (map[string]string, error)
+}
+
+// served reads the options' TLS, peer client and tenants.
+func (o Options) served(ctx context.Context, c client.Reader) (serving, error) {
+	var sv serving
+	var err error
+	if sv.tls, err = o.serverTLS(); err != nil {
+		return sv, err
+	}
+	if sv.peerHTTP, err = o.peerHTTP(); err != nil {
+		return sv, err
+	}
+	secret, err := secretKey("tenants-secret", o.TenantsSecret)
+	if err != nil {
+		return sv, err
+	}
+	if secret.Name != "" && c == nil {
+		return sv, fmt.Errorf("--tenants-secret needs a Kubernetes API: set --kubeconfig or run in a cluster")
+	}
+	sv.load = func() (map[string]string, error) {
+		return LoadTenants(ctx, o.TenantsEnv, o.TenantsFile, c, secret)
+	}
+	sv.tenants = &Tenants{}
+	if sv.byTenant, err = sv.load(); err != nil {
+		return sv, err
+	}
+	return sv, sv.tenants.Set(sv.byTenant)
 }
 
 // notice logs what the store did to stored data, and records it as a
