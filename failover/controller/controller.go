@@ -268,7 +268,7 @@ func (r *Reconciler) unfenceIfFenced(ctx context.Context, fo *failoverv1alpha1.F
 		return nil // not set up yet: nothing was replicated, nothing fenced
 	}
 	pair := dest.Pair
-	agent, _, err := replication.ClaimVolume(ctx, r.Client, r.Agents, fo.Namespace, fo.Spec.Primary.Claim)
+	agent, _, err := replication.ClaimVolume(ctx, r.Client, r.Agents, "", fo.Namespace, fo.Spec.Primary.Claim)
 	if err != nil {
 		return err
 	}

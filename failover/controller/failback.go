@@ -68,10 +68,10 @@ func (r *Reconciler) pairSides(ctx context.Context, fo *failoverv1alpha1.Failove
 	}
 	p := &pairSides{pair: dest.Pair}
 	var err error
-	if p.primary, _, err = replication.ClaimVolume(ctx, r.Client, r.Agents, fo.Namespace, fo.Spec.Primary.Claim); err != nil {
+	if p.primary, _, err = replication.ClaimVolume(ctx, r.Client, r.Agents, "", fo.Namespace, fo.Spec.Primary.Claim); err != nil {
 		return nil, err
 	}
-	if p.backup, _, err = replication.ClaimVolume(ctx, r.Client, r.Agents, fo.Namespace, fo.Spec.Backup.Claim); err != nil {
+	if p.backup, _, err = replication.ClaimVolume(ctx, r.Client, r.Agents, "", fo.Namespace, fo.Spec.Backup.Claim); err != nil {
 		return nil, err
 	}
 	if p.token, err = dest.Token(ctx, r.Client, fo.Namespace); err != nil {

@@ -34,7 +34,7 @@ func (r *Reconciler) promote(ctx context.Context, fo *failoverv1alpha1.Failover,
 	if !ok {
 		return r.waitForPerson(fo, fmt.Sprintf("ReplicationDestination %s is not set up (see its Synchronizing condition): the backup has nothing to serve", a.destination.Name))
 	}
-	agent, _, err := replication.ClaimVolume(ctx, r.Client, r.Agents, fo.Namespace, fo.Spec.Backup.Claim)
+	agent, _, err := replication.ClaimVolume(ctx, r.Client, r.Agents, "", fo.Namespace, fo.Spec.Backup.Claim)
 	if err != nil {
 		return ctrl.Result{}, err
 	}

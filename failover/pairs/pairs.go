@@ -4,7 +4,9 @@
 package pairs
 
 import (
+	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"github.com/strata-gitops/strata/storage/csi/backend"
+	"github.com/strata-gitops/strata/storage/csi/btrfsbackend"
 
 	"fmt"
 	"slices"
@@ -15,8 +17,8 @@ import (
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
 )
 
-// Parameters of the strata.dev/btrfs provider, under
-// spec.external.parameters.
+// Parameters of strata's providers (strata.dev/btrfs, strata.dev/lvm),
+// under spec.external.parameters.
 const (
 	// ParamDestinationPVC is, on a ReplicationDestination, the claim the
 	// replicas are for: a promotion fills it from the newest one.
@@ -68,9 +70,10 @@ func UsesASide(fo *failoverv1alpha1.Failover, t *corev1.PodTemplateSpec) error {
 // join the Failover's primary claim to its backup claim.
 func Replication(fo *failoverv1alpha1.Failover, rs *volsyncv1alpha1.ReplicationSource, rd *volsyncv1alpha1.ReplicationDestination) error {
 	switch {
-	case rs.Spec.External == nil || rs.Spec.External.Provider != volsyncv1alpha1.ProviderBtrfs ||
-		rd.Spec.External == nil || rd.Spec.External.Provider != volsyncv1alpha1.ProviderBtrfs:
-		return fmt.Errorf("the pair %s → %s is not strata's: both need spec.external.provider %s", rs.Name, rd.Name, volsyncv1alpha1.ProviderBtrfs)
+	case rs.Spec.External == nil || !volsyncv1alpha1.IsStrata(rs.Spec.External.Provider) ||
+		rd.Spec.External == nil || rd.Spec.External.Provider != rs.Spec.External.Provider:
+		return fmt.Errorf("the pair %s → %s is not strata's: both need one spec.external.provider, %s or %s",
+			rs.Name, rd.Name, volsyncv1alpha1.ProviderBtrfs, volsyncv1alpha1.ProviderLVM)
 	case rs.Spec.SourcePVC != fo.Spec.Primary.Claim:
 		return fmt.Errorf("ReplicationSource %s replicates claim %s, not the primary claim %s", rs.Name, rs.Spec.SourcePVC, fo.Spec.Primary.Claim)
 	case rs.Spec.External.Parameters[ParamDestination] != rd.Name:
@@ -86,6 +89,30 @@ func Sizes(fo *failoverv1alpha1.Failover, primary, backup *corev1.PersistentVolu
 	if backup.Spec.Capacity.Storage().Cmp(*primary.Spec.Capacity.Storage()) < 0 {
 		return fmt.Errorf("backup claim %s (%s) is smaller than primary claim %s (%s): a promoted replica would not fit",
 			fo.Spec.Backup.Claim, backup.Spec.Capacity.Storage(), fo.Spec.Primary.Claim, primary.Spec.Capacity.Storage())
+	}
+	return nil
+}
+
+// MoverOf is the provider that replicates a strata volume: strata.dev/btrfs
+// for a btrfs volume, strata.dev/lvm for a logical volume; empty for a
+// volume of another driver.
+func MoverOf(pv *corev1.PersistentVolume) string {
+	switch {
+	case pv.Spec.CSI == nil || pv.Spec.CSI.Driver != storagev1alpha1.CSIDriver:
+		return ""
+	case btrfsbackend.InContext(pv.Spec.CSI.VolumeAttributes):
+		return volsyncv1alpha1.ProviderBtrfs
+	}
+	return volsyncv1alpha1.ProviderLVM
+}
+
+// Mover checks that provider is the mover of the claim's volume.
+func Mover(provider, claim string, pv *corev1.PersistentVolume) error {
+	switch mover := MoverOf(pv); {
+	case mover == "":
+		return fmt.Errorf("volume %s of claim %s is not a %s volume: strata's movers replicate strata's volumes", pv.Name, claim, storagev1alpha1.CSIDriver)
+	case mover != provider:
+		return fmt.Errorf("claim %s holds a volume that %s replicates, not %s: set spec.external.provider to %s", claim, mover, provider, mover)
 	}
 	return nil
 }

@@ -57,7 +57,7 @@ func (r *DestinationReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err := r.Get(ctx, req.NamespacedName, rd); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if rd.Spec.External == nil || rd.Spec.External.Provider != volsyncv1alpha1.ProviderBtrfs {
+	if rd.Spec.External == nil || !volsyncv1alpha1.IsStrata(rd.Spec.External.Provider) {
 		return ctrl.Result{}, nil
 	}
 	before := rd.DeepCopy()
@@ -83,7 +83,7 @@ func (r *DestinationReconciler) setUp(ctx context.Context, rd *volsyncv1alpha1.R
 	if claim == "" {
 		return fmt.Errorf("spec.external.parameters.%s is empty: name the claim the replicas are for", pairs.ParamDestinationPVC)
 	}
-	agent, volume, err := ClaimVolume(ctx, r.Client, r.Agents, rd.Namespace, claim)
+	agent, volume, err := ClaimVolume(ctx, r.Client, r.Agents, rd.Spec.External.Provider, rd.Namespace, claim)
 	if err != nil {
 		return err
 	}

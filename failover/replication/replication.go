@@ -1,6 +1,6 @@
-// Package replication drives strata's btrfs mover from VolSync's
+// Package replication drives strata's movers from VolSync's
 // ReplicationSource and ReplicationDestination objects whose
-// spec.external.provider is strata.dev/btrfs. The destination's side is
+// spec.external.provider is strata.dev/btrfs or strata.dev/lvm. The destination's side is
 // set up first: its claim's agent gets the pair and a token, and the
 // destination's status says where it is. The source's side then syncs
 // on its trigger: its claim's agent streams the next replica straight to
@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
-	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
+	"github.com/strata-gitops/strata/failover/pairs"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 )
 
@@ -33,8 +33,10 @@ const (
 // tokenKey is the key of the pair's token in its Secret.
 const tokenKey = "token"
 
-// Agents finds the agent that holds a btrfs volume, by the volume's CSI
-// handle, and the volume's name there: btrfsbackend.Controller.AgentOf.
+// Agents finds the agent that holds a volume, by the volume's CSI handle,
+// and the volume's name there: btrfsbackend.Controller.AgentOf for btrfs
+// volumes, lvmagents.Agents for logical volumes (which hands btrfs ones
+// on).
 type Agents interface {
 	AgentOf(ctx context.Context, volumeHandle string) (*volumeapi.Client, string, error)
 }
@@ -57,14 +59,18 @@ func BoundVolume(ctx context.Context, c client.Reader, namespace, claim string) 
 }
 
 // ClaimVolume resolves a claim of the namespace to the agent holding its
-// volume and the volume's name there.
-func ClaimVolume(ctx context.Context, c client.Reader, agents Agents, namespace, claim string) (*volumeapi.Client, string, error) {
+// volume and the volume's name there. provider, when set, must be the
+// mover of the claim's volume (pairs.Mover); empty takes either.
+func ClaimVolume(ctx context.Context, c client.Reader, agents Agents, provider, namespace, claim string) (*volumeapi.Client, string, error) {
 	pv, err := BoundVolume(ctx, c, namespace, claim)
 	if err != nil {
 		return nil, "", err
 	}
-	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != storagev1alpha1.CSIDriver {
-		return nil, "", fmt.Errorf("volume %s of claim %s/%s is not a %s volume: strata.dev/btrfs replicates strata's btrfs volumes", pv.Name, namespace, claim, storagev1alpha1.CSIDriver)
+	if provider == "" {
+		provider = pairs.MoverOf(pv)
+	}
+	if err := pairs.Mover(provider, namespace+"/"+claim, pv); err != nil {
+		return nil, "", err
 	}
 	agent, name, err := agents.AgentOf(ctx, pv.Spec.CSI.VolumeHandle)
 	if err != nil {

@@ -55,7 +55,7 @@ func (r *SourceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err := r.Get(ctx, req.NamespacedName, rs); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if rs.Spec.External == nil || rs.Spec.External.Provider != volsyncv1alpha1.ProviderBtrfs {
+	if rs.Spec.External == nil || !volsyncv1alpha1.IsStrata(rs.Spec.External.Provider) {
 		return ctrl.Result{}, nil
 	}
 	before := rs.DeepCopy()
@@ -171,8 +171,8 @@ func (r *SourceReconciler) send(ctx context.Context, rs *volsyncv1alpha1.Replica
 	if err := r.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: name}, rd); err != nil {
 		return wire.Replica{}, Destination{}, fmt.Errorf("ReplicationDestination %s/%s: %w", rs.Namespace, name, err)
 	}
-	if rd.Spec.External == nil || rd.Spec.External.Provider != volsyncv1alpha1.ProviderBtrfs {
-		return wire.Replica{}, Destination{}, fmt.Errorf("ReplicationDestination %s/%s is not a %s one", rs.Namespace, name, volsyncv1alpha1.ProviderBtrfs)
+	if rd.Spec.External == nil || rd.Spec.External.Provider != rs.Spec.External.Provider {
+		return wire.Replica{}, Destination{}, fmt.Errorf("ReplicationDestination %s/%s is not a %s one, as the source is", rs.Namespace, name, rs.Spec.External.Provider)
 	}
 	dest, ok := DestinationOf(rd)
 	if !ok {
@@ -182,12 +182,12 @@ func (r *SourceReconciler) send(ctx context.Context, rs *volsyncv1alpha1.Replica
 	if err != nil {
 		return wire.Replica{}, dest, err
 	}
-	agent, volume, err := ClaimVolume(ctx, r.Client, r.Agents, rs.Namespace, rs.Spec.SourcePVC)
+	agent, volume, err := ClaimVolume(ctx, r.Client, r.Agents, rs.Spec.External.Provider, rs.Namespace, rs.Spec.SourcePVC)
 	if err != nil {
 		return wire.Replica{}, dest, err
 	}
 	if agent.URL == dest.Agent {
-		return wire.Replica{}, dest, fmt.Errorf("claim %s and the destination's claim are on the same agent %s: a pair on one node survives no node loss; put the destination claim on another node's btrfs class", rs.Spec.SourcePVC, agent.URL)
+		return wire.Replica{}, dest, fmt.Errorf("claim %s and the destination's claim are on the same agent %s: a pair on one node survives no node loss; put the destination claim on another node", rs.Spec.SourcePVC, agent.URL)
 	}
 	if _, err := agent.SetPair(ctx, dest.Pair, wire.PairRequest{Volume: volume, Token: token}); err != nil {
 		return wire.Replica{}, dest, fmt.Errorf("setting up pair %s on agent %s: %w", dest.Pair, agent.URL, err)

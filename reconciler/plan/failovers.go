@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	failoverv1alpha1 "github.com/strata-gitops/strata/api/failover/v1alpha1"
+	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
 	"github.com/strata-gitops/strata/failover/pairs"
 	"github.com/strata-gitops/strata/storage/csi/btrfsbackend"
@@ -60,9 +61,9 @@ func failoverProblems(ctx context.Context, r client.Reader, fo *failoverv1alpha1
 	if fo.Spec.Primary.Node == fo.Spec.Backup.Node {
 		add(fmt.Errorf("primary and backup are both on node %s: a pair on one node survives no node loss", fo.Spec.Primary.Node))
 	}
-	primary, err := sideVolume(ctx, r, fo.Namespace, fo.Spec.Primary, "primary")
+	primary, primaryClass, err := sideVolume(ctx, r, fo.Namespace, fo.Spec.Primary, "primary")
 	add(err)
-	backup, err := sideVolume(ctx, r, fo.Namespace, fo.Spec.Backup, "backup")
+	backup, backupClass, err := sideVolume(ctx, r, fo.Namespace, fo.Spec.Backup, "backup")
 	add(err)
 	if primary != nil && backup != nil {
 		add(pairs.Sizes(fo, primary, backup))
@@ -76,43 +77,71 @@ func failoverProblems(ctx context.Context, r client.Reader, fo *failoverv1alpha1
 	if errRS == nil && errRD == nil {
 		add(pairs.Replication(fo, rs, rd))
 	}
+	if errRS == nil && rs.Spec.External != nil {
+		add(moverOfClass(rs.Spec.External.Provider, fo.Spec.Primary.Claim, primaryClass, "primary"))
+		add(moverOfClass(rs.Spec.External.Provider, fo.Spec.Backup.Claim, backupClass, "backup"))
+	}
 	return problems
 }
 
+// moverOfClass checks that the pair's provider replicates the volumes of
+// a side's class: btrfs classes strata.dev/btrfs, LVM ones strata.dev/lvm.
+func moverOfClass(provider, claim string, sc *storagev1.StorageClass, side string) error {
+	if sc == nil || sc.Provisioner != storagev1alpha1.CSIDriver || !volsyncv1alpha1.IsStrata(provider) {
+		return nil
+	}
+	kind, mover := "an LVM class", volsyncv1alpha1.ProviderLVM
+	if btrfsbackend.IsClass(sc.Parameters) {
+		kind, mover = "a btrfs class", volsyncv1alpha1.ProviderBtrfs
+	}
+	if mover != provider {
+		return fmt.Errorf("the %s claim %s is on StorageClass %s, %s, which %s does not replicate: set spec.external.provider %s on the pair, or use a class %s replicates",
+			side, claim, sc.Name, kind, provider, mover, provider)
+	}
+	return nil
+}
+
 // sideVolume checks a side's claim, and its class and volume where the
-// revision declares them; it returns the volume when it is declared.
-func sideVolume(ctx context.Context, r client.Reader, ns string, s failoverv1alpha1.Side, side string) (*corev1.PersistentVolume, error) {
+// revision declares them; it returns the volume and the class when they
+// are declared.
+func sideVolume(ctx context.Context, r client.Reader, ns string, s failoverv1alpha1.Side, side string) (*corev1.PersistentVolume, *storagev1.StorageClass, error) {
 	pvc := &corev1.PersistentVolumeClaim{}
 	if err := inRevision(ctx, r, ns, s.Claim, pvc, "the "+side+" claim"); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	var sc *storagev1.StorageClass
 	if class := pvc.Spec.StorageClassName; class != nil && *class != "" {
-		sc := &storagev1.StorageClass{}
-		if err := r.Get(ctx, client.ObjectKey{Name: *class}, sc); err == nil {
-			if err := classOnNode(sc, s, side); err != nil {
-				return nil, err
-			}
+		sc = &storagev1.StorageClass{}
+		if err := r.Get(ctx, client.ObjectKey{Name: *class}, sc); err != nil {
+			sc = nil
+		} else if err := classOnNode(sc, s, side); err != nil {
+			return nil, sc, err
 		}
 	}
 	if pvc.Spec.VolumeName == "" {
-		return nil, nil // provisioned on the node that has room: nothing to check yet
+		return nil, sc, nil // provisioned on the node that has room: nothing to check yet
 	}
 	pv := &corev1.PersistentVolume{}
 	if err := r.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, pv); err != nil {
-		return nil, nil //nolint:nilerr // a volume made outside Git is checked by the controller
+		return nil, sc, nil //nolint:nilerr // a volume made outside Git is checked by the controller
 	}
 	if !pairs.OnNode(pv, s.Node) {
-		return nil, fmt.Errorf("volume %s of the %s claim %s is not pinned to node %s by its node affinity", pv.Name, side, s.Claim, s.Node)
+		return nil, sc, fmt.Errorf("volume %s of the %s claim %s is not pinned to node %s by its node affinity", pv.Name, side, s.Claim, s.Node)
 	}
-	return pv, nil
+	return pv, sc, nil
 }
 
 // classOnNode checks that a side's class can hold its volume on its
-// node: a btrfs class, and a node-local one's host the side's node.
+// node: one of strata's classes (btrfs, replicated by strata.dev/btrfs,
+// or LVM, by strata.dev/lvm), and a node-local btrfs one's host the
+// side's node.
 func classOnNode(sc *storagev1.StorageClass, s failoverv1alpha1.Side, side string) error {
+	if sc.Provisioner != storagev1alpha1.CSIDriver {
+		return fmt.Errorf("the %s claim %s is on StorageClass %s of %s: strata's movers replicate strata's volumes; use a strata class on node %s",
+			side, s.Claim, sc.Name, sc.Provisioner, s.Node)
+	}
 	if !btrfsbackend.IsClass(sc.Parameters) {
-		return fmt.Errorf("the %s claim %s is on StorageClass %s, which is not a btrfs class (no %s): strata.dev/btrfs replicates btrfs volumes; use a btrfs class on node %s",
-			side, s.Claim, sc.Name, btrfsbackend.AgentURLParameter, s.Node)
+		return nil // an LVM class: its volumes are on the node the claim is first used on
 	}
 	if host := sc.Parameters[btrfsbackend.HostNodeParameter]; host != "" && host != s.Node {
 		return fmt.Errorf("the %s claim %s is on StorageClass %s, whose volumes are on node %s (%s), not on the %s node %s",

@@ -9,10 +9,17 @@ import (
 // to: agent to agent, incremental `btrfs send` of read-only snapshots.
 const ProviderBtrfs = "strata.dev/btrfs"
 
+// ProviderLVM is the external provider strata's LVM mover answers to:
+// node agent to node agent, a block delta between thin snapshots.
+const ProviderLVM = "strata.dev/lvm"
+
+// IsStrata says whether a provider is one of strata's movers.
+func IsStrata(provider string) bool { return provider == ProviderBtrfs || provider == ProviderLVM }
+
 // ExternalSpec hands a pair to an external mover, VolSync's extension
 // point: Provider names the mover (domain/name), Parameters are its own.
 type ExternalSpec struct {
-	// Provider is the mover, such as strata.dev/btrfs.
+	// Provider is the mover, such as strata.dev/btrfs or strata.dev/lvm.
 	Provider string `json:"provider,omitempty"`
 	// Parameters are the mover's settings; docs/failover.md lists
 	// strata's.

@@ -91,7 +91,7 @@ func (a Agent) Claim(t testing.TB, c client.Client, ns, name, node string) {
 	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name}, Spec: corev1.PersistentVolumeSpec{
 		Capacity: corev1.ResourceList{corev1.ResourceStorage: size}, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 		PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
-			Driver: storagev1alpha1.CSIDriver, VolumeHandle: a.Class + "|" + name}},
+			Driver: storagev1alpha1.CSIDriver, VolumeHandle: a.Class + "|" + name, VolumeAttributes: btrfsbackend.Context()}},
 		StorageClassName: a.Class,
 		NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
 			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}}},

@@ -59,6 +59,9 @@ const (
 // IsClass says whether StorageClass parameters are a btrfs class's.
 func IsClass(params map[string]string) bool { return params[AgentURLParameter] != "" }
 
+// Context is the volume context that marks a btrfs volume.
+func Context() map[string]string { return map[string]string{BackendContext: backendBtrfs} }
+
 // InContext says whether a volume context is a btrfs volume's.
 func InContext(volumeContext map[string]string) bool {
 	return volumeContext[BackendContext] == backendBtrfs
@@ -194,7 +197,7 @@ func (b *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 	return &csi.CreateVolumeResponse{Volume: &csi.Volume{
 		VolumeId:           backend.VolumeID{StorageClass: sc.Name, Name: v.Name}.String(),
 		CapacityBytes:      v.SizeBytes,
-		VolumeContext:      map[string]string{BackendContext: backendBtrfs},
+		VolumeContext:      Context(),
 		ContentSource:      req.GetVolumeContentSource(),
 		AccessibleTopology: topology,
 	}}, nil

@@ -56,7 +56,7 @@ func (b *Controller) Volumes(ctx context.Context) ([]*csi.ListVolumesResponse_En
 		for _, v := range vs {
 			entries = append(entries, &csi.ListVolumesResponse_Entry{Volume: &csi.Volume{
 				VolumeId: backend.VolumeID{StorageClass: sc.Name, Name: v.Name}.String(), CapacityBytes: v.SizeBytes,
-				VolumeContext: map[string]string{BackendContext: backendBtrfs}}})
+				VolumeContext: Context()}})
 		}
 		return nil
 	})
