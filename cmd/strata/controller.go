@@ -52,6 +52,9 @@ func controllerCommand() *cobra.Command {
 		"refuse Kustomizations whose sourceRef or dependsOn names another namespace (multi-tenancy lockdown)")
 	f.BoolVar(&o.AllowInsecureHTTPAuth, "insecure-allow-http-auth", o.AllowInsecureHTTPAuth, "let GitRepositories send credentials to plain http:// URLs (they cross the network in clear)")
 	f.StringVar(&o.LeaseNamespace, "lease-namespace", o.LeaseNamespace, "namespace of the agents' node Leases, which failover reads")
+	f.IntVar(&o.LVMPairs.Port, "lvm-pairs-port", 8421, "port of the node agents' pair API (their --pairs-listen), which the LVM mover is driven through")
+	f.StringVar(&o.LVMPairs.Tokens, "lvm-pairs-tokens-secret", "", "namespace/name of the Secret of the node agents' tenants (one key: the controller's tenant, its token); empty replicates no logical volume")
+	f.StringVar(&o.LVMPairs.CA, "lvm-pairs-ca-secret", "", "namespace/name of a Secret whose ca.crt the node agents' certificates chain to; empty calls them over plain HTTP")
 	f.DurationVar(&o.SelfFenceAfter, "self-fence-after", o.SelfFenceAfter, "how long after a node's last Lease renewal a Failover with fencing AgentSelfFence counts the node fenced: more than the agents' --self-fence-after, their check interval and the clock skew between nodes")
 	f.StringVar(&o.WatchLabelSelector, "watch-label-selector", o.WatchLabelSelector, "reconcile only objects matching this label selector (sharding, e.g. sharding.fluxcd.io/key=shard1)")
 	return cmd

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"net/http"
 	"os"
@@ -50,11 +48,9 @@ func (f *agentFlags) client() (*volumeapi.Client, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--ca-file: %w", err)
 		}
-		roots := x509.NewCertPool()
-		if !roots.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--ca-file %s holds no PEM certificate", f.caFile)
+		if c.HTTP, err = volumeapi.TrustingCA(pem, 30*time.Second); err != nil {
+			return nil, fmt.Errorf("--ca-file %s: %w", f.caFile, err)
 		}
-		c.HTTP.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}
 	}
 	return c, nil
 }

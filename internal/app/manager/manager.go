@@ -16,7 +16,9 @@ import (
 
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
 	failovercontroller "github.com/strata-gitops/strata/failover/controller"
+	"github.com/strata-gitops/strata/failover/lvmagents"
 	"github.com/strata-gitops/strata/failover/replication"
+	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 	"github.com/strata-gitops/strata/storage/csi/btrfsbackend"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
@@ -70,6 +72,9 @@ type Options struct {
 	// counts it fenced (docs/failover.md).
 	LeaseNamespace string
 	SelfFenceAfter time.Duration
+	// LVMPairs reach the node agents' pair API for the LVM mover; with no
+	// Tokens Secret, logical volumes are not replicated.
+	LVMPairs LVMPairs
 }
 
 // Defaults are the flag defaults.
@@ -210,16 +215,45 @@ func localAddr(bind string) string {
 	return bind
 }
 
+// LVMPairs say how the controller reaches the node agents' pair API
+// (lvmagents.Agents): the port, the Secret of the agents' tenants (the
+// controller's tenant and token), and the Secret of the CA their
+// certificates chain to, each namespace/name.
+type LVMPairs struct {
+	Port       int
+	Tokens, CA string
+}
+
+// agents resolves volume handles to their agents: logical volumes to the
+// node agents' pair API when it is configured, the rest to btrfs hosts.
+func (p LVMPairs) agents(mgr manager.Manager, btrfs replication.Agents) (replication.Agents, error) {
+	if p.Tokens == "" {
+		return btrfs, nil
+	}
+	tokens, err := volumeapi.SecretKey("lvm-pairs-tokens-secret", p.Tokens)
+	if err != nil {
+		return nil, err
+	}
+	ca, err := volumeapi.SecretKey("lvm-pairs-ca-secret", p.CA)
+	if err != nil {
+		return nil, err
+	}
+	return &lvmagents.Agents{Client: mgr.GetClient(), Port: p.Port, Tokens: tokens, CA: ca, Timeout: 30 * time.Second, Others: btrfs}, nil
+}
+
 // registerFailover runs strata's VolSync mover and the Failover
 // controller where the cluster serves VolSync's kinds (the chart's CRDs,
 // or VolSync's own); without them there is nothing to reconcile, and the
 // rest of strata still runs.
 func registerFailover(ctx context.Context, mgr manager.Manager, o Options) error {
 	if _, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: volsyncv1alpha1.GroupVersion.Group, Kind: "ReplicationSource"}); err != nil {
-		log.FromContext(ctx).Info("VolSync's kinds are not served: replication with provider strata.dev/btrfs and failover are off", "reason", err.Error())
+		log.FromContext(ctx).Info("VolSync's kinds are not served: replication (strata.dev/btrfs, strata.dev/lvm) and failover are off", "reason", err.Error())
 		return nil
 	}
-	agents := btrfsbackend.New(mgr.GetClient(), mgr.GetAPIReader(), 30*time.Second)
+	agents, err := o.LVMPairs.agents(mgr, btrfsbackend.New(mgr.GetClient(), mgr.GetAPIReader(), 30*time.Second))
+	if err != nil {
+		return err
+	}
 	if err := (&replication.DestinationReconciler{Client: mgr.GetClient(), Agents: agents, Refresh: 30 * time.Second}).SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -159,7 +159,7 @@ func (o Options) served(ctx context.Context, c client.Reader) (serving, error) {
 	if sv.peerHTTP, err = o.peerHTTP(); err != nil {
 		return sv, err
 	}
-	secret, err := secretKey("tenants-secret", o.TenantsSecret)
+	secret, err := SecretKey("tenants-secret", o.TenantsSecret)
 	if err != nil {
 		return sv, err
 	}
@@ -210,7 +210,8 @@ func reloadTenants(ctx context.Context, tenants *Tenants, load func() (map[strin
 	}
 }
 
-func secretKey(flag, s string) (client.ObjectKey, error) {
+// SecretKey reads a flag's namespace/name; empty is the zero key.
+func SecretKey(flag, s string) (client.ObjectKey, error) {
 	if s == "" {
 		return client.ObjectKey{}, nil
 	}

@@ -45,7 +45,7 @@ func (o ImageOptions) open(ctx context.Context, c client.Reader, store *volumes.
 
 // credentials reads the bucket credentials from their Secret.
 func (o ImageOptions) credentials(ctx context.Context, c client.Reader) (provision.BucketImages, error) {
-	key, err := secretKey("image-credentials-secret", o.CredentialsSecret)
+	key, err := SecretKey("image-credentials-secret", o.CredentialsSecret)
 	if err != nil || key.Name == "" {
 		return provision.BucketImages{}, err
 	}

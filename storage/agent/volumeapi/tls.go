@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/big"
 	"net"
@@ -61,13 +62,23 @@ func (o Options) peerHTTP() (*http.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--volume-api-tls-ca-cert: %w", err)
 	}
+	c, err := TrustingCA(caCert, 0)
+	if err != nil {
+		return nil, fmt.Errorf("--volume-api-tls-ca-cert %s: %w", o.TLSCACert, err)
+	}
+	return c, nil
+}
+
+// TrustingCA is an HTTP client that trusts only the CA certificates in
+// caPEM, with the timeout (0: none).
+func TrustingCA(caPEM []byte, timeout time.Duration) (*http.Client, error) {
 	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(caCert) {
-		return nil, fmt.Errorf("--volume-api-tls-ca-cert %s holds no PEM certificate", o.TLSCACert)
+	if !roots.AppendCertsFromPEM(caPEM) {
+		return nil, errors.New("no PEM certificate in it")
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
-	return &http.Client{Transport: transport}, nil
+	return &http.Client{Timeout: timeout, Transport: transport}, nil
 }
 
 // hostIdentity is what a serving certificate of this host names: its

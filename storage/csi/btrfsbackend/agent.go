@@ -2,8 +2,6 @@ package btrfsbackend
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"maps"
@@ -72,13 +70,10 @@ func (b *Controller) httpFor(ctx context.Context, sc *storagev1.StorageClass, ag
 	if cached, ok := b.clients.Load(string(caPEM)); ok {
 		return cached.(*http.Client), nil
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(caPEM) {
+	c, err := volumeapi.TrustingCA(caPEM, b.http.Timeout)
+	if err != nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "StorageClass %s: Secret %s has no PEM certificate under ca.crt", sc.Name, ref)
 	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-	c := &http.Client{Timeout: b.http.Timeout, Transport: transport}
 	actual, _ := b.clients.LoadOrStore(string(caPEM), c)
 	return actual.(*http.Client), nil
 }
