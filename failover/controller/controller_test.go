@@ -28,6 +28,7 @@ import (
 	"github.com/strata-gitops/strata/failover/lease"
 	"github.com/strata-gitops/strata/internal/testing/btrfsagent"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
+	"github.com/strata-gitops/strata/internal/testing/volsynctest"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
@@ -119,7 +120,7 @@ func (w *world) app(t testing.TB) {
 	if err := w.c.Create(ctx, d); err != nil {
 		t.Fatal(err)
 	}
-	btrfsagent.Pair(t, w.c, w.ns, "db", "db", "db-backup", "db-backup", "one")
+	volsynctest.Pair(t, w.c, volsyncv1alpha1.ProviderBtrfs, w.ns, "db", "db", "db-backup", "db-backup", "one")
 	testenv.Eventually(t, timeout, func() error {
 		rd := &volsyncv1alpha1.ReplicationDestination{}
 		if err := w.c.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: "db-backup"}, rd); err != nil {
@@ -267,8 +268,8 @@ func TestALostNodeFailsOverAndBack(t *testing.T) {
 	// never saw.
 	wantServes(t, w.a, "db", map[string][]byte{"synced": synced, "during": during}, "after-sync")
 	// Replication runs forward again, from the replica both now hold.
-	btrfsagent.SetManual(t, w.c, w.ns, "db", "two")
-	st := btrfsagent.Synced(t, w.c, w.ns, "db", "two")
+	volsynctest.SetManual(t, w.c, w.ns, "db", "two")
+	st := volsynctest.Synced(t, w.c, w.ns, "db", "two")
 	if st.LatestMoverStatus == nil || !strings.Contains(st.LatestMoverStatus.Logs, "changes since replica") {
 		t.Fatalf("the first sync after failback: %+v, want an incremental one", st.LatestMoverStatus)
 	}

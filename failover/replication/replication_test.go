@@ -21,6 +21,7 @@ import (
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
 	"github.com/strata-gitops/strata/internal/testing/btrfsagent"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
+	"github.com/strata-gitops/strata/internal/testing/volsynctest"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
@@ -62,15 +63,15 @@ func TestManualSyncsReplicateAgentToAgent(t *testing.T) {
 	w.a.Claim(t, w.c, w.ns, "db", "node-a")
 	w.b.Claim(t, w.c, w.ns, "db-backup", "node-b")
 	first := w.a.Write(t, "db", "first", 8*mib)
-	btrfsagent.Pair(t, w.c, w.ns, "db", "db", "db-backup", "db-backup", "one")
-	st := btrfsagent.Synced(t, w.c, w.ns, "db", "one")
+	volsynctest.Pair(t, w.c, volsyncv1alpha1.ProviderBtrfs, w.ns, "db", "db", "db-backup", "db-backup", "one")
+	st := volsynctest.Synced(t, w.c, w.ns, "db", "one")
 	if st.LatestMoverStatus == nil || st.LatestMoverStatus.Result != volsyncv1alpha1.MoverResultSuccessful ||
 		st.LastSyncTime == nil || st.LastSyncDuration == nil || st.External["replica"] != "1" {
 		t.Fatalf("after the first sync the source's status is %+v", st)
 	}
 	second := w.a.Write(t, "db", "second", 1*mib)
-	btrfsagent.SetManual(t, w.c, w.ns, "db", "two")
-	st = btrfsagent.Synced(t, w.c, w.ns, "db", "two")
+	volsynctest.SetManual(t, w.c, w.ns, "db", "two")
+	st = volsynctest.Synced(t, w.c, w.ns, "db", "two")
 	sent, _ := strconv.ParseInt(st.External["streamBytes"], 10, 64)
 	t.Logf("second sync: %s", st.LatestMoverStatus.Logs)
 	if st.External["replica"] != "2" || sent < 1*mib || sent > 2*mib {
@@ -112,7 +113,7 @@ func TestBadPairsGetAClearCondition(t *testing.T) {
 	w := newWorld(t)
 	w.a.Claim(t, w.c, w.ns, "db", "node-a")
 	w.a.Claim(t, w.c, w.ns, "db-same-node", "node-a")
-	btrfsagent.Pair(t, w.c, w.ns, "db", "db", "db-backup", "db-same-node", "one")
+	volsynctest.Pair(t, w.c, volsyncv1alpha1.ProviderBtrfs, w.ns, "db", "db", "db-backup", "db-same-node", "one")
 	w.wantCondition(t, &volsyncv1alpha1.ReplicationSource{}, "db", "same agent")
 
 	rd := &volsyncv1alpha1.ReplicationDestination{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "nameless"},

@@ -22,13 +22,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	failoverv1alpha1 "github.com/strata-gitops/strata/api/failover/v1alpha1"
+	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
 	"github.com/strata-gitops/strata/failover/controller"
 	"github.com/strata-gitops/strata/failover/lease"
 	"github.com/strata-gitops/strata/internal/local/cluster"
 	"github.com/strata-gitops/strata/internal/local/images"
 	"github.com/strata-gitops/strata/internal/local/kubenode"
-	"github.com/strata-gitops/strata/internal/testing/btrfsagent"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
+	"github.com/strata-gitops/strata/internal/testing/volsynctest"
 )
 
 // ledgerBallast is the MiB of data the ledger's volume holds besides its
@@ -162,7 +163,7 @@ func (l *ledger) syncKilledHalfway() {
 		l.t.Fatal(err)
 	}
 	defer func() { _ = l.b.Slow(0) }()
-	btrfsagent.SetManual(l.t, l.cl, l.ns, "ledger", "cut")
+	volsynctest.SetManual(l.t, l.cl, l.ns, "ledger", "cut")
 	receiving := l.waitProcess(l.b, "btrfs", "receive")
 	agent := l.waitProcess(l.b, "agent", "--lvm=false")
 	for _, pid := range []int{agent, receiving} {
@@ -174,7 +175,7 @@ func (l *ledger) syncKilledHalfway() {
 	if seq, lines := l.newestReplica(l.b); seq != kept || lines != keptLines {
 		l.t.Fatalf("after the receiving agent was killed, %s's newest replica is %d (%d lines), not %d (%d lines)", l.b.Name(), seq, lines, kept, keptLines)
 	}
-	btrfsagent.Synced(l.t, l.cl, l.ns, "ledger", "cut")
+	volsynctest.Synced(l.t, l.cl, l.ns, "ledger", "cut")
 	seq, _ := l.newestReplica(l.b)
 	check := fmt.Sprintf("cd %s && ls -a && sha256sum < %d/data/big", l.pairDir(), seq)
 	out, err := l.b.Command("sh", "-c", check).Output()
@@ -260,7 +261,7 @@ func (l *ledger) create() {
 		claim.Spec.StorageClassName = &class
 	}
 	create(l.t, l.cl, primary, backup)
-	btrfsagent.Pair(l.t, l.cl, l.ns, "ledger", primary.Name, "ledger-backup", backup.Name, "")
+	volsynctest.Pair(l.t, l.cl, volsyncv1alpha1.ProviderBtrfs, l.ns, "ledger", primary.Name, "ledger-backup", backup.Name, "")
 	fo := &failoverv1alpha1.Failover{ObjectMeta: metav1.ObjectMeta{Namespace: l.ns, Name: "ledger"}, Spec: failoverv1alpha1.FailoverSpec{
 		Workload:    failoverv1alpha1.WorkloadReference{Kind: "Deployment", Name: "ledger"},
 		Primary:     failoverv1alpha1.Side{Node: l.a.Name(), Claim: primary.Name},
@@ -313,8 +314,8 @@ func (l *ledger) waitPhase(phase failoverv1alpha1.Phase, side failoverv1alpha1.A
 func (l *ledger) sync(trigger string, node *kubenode.Node) []line {
 	l.t.Helper()
 	lines := l.serving(node, 10)
-	btrfsagent.SetManual(l.t, l.cl, l.ns, "ledger", trigger)
-	btrfsagent.Synced(l.t, l.cl, l.ns, "ledger", trigger)
+	volsynctest.SetManual(l.t, l.cl, l.ns, "ledger", trigger)
+	volsynctest.Synced(l.t, l.cl, l.ns, "ledger", trigger)
 	return lines
 }
 
