@@ -26,9 +26,11 @@ import (
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
 	"github.com/strata-gitops/strata/failover/controller"
 	"github.com/strata-gitops/strata/failover/lease"
+	"github.com/strata-gitops/strata/failover/replication"
 	"github.com/strata-gitops/strata/internal/testing/btrfsagent"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/internal/testing/volsynctest"
+	"github.com/strata-gitops/strata/storage/csi/btrfsbackend"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
@@ -50,18 +52,32 @@ type world struct {
 	ns    string
 	a, b  btrfsagent.Agent
 	beats map[string]context.CancelFunc
+	// provider is the pair's mover; agents how the controllers reach
+	// the agents.
+	provider string
+	agents   func(manager.Manager) replication.Agents
 	// stop stops the running controllers.
 	stop func()
+}
+
+// emptyWorld is the world's namespace, with no agents yet.
+func emptyWorld(t testing.TB) *world {
+	t.Helper()
+	w := &world{c: testenv.Get(t).Client, ns: fmt.Sprintf("fo-%d-%d", os.Getpid(), counter.Add(1)), beats: map[string]context.CancelFunc{}}
+	if err := w.c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.ns}}); err != nil {
+		t.Fatal(err)
+	}
+	return w
 }
 
 func newWorld(t testing.TB, selfFenceAfter time.Duration) *world {
 	t.Helper()
 	testenv.NeedRoot(t, "btrfs on loop devices")
-	env := testenv.Get(t)
 	ctx := context.Background()
-	w := &world{c: env.Client, ns: fmt.Sprintf("fo-%d-%d", os.Getpid(), counter.Add(1)), beats: map[string]context.CancelFunc{}}
-	if err := w.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.ns}}); err != nil {
-		t.Fatal(err)
+	w := emptyWorld(t)
+	w.provider = volsyncv1alpha1.ProviderBtrfs
+	w.agents = func(mgr manager.Manager) replication.Agents {
+		return btrfsbackend.New(mgr.GetClient(), mgr.GetAPIReader(), 30*time.Second)
 	}
 	w.a, w.b = btrfsagent.Start(t, w.c, w.ns, "a"), btrfsagent.Start(t, w.c, w.ns, "b")
 	for _, n := range []string{w.node("a"), w.node("b")} {
@@ -81,8 +97,8 @@ func newWorld(t testing.TB, selfFenceAfter time.Duration) *world {
 // run starts the replication and failover controllers.
 func (w *world) run(t testing.TB, selfFenceAfter time.Duration) {
 	w.stop = testenv.RunManager(t, testenv.Get(t), func(mgr manager.Manager) error {
-		agents, err := btrfsagent.SetUpReplication(mgr)
-		if err != nil {
+		agents := w.agents(mgr)
+		if err := volsynctest.SetUpReplication(mgr, agents); err != nil {
 			return err
 		}
 		return (&controller.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Agents: agents, LeaseNamespace: w.ns,
@@ -120,7 +136,7 @@ func (w *world) app(t testing.TB) {
 	if err := w.c.Create(ctx, d); err != nil {
 		t.Fatal(err)
 	}
-	volsynctest.Pair(t, w.c, volsyncv1alpha1.ProviderBtrfs, w.ns, "db", "db", "db-backup", "db-backup", "one")
+	volsynctest.Pair(t, w.c, w.provider, w.ns, "db", "db", "db-backup", "db-backup", "one")
 	testenv.Eventually(t, timeout, func() error {
 		rd := &volsyncv1alpha1.ReplicationDestination{}
 		if err := w.c.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: "db-backup"}, rd); err != nil {

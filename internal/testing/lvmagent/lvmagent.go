@@ -70,11 +70,11 @@ func (cl Cluster) Agents(c client.Client, others lvmagents.Others) *lvmagents.Ag
 	return &lvmagents.Agents{Client: c, Port: cl.Port, Tokens: cl.Tokens, Timeout: 30 * time.Second, Others: others}
 }
 
-// Start starts the agent of node "node-<name>" on loopback address ip,
-// with the volume group group, and creates the Node with that address.
-func (cl Cluster) Start(t testing.TB, c client.Client, name, ip, group string) Agent {
+// Start starts the agent of node on loopback address ip, with the
+// volume group group, and creates the Node with that address.
+func (cl Cluster) Start(t testing.TB, c client.Client, node, ip, group string) Agent {
 	t.Helper()
-	a := Agent{Node: "node-" + name, Group: group, LVM: thingroup.New(t, group, 256<<20, 192<<20)}
+	a := Agent{Node: node, Group: group, LVM: thingroup.New(t, group, 256<<20, 192<<20)}
 	a.Store = &lvmpairs.Store{LVM: a.LVM, Dir: t.TempDir()}
 	tenants := &volumeapi.Tenants{}
 	if err := tenants.Set(map[string]string{Tenant: Token}); err != nil {
@@ -88,13 +88,13 @@ func (cl Cluster) Start(t testing.TB, c client.Client, name, ip, group string) A
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	ctx := context.Background()
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: a.Node}}
-	if err := c.Create(ctx, node); err != nil {
+	obj := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: a.Node}}
+	if err := c.Create(ctx, obj); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.Delete(context.Background(), node) })
-	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}}
-	if err := c.Status().Update(ctx, node); err != nil {
+	t.Cleanup(func() { _ = c.Delete(context.Background(), obj) })
+	obj.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}}
+	if err := c.Status().Update(ctx, obj); err != nil {
 		t.Fatal(err)
 	}
 	return a
