@@ -27,7 +27,8 @@ var required = []string{"image.repository=images.example/strata", "csiSidecars.r
 
 // everything turns every part of the chart on.
 var everything = append(required, "btrfsHost.enabled=true", "btrfsHost.nodeSelector.strata\\.dev/btrfs-host=true",
-	"btrfsHost.tenantsSecret=tenants", "btrfsHost.tls.secretName=agent-tls", "controller.persistence.existingClaim=strata-data")
+	"btrfsHost.tenantsSecret=tenants", "btrfsHost.tls.secretName=agent-tls", "controller.persistence.existingClaim=strata-data",
+	"agent.replication.enabled=true")
 
 // TestEveryObjectIsValid applies the whole chart to a real API server with
 // strict field validation: a misspelt or misplaced field fails.
@@ -100,6 +101,50 @@ func TestKubeletFindsTheNodeService(t *testing.T) {
 			t.Errorf("the agent's metrics bind to %q, want localhost by default", got)
 		}
 	}
+}
+
+// With the LVM mover on, the controller calls the agents on the port they
+// listen on, with the token of the Secret the agents take their tenants
+// from, trusting the CA that issues their certificates.
+func TestTheControllerReachesTheAgentsPairAPI(t *testing.T) {
+	objects := testenv.RenderChart(t, "r", "strata-system", append(required, "agent.replication.enabled=true", "agent.replication.port=9421")...)
+	agent := containerArgs(t, find(t, objects, "DaemonSet", "r-agent"), "agent")
+	controller := containerArgs(t, find(t, objects, "Deployment", "r-controller"), "controller")
+	if got := flag(agent, "--pairs-listen"); got != ":9421" || flag(controller, "--lvm-pairs-port") != "9421" {
+		t.Errorf("the agents listen on %q, the controller calls port %q", got, flag(controller, "--lvm-pairs-port"))
+	}
+	tokens := flag(controller, "--lvm-pairs-tokens-secret")
+	if tokens == "" || flag(agent, "--tenants-secret") != tokens {
+		t.Errorf("the controller's token Secret %q is not the agents' tenants %q", tokens, flag(agent, "--tenants-secret"))
+	}
+	secret := find(t, objects, "Secret", strings.TrimPrefix(tokens, "strata-system/"))
+	data, _, _ := unstructured.NestedStringMap(secret.Object, "data")
+	if len(data) != 1 || len(data["strata"]) < 40 {
+		t.Errorf("the tenants Secret holds %v; want one tenant with a long random token", data)
+	}
+	ca := find(t, objects, "Secret", strings.TrimPrefix(flag(controller, "--lvm-pairs-ca-secret"), "strata-system/"))
+	if _, ok, _ := unstructured.NestedString(ca.Object, "data", "ca.crt"); !ok || flag(agent, "--volume-api-tls-ca-cert") == "" {
+		t.Error("the agents do not serve TLS from the CA the controller trusts")
+	}
+	find(t, objects, "Role", "r-agent-pairs")
+	if hostPID, _, _ := unstructured.NestedBool(find(t, objects, "DaemonSet", "r-agent").Object, "spec", "template", "spec", "hostPID"); !hostPID {
+		t.Error("the agent does not see the node's processes, which a self-fence kills")
+	}
+}
+
+// containerArgs are the args of a workload's container.
+func containerArgs(t *testing.T, workload *unstructured.Unstructured, container string) []string {
+	t.Helper()
+	containers, _, _ := unstructured.NestedSlice(workload.Object, "spec", "template", "spec", "containers")
+	for _, c := range containers {
+		c := c.(map[string]any)
+		if c["name"] == container {
+			args, _, _ := unstructured.NestedStringSlice(c, "args")
+			return args
+		}
+	}
+	t.Fatalf("%s %s has no container %s", workload.GetKind(), workload.GetName(), container)
+	return nil
 }
 
 func flag(args []string, name string) string {
