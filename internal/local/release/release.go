@@ -70,13 +70,14 @@ type Options struct {
 
 // Values are the chart values of the local cluster: the local images,
 // the loopback volume manager (this machine's kernel may lack
-// device-mapper, and the manager is named, never fallen back to), and the
-// snapshot controller.
+// device-mapper, and the manager is named, never fallen back to), the
+// LVM mover, and the snapshot controller.
 func Values() []string {
 	v := []string{
 		"image.repository=" + Registry + "/strata", "image.tag=local", "image.pullPolicy=IfNotPresent",
 		"csiSidecars.registry=" + Registry,
 		"agent.backend=loopback",
+		"agent.replication.enabled=true",
 		"snapshotController.enabled=true",
 	}
 	for _, s := range Sidecars {

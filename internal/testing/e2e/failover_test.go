@@ -17,6 +17,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -234,19 +235,27 @@ func (l *ledger) waitProcess(node *kubenode.Node, words ...string) int {
 	return found
 }
 
-// ledger is the app of TestFailoverOnRealNodes, primary on a, backup on b.
+// ledger is the app of TestFailoverOnRealNodes, primary on a, backup on b,
+// replicated by provider.
 type ledger struct {
-	t    testing.TB
-	cl   client.Client
-	ns   string
-	a, b *kubenode.Node
+	t        testing.TB
+	cl       client.Client
+	ns       string
+	a, b     *kubenode.Node
+	provider string
 }
 
-// newLedger runs the ledger in a namespace of its own and waits until
-// its Failover protects it.
+// newLedger runs the ledger on node-local btrfs claims in a namespace of
+// its own and waits until its Failover protects it.
 func newLedger(t testing.TB, c *cluster.Cluster, cl client.Client, ns string) *ledger {
+	return newLedgerOf(t, c, cl, ns, volsyncv1alpha1.ProviderBtrfs)
+}
+
+// newLedgerOf is newLedger with the mover provider: strata.dev/btrfs on
+// node-local btrfs classes, strata.dev/lvm on the LVM class "fast".
+func newLedgerOf(t testing.TB, c *cluster.Cluster, cl client.Client, ns, provider string) *ledger {
 	t.Helper()
-	l := &ledger{t: t, cl: cl, ns: namespaceFor(t, cl, ns), a: c.Nodes[0], b: c.Nodes[1]}
+	l := &ledger{t: t, cl: cl, ns: namespaceFor(t, cl, ns), a: c.Nodes[0], b: c.Nodes[1], provider: provider}
 	l.create()
 	l.waitPhase(failoverv1alpha1.PhaseProtected, failoverv1alpha1.ActivePrimary)
 	return l
@@ -256,12 +265,22 @@ func newLedger(t testing.TB, c *cluster.Cluster, cl client.Client, ns string) *l
 // the primary and its Failover.
 func (l *ledger) create() {
 	primary, backup := newClaim(l.ns, "ledger", "1Gi"), newClaim(l.ns, "ledger-backup", "1Gi")
-	for claim, node := range map[*corev1.PersistentVolumeClaim]*kubenode.Node{primary: l.a, backup: l.b} {
-		class := localClass(node.Name())
-		claim.Spec.StorageClassName = &class
+	if l.provider == volsyncv1alpha1.ProviderBtrfs {
+		for claim, node := range map[*corev1.PersistentVolumeClaim]*kubenode.Node{primary: l.a, backup: l.b} {
+			class := localClass(node.Name())
+			claim.Spec.StorageClassName = &class
+		}
+		create(l.t, l.cl, primary, backup)
+	} else {
+		// An LVM claim lands on the node of its first pod: each is bound
+		// there before the pair is made.
+		primary.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("256Mi")
+		backup.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("256Mi")
+		create(l.t, l.cl, primary, backup)
+		bindOn(l.t, l.cl, primary, l.a)
+		bindOn(l.t, l.cl, backup, l.b)
 	}
-	create(l.t, l.cl, primary, backup)
-	volsynctest.Pair(l.t, l.cl, volsyncv1alpha1.ProviderBtrfs, l.ns, "ledger", primary.Name, "ledger-backup", backup.Name, "")
+	volsynctest.Pair(l.t, l.cl, l.provider, l.ns, "ledger", primary.Name, "ledger-backup", backup.Name, "")
 	fo := &failoverv1alpha1.Failover{ObjectMeta: metav1.ObjectMeta{Namespace: l.ns, Name: "ledger"}, Spec: failoverv1alpha1.FailoverSpec{
 		Workload:    failoverv1alpha1.WorkloadReference{Kind: "Deployment", Name: "ledger"},
 		Primary:     failoverv1alpha1.Side{Node: l.a.Name(), Claim: primary.Name},
