@@ -3,7 +3,8 @@
 # of kubectl kustomize (hack/planbench); the CSI driver's LVM backend beside
 # the bare loop-device steps and its btrfs backend beside btrfs-progs
 # (hack/csibench, root only); btrfs replication agent to agent beside
-# btrfs send | btrfs receive (hack/replbench, root only); image jobs beside
+# btrfs send | btrfs receive, and the LVM mover beside a whole dd copy
+# (hack/replbench, root only); image jobs beside
 # a download plus qemu-img convert alone (hack/imagebench, root only); node loss to the app
 # on the backup, against an API server and on the local cluster's nodes
 # (root only); then the engine on a local control plane,
@@ -22,6 +23,7 @@ if [ "$(id -u)" = 0 ]; then
   go run ./hack/csibench
   go run ./hack/csibench -backend btrfs
   go run ./hack/replbench
+  go run ./hack/replbench -mover lvm
   bash hack/tools.sh minio
   go run ./hack/imagebench
   go test -run '^$' -bench BenchmarkNodeLossToReady -benchtime 3x ./failover/controller

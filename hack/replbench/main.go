@@ -1,6 +1,7 @@
 // Command replbench measures strata's btrfs replication beside its floor,
-// `btrfs send | btrfs receive` between the same two filesystems, and
-// what a failback moves beside what changed:
+// `btrfs send | btrfs receive` between the same two filesystems (with
+// -mover lvm, the LVM mover beside a whole dd copy: lvm.go), and what a
+// failback moves beside what changed:
 //
 //   - a whole first sync of a volume of -size bytes;
 //   - an incremental sync after -change bytes were rewritten;
@@ -49,6 +50,8 @@ const (
 type config struct {
 	size, change int64
 	rounds       int
+	// mover is btrfs or lvm.
+	mover string
 }
 
 func main() {
@@ -56,6 +59,7 @@ func main() {
 	flag.Int64Var(&c.size, "size", 512<<20, "bytes of data in the volume")
 	flag.Int64Var(&c.change, "change", 32<<20, "bytes rewritten before the incremental sync and written on the backup before failback")
 	flag.IntVar(&c.rounds, "rounds", 3, "rounds; each runs the floor, then strata")
+	flag.StringVar(&c.mover, "mover", "btrfs", "btrfs, or lvm (thin volumes of the loopback volume manager; floor: dd of a snapshot)")
 	flag.Parse()
 	ctrllog.SetLogger(logr.Discard())
 	if os.Geteuid() != 0 {
@@ -125,11 +129,15 @@ type result struct {
 }
 
 func run(dir string, c config) error {
-	fmt.Printf("replication: a %d MiB volume, %d MiB changed, %d rounds (floor: btrfs send | btrfs receive on the same filesystems)\n",
-		c.size>>20, c.change>>20, c.rounds)
+	rounds, floorIs := oneRound, "btrfs send | btrfs receive on the same filesystems"
+	if c.mover == "lvm" {
+		rounds, floorIs = oneLVMRound, "dd of a thin snapshot onto the peer's volume, whole each time"
+	}
+	fmt.Printf("%s replication: a %d MiB volume, %d MiB changed, %d rounds (floor: %s)\n",
+		c.mover, c.size>>20, c.change>>20, c.rounds, floorIs)
 	var all []result
 	for round := 1; round <= c.rounds; round++ {
-		r, err := oneRound(filepath.Join(dir, fmt.Sprint(round)), c)
+		r, err := rounds(filepath.Join(dir, fmt.Sprint(round)), c)
 		if err != nil {
 			return fmt.Errorf("round %d: %w", round, err)
 		}
