@@ -28,7 +28,7 @@ var required = []string{"image.repository=images.example/strata", "csiSidecars.r
 // everything turns every part of the chart on.
 var everything = append(required, "btrfsHost.enabled=true", "btrfsHost.nodeSelector.strata\\.dev/btrfs-host=true",
 	"btrfsHost.tenantsSecret=tenants", "btrfsHost.tls.secretName=agent-tls", "controller.persistence.existingClaim=strata-data",
-	"agent.replication.enabled=true")
+	"agent.replication.enabled=true", "agent.images.enabled=true", "agent.images.volumeGroup=vms", "agent.images.credentialsSecret=buckets")
 
 // TestEveryObjectIsValid applies the whole chart to a real API server with
 // strict field validation: a misspelt or misplaced field fails.
@@ -177,6 +177,7 @@ func TestMissingValuesAreNamed(t *testing.T) {
 		{nil, "image.repository is required"},
 		{required[:1], "csiSidecars.registry is required"},
 		{append(required, "btrfsHost.enabled=true"), "btrfsHost.nodeSelector is required"},
+		{append(required, "agent.images.enabled=true", "agent.images.volumeGroup=vms"), "agent.images.enabled needs agent.replication.enabled"},
 	} {
 		args := []string{"template", "m", testenv.RepoRoot() + "/charts/strata"}
 		for _, s := range c.set {

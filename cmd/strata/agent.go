@@ -52,6 +52,9 @@ func agentCommand() *cobra.Command {
 			if vo.Base != "" {
 				fencers = append(fencers, btrfsFencer(&vo))
 			}
+			if o.PairsDir != "" && vo.Base != "" && vo.Images.Dir != "" {
+				return fmt.Errorf("--image-dir with both --btrfs-base and --pairs-dir: image jobs fill one kind of volume; run the btrfs volume API in its own agent (--lvm=false)")
+			}
 			if o.PairsDir != "" {
 				o.PairsAPI = vo
 				o.PairsAPI.Listen = pairsListen
@@ -114,7 +117,9 @@ func agentCommand() *cobra.Command {
 	f.StringVar(&vo.GaneshaExports, "ganesha-exports", vo.GaneshaExports, "file of EXPORT blocks the agent owns; NFS-Ganesha's configuration must %include it")
 	f.StringVar(&vo.GaneshaPID, "ganesha-pid-file", vo.GaneshaPID, "NFS-Ganesha's pid file, signalled to reload the exports")
 	f.DurationVar(&vo.SyncInterval, "export-sync-interval", vo.SyncInterval, "how often exports are checked against the volumes' records")
-	f.StringVar(&vo.Images.Dir, "image-dir", vo.Images.Dir, "directory of the VM image cache and image jobs' records; empty serves no image jobs (docs/images.md)")
+	f.StringVar(&vo.Images.Dir, "image-dir", vo.Images.Dir, "directory of the VM image cache and image jobs' records; empty serves no image jobs (docs/images.md). On a node agent, with --pairs-dir and --image-volume-group, jobs fill logical volumes")
+	f.StringVar(&o.ImageVolumeGroup, "image-volume-group", o.ImageVolumeGroup, "on a node agent: the volume group image jobs make their logical volumes in")
+	f.StringVar(&o.ImageThinPool, "image-thin-pool", o.ImageThinPool, "on a node agent: the thin pool of those volumes; empty makes thick ones")
 	f.Int64Var(&vo.Images.CacheBytes, "image-cache-bytes", vo.Images.CacheBytes, "bound of the image cache in bytes; least recently used images not in use go first; 0 is no bound")
 	f.IntVar(&vo.Images.Concurrency, "image-jobs", provision.DefaultConcurrency, "image jobs that run at once")
 	f.StringVar(&vo.Images.CredentialsSecret, "image-credentials-secret", vo.Images.CredentialsSecret, "namespace/name of a Secret with accessKey and secretKey for the image buckets; empty reads them anonymously")

@@ -19,6 +19,7 @@ import (
 	"github.com/strata-gitops/strata/storage/agent/lvmpairs"
 	"github.com/strata-gitops/strata/storage/agent/nodeapi"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
+	"github.com/strata-gitops/strata/storage/images/provision"
 	"github.com/strata-gitops/strata/storage/lvm"
 	"github.com/strata-gitops/strata/storage/lvmcluster/volumegroups"
 )
@@ -48,6 +49,9 @@ type Options struct {
 	// PairsOpened, when set, is given the store of pairs: the agent's
 	// self-fencing acts on it.
 	PairsOpened func(*lvmpairs.Store)
+	// ImageVolumeGroup and ImageThinPool are where image jobs on the
+	// pair API (PairsAPI.Images) make their logical volumes.
+	ImageVolumeGroup, ImageThinPool string
 }
 
 // Defaults are the agent's flag defaults. The agent runs on the host's
@@ -118,7 +122,13 @@ func NewManager(_ context.Context, cfg *rest.Config, o Options) (manager.Manager
 		if o.PairsOpened != nil {
 			o.PairsOpened(pairs)
 		}
-		serve := func(ctx context.Context) error { return volumeapi.RunPairs(ctx, mgr.GetAPIReader(), o.PairsAPI, pairs) }
+		if o.PairsAPI.Images.Dir != "" && o.ImageVolumeGroup == "" {
+			return nil, fmt.Errorf("--image-dir on a node agent needs --image-volume-group: the volume group image jobs make their volumes in")
+		}
+		images := provision.LVMVolumes{LVM: m, Group: o.ImageVolumeGroup, Pool: o.ImageThinPool}
+		serve := func(ctx context.Context) error {
+			return volumeapi.RunPairs(ctx, mgr.GetAPIReader(), o.PairsAPI, pairs, images)
+		}
 		if err := mgr.Add(manager.RunnableFunc(serve)); err != nil {
 			return nil, err
 		}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/strata-gitops/strata/internal/httpserver"
 	"github.com/strata-gitops/strata/storage/agent/volumes"
+	"github.com/strata-gitops/strata/storage/images/provision"
 	"github.com/strata-gitops/strata/storage/nfs"
 )
 
@@ -116,7 +117,7 @@ func Run(ctx context.Context, c client.Reader, o Options) error {
 	server := New(store, served.tenants)
 	server.Networks, server.PeerHTTP = networks, served.peerHTTP
 	if o.Images.Dir != "" {
-		if server.Images, err = o.Images.open(ctx, c, store); err != nil {
+		if server.Images, err = o.Images.open(ctx, c, provision.BtrfsVolumes{Store: store}); err != nil {
 			return err
 		}
 	}
@@ -125,8 +126,9 @@ func Run(ctx context.Context, c client.Reader, o Options) error {
 
 // RunPairs serves the pair and replica routes of a store of pairs alone,
 // with the options' listen address, TLS and tenants: the node agent's
-// API for the LVM mover.
-func RunPairs(ctx context.Context, c client.Reader, o Options, pairs Pairs) error {
+// API for the LVM mover. With o.Images.Dir set, it serves image jobs too,
+// which fill images (logical volumes).
+func RunPairs(ctx context.Context, c client.Reader, o Options, pairs Pairs, images provision.Volumes) error {
 	served, err := o.served(ctx, c)
 	if err != nil {
 		return err
@@ -136,6 +138,11 @@ func RunPairs(ctx context.Context, c client.Reader, o Options, pairs Pairs) erro
 	logger.Info("serving the pair API", "listen", o.Listen, "tls", served.tls != nil, "tenants", len(served.byTenant))
 	server := NewPairServer(pairs, served.tenants)
 	server.PeerHTTP = served.peerHTTP
+	if o.Images.Dir != "" {
+		if server.Images, err = o.Images.open(ctx, c, images); err != nil {
+			return err
+		}
+	}
 	return httpserver.Serve(ctx, o.Listen, served.tls, server.Handler())
 }
 

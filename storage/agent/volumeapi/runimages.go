@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/strata-gitops/strata/storage/agent/volumes"
 	"github.com/strata-gitops/strata/storage/images/cache"
 	"github.com/strata-gitops/strata/storage/images/provision"
 	"github.com/strata-gitops/strata/storage/images/qemuimg"
@@ -29,8 +28,9 @@ type ImageOptions struct {
 	CredentialsSecret string
 }
 
-// open opens the cache and the jobs, resuming those a stop interrupted.
-func (o ImageOptions) open(ctx context.Context, c client.Reader, store *volumes.Store) (*provision.Provisioner, error) {
+// open opens the cache and the jobs, which fill volumes, resuming those a
+// stop interrupted.
+func (o ImageOptions) open(ctx context.Context, c client.Reader, volumes provision.Volumes) (*provision.Provisioner, error) {
 	images, err := o.credentials(ctx, c)
 	if err != nil {
 		return nil, err
@@ -40,7 +40,7 @@ func (o ImageOptions) open(ctx context.Context, c client.Reader, store *volumes.
 		return nil, err
 	}
 	return provision.Open(ctx, provision.Options{Dir: filepath.Join(o.Dir, "jobs"), Cache: cached, Images: images,
-		Volumes: provision.BtrfsVolumes{Store: store}, Tool: qemuimg.New(), Concurrency: o.Concurrency})
+		Volumes: volumes, Tool: qemuimg.New(), Concurrency: o.Concurrency})
 }
 
 // credentials reads the bucket credentials from their Secret.

@@ -75,8 +75,13 @@ func (w *world) images() provision.BucketImages {
 // ctx ends.
 func (w *world) open(t *testing.T, ctx context.Context, dir string, images provision.Images) *provision.Provisioner {
 	t.Helper()
-	p, err := provision.Open(ctx, provision.Options{Dir: dir, Cache: w.cache, Images: images,
-		Volumes: provision.BtrfsVolumes{Store: w.store}, Tool: qemuimg.New()})
+	return w.openOn(t, ctx, dir, images, provision.BtrfsVolumes{Store: w.store})
+}
+
+// openOn is open with the volumes jobs fill.
+func (w *world) openOn(t *testing.T, ctx context.Context, dir string, images provision.Images, volumes provision.Volumes) *provision.Provisioner {
+	t.Helper()
+	p, err := provision.Open(ctx, provision.Options{Dir: dir, Cache: w.cache, Images: images, Volumes: volumes, Tool: qemuimg.New()})
 	if err != nil {
 		t.Fatal(err)
 	}
