@@ -126,6 +126,7 @@ func NewManager(_ context.Context, cfg *rest.Config, o Options) (manager.Manager
 			return nil, fmt.Errorf("--image-dir on a node agent needs --image-volume-group: the volume group image jobs make their volumes in")
 		}
 		images := provision.LVMVolumes{LVM: m, Group: o.ImageVolumeGroup, Pool: o.ImageThinPool}
+		o.PairsAPI.Events, o.PairsAPI.Node = events, o.NodeName
 		serve := func(ctx context.Context) error {
 			return volumeapi.RunPairs(ctx, mgr.GetAPIReader(), o.PairsAPI, pairs, images)
 		}

@@ -117,7 +117,7 @@ func Run(ctx context.Context, c client.Reader, o Options) error {
 	server := New(store, served.tenants)
 	server.Networks, server.PeerHTTP = networks, served.peerHTTP
 	if o.Images.Dir != "" {
-		if server.Images, err = o.Images.open(ctx, c, provision.BtrfsVolumes{Store: store}); err != nil {
+		if server.Images, err = o.Images.open(ctx, c, provision.BtrfsVolumes{Store: store}, o.imageNotice(logger)); err != nil {
 			return err
 		}
 	}
@@ -139,7 +139,7 @@ func RunPairs(ctx context.Context, c client.Reader, o Options, pairs Pairs, imag
 	server := NewPairServer(pairs, served.tenants)
 	server.PeerHTTP = served.peerHTTP
 	if o.Images.Dir != "" {
-		if server.Images, err = o.Images.open(ctx, c, images); err != nil {
+		if server.Images, err = o.Images.open(ctx, c, images, o.imageNotice(logger)); err != nil {
 			return err
 		}
 	}
@@ -186,11 +186,26 @@ func (o Options) served(ctx context.Context, c client.Reader) (serving, error) {
 // notice logs what the store did to stored data, and records it as a
 // Warning event on the node when there is a recorder.
 func (o Options) notice(logger logr.Logger) func(reason, message string) {
+	return o.noticeAs(logger, func(string) string { return corev1.EventTypeWarning })
+}
+
+// imageNotice logs an image job's steps and records them as events on
+// the node: a failure as a Warning.
+func (o Options) imageNotice(logger logr.Logger) func(reason, message string) {
+	return o.noticeAs(logger, func(reason string) string {
+		if reason == "ImageJobFailed" {
+			return corev1.EventTypeWarning
+		}
+		return corev1.EventTypeNormal
+	})
+}
+
+func (o Options) noticeAs(logger logr.Logger, kind func(reason string) string) func(reason, message string) {
 	return func(reason, message string) {
 		logger.Info(message, "reason", reason)
 		if o.Events != nil && o.Node != "" {
 			node := &corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: o.Node}
-			o.Events.Eventf(node, nil, corev1.EventTypeWarning, reason, reason, "%s", message)
+			o.Events.Eventf(node, nil, kind(reason), reason, reason, "%s", message)
 		}
 	}
 }

@@ -30,7 +30,7 @@ type ImageOptions struct {
 
 // open opens the cache and the jobs, which fill volumes, resuming those a
 // stop interrupted.
-func (o ImageOptions) open(ctx context.Context, c client.Reader, volumes provision.Volumes) (*provision.Provisioner, error) {
+func (o ImageOptions) open(ctx context.Context, c client.Reader, volumes provision.Volumes, notice func(reason, message string)) (*provision.Provisioner, error) {
 	images, err := o.credentials(ctx, c)
 	if err != nil {
 		return nil, err
@@ -40,7 +40,7 @@ func (o ImageOptions) open(ctx context.Context, c client.Reader, volumes provisi
 		return nil, err
 	}
 	return provision.Open(ctx, provision.Options{Dir: filepath.Join(o.Dir, "jobs"), Cache: cached, Images: images,
-		Volumes: volumes, Tool: qemuimg.New(), Concurrency: o.Concurrency})
+		Volumes: volumes, Tool: qemuimg.New(), Concurrency: o.Concurrency, Notice: notice})
 }
 
 // credentials reads the bucket credentials from their Secret.

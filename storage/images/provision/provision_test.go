@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,6 +35,31 @@ type world struct {
 	cache   *cache.Cache
 	disk    []byte // the raw disk the qcow2 image holds
 	objects map[string][]byte
+	// notices are what the Provisioners told, "reason: message".
+	notices notices
+}
+
+type notices struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (n *notices) add(reason, message string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.seen = append(n.seen, reason+": "+message)
+}
+
+func (n *notices) of(job string) []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []string
+	for _, s := range n.seen {
+		if strings.Contains(s, "image job "+job+" ") {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func newWorld(t *testing.T) *world {
@@ -81,7 +107,8 @@ func (w *world) open(t *testing.T, ctx context.Context, dir string, images provi
 // openOn is open with the volumes jobs fill.
 func (w *world) openOn(t *testing.T, ctx context.Context, dir string, images provision.Images, volumes provision.Volumes) *provision.Provisioner {
 	t.Helper()
-	p, err := provision.Open(ctx, provision.Options{Dir: dir, Cache: w.cache, Images: images, Volumes: volumes, Tool: qemuimg.New()})
+	p, err := provision.Open(ctx, provision.Options{Dir: dir, Cache: w.cache, Images: images, Volumes: volumes, Tool: qemuimg.New(),
+		Notice: w.notices.add})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,6 +182,11 @@ func TestAQcow2FillsANewVolumeAndTheNextJobHitsTheCache(t *testing.T) {
 	if len(got) != 1<<30 || !bytes.Equal(got[:len(w.disk)], w.disk) {
 		t.Fatalf("the volume's raw disk is %d bytes, or does not start with the image's disk", len(got))
 	}
+	steps := w.notices.of(j.ID)
+	if len(steps) != 7 || !strings.HasPrefix(steps[0], "ImageJobStarted: image job "+j.ID+" of tenant vm ("+w.url("vm/disk.qcow2")+" into volume vm-1)") ||
+		!strings.HasPrefix(steps[2], "ImageJobProgress: ") || !strings.HasSuffix(steps[2], ": downloading") || !strings.HasPrefix(steps[6], "ImageJobCompleted: ") {
+		t.Errorf("the job's notices: %q; want its start, its five stages and its end", steps)
+	}
 	again := submit(t, p, request(w.url("vm/disk.qcow2"), "vm-2"))
 	if again.Status != provision.Completed || !again.CacheHit {
 		t.Fatalf("the second job of the same image: %+v; want a cache hit", again)
@@ -182,6 +214,10 @@ func TestFailedJobsLeaveNothing(t *testing.T) {
 			}
 			if w.volumeExists(c.req.VolumeName) || j.VolumeCreated {
 				t.Fatalf("the failed job left volume %s", c.req.VolumeName)
+			}
+			steps := w.notices.of(j.ID)
+			if len(steps) == 0 || !strings.HasPrefix(steps[len(steps)-1], "ImageJobFailed: ") || !strings.Contains(steps[len(steps)-1], c.want) {
+				t.Errorf("the failed job's notices end %q; want ImageJobFailed with %q", steps, c.want)
 			}
 		})
 	}

@@ -34,6 +34,10 @@ type Options struct {
 	// Concurrency bounds the jobs running at once; 0 is
 	// DefaultConcurrency.
 	Concurrency int
+	// Notice, when set, is told each job's start, stages and end, as a
+	// reason and a message naming the job: the agent records them as
+	// events on its Node.
+	Notice func(reason, message string)
 }
 
 // Provisioner runs jobs.
@@ -141,6 +145,17 @@ func (p *Provisioner) Get(tenant, id string) (Job, error) {
 		return Job{}, err
 	}
 	return *j, nil
+}
+
+// snapshot is a copy of any tenant's job with id.
+func (p *Provisioner) snapshot(id string) (Job, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	j, ok := p.jobs[id]
+	if !ok {
+		return Job{}, false
+	}
+	return *j, true
 }
 
 func (p *Provisioner) jobLocked(tenant, id string) (*Job, error) {

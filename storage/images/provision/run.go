@@ -41,6 +41,7 @@ func (p *Provisioner) run(stopping, ctx context.Context, id string) {
 	_ = p.update(id, func(j *Job) {
 		j.Status, j.StartedAt, j.Error, req, tenant = Running, &now, "", j.Request, j.Tenant
 	})
+	p.notice(id, "ImageJobStarted", "started")
 	err := p.fill(ctx, id, tenant, req)
 	if err != nil && stopping.Err() != nil {
 		return
@@ -152,11 +153,33 @@ func (p *Provisioner) end(id string, err, cancelled error) {
 			j.Status, j.Progress.Percent = Completed, 100
 		}
 	})
+	switch j, _ := p.snapshot(id); j.Status {
+	case Completed:
+		p.notice(id, "ImageJobCompleted", "completed")
+	case Cancelled:
+		p.notice(id, "ImageJobCancelled", "cancelled")
+	default:
+		p.notice(id, "ImageJobFailed", "failed: "+j.Error)
+	}
 }
 
 // stage records the stage the job enters.
 func (p *Provisioner) stage(id string, s Stage) {
 	_ = p.update(id, func(j *Job) { j.Progress.Stage, j.Progress.Percent = s, stageStart[s] })
+	p.notice(id, "ImageJobProgress", string(s))
+}
+
+// notice tells Options.Notice what happened to a job, naming it, its
+// tenant, image and volume.
+func (p *Provisioner) notice(id, reason, what string) {
+	if p.o.Notice == nil {
+		return
+	}
+	j, ok := p.snapshot(id)
+	if !ok {
+		return
+	}
+	p.o.Notice(reason, fmt.Sprintf("image job %s of tenant %s (%s into volume %s): %s", id, j.Tenant, j.Request.ImageURL, j.Request.VolumeName, what))
 }
 
 // counted adds n downloaded bytes to the job's progress. Not recorded
