@@ -10,9 +10,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/strata-gitops/strata/internal/app/imagefill"
 	"github.com/strata-gitops/strata/internal/app/imagejobs"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 	"github.com/strata-gitops/strata/storage/images/provision"
+	"github.com/strata-gitops/strata/storage/images/qemuimg"
 )
 
 // agentFlags say which agent's volume API to call, as which tenant.
@@ -57,7 +59,7 @@ func (f *agentFlags) client() (*volumeapi.Client, error) {
 
 func imageCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "image", Short: "Fill volumes from VM images through an agent's image jobs (docs/images.md)"}
-	cmd.AddCommand(imageProvisionCommand(), imageStatusCommand(), imageCancelCommand(), imageJobsCommand())
+	cmd.AddCommand(imageProvisionCommand(), imageStatusCommand(), imageCancelCommand(), imageJobsCommand(), imageFillCommand())
 	return cmd
 }
 
@@ -88,6 +90,31 @@ func imageProvisionCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&req.Overwrite, "overwrite", false, "fill the volume even when it exists already")
 	cmd.Flags().StringVar(&req.IdempotencyKey, "idempotency-key", "", "a key that makes a repeated request return the first one's job")
 	cmd.Flags().BoolVar(&wait, "wait", true, "show the job's progress until it ends; exit 1 unless it completed")
+	return cmd
+}
+
+func imageFillCommand() *cobra.Command {
+	o := imagefill.Options{CacheDir: "/var/lib/strata/images/cache", AccessKey: os.Getenv("STRATA_IMAGE_ACCESS_KEY"),
+		SecretKey: os.Getenv("STRATA_IMAGE_SECRET_KEY")}
+	o.Image.Format = qemuimg.QCOW2
+	cmd := &cobra.Command{
+		Use:   "fill --image-url URL --target PATH",
+		Short: "Fill a file, a block device or a directory (as disk.raw) from an image, verified and cached on this node, with no agent",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Image.URL == "" || o.Target == "" {
+				return fmt.Errorf("give --image-url and --target")
+			}
+			return imagefill.Fill(cmd.Context(), o, cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Image.URL, "image-url", "", "the image: http(s)://<endpoint>/<bucket>/<object>; credentials from $STRATA_IMAGE_ACCESS_KEY and $STRATA_IMAGE_SECRET_KEY")
+	f.StringVar(&o.Image.Format, "type", o.Image.Format, "the image's format: qcow2 or raw")
+	f.StringVar(&o.Image.SHA256, "sha256", "", "the image's digest; the object <image>.sha256 beside it when empty")
+	f.StringVar(&o.Target, "target", "", "an existing file or block device at least the image's disk, or a directory, which gets disk.raw")
+	f.StringVar(&o.CacheDir, "cache-dir", o.CacheDir, "the node's image cache")
+	f.Int64Var(&o.CacheBytes, "cache-bytes", 0, "bound of the cache in bytes; least recently used images not in use go first; 0 is none")
 	return cmd
 }
 

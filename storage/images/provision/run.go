@@ -53,58 +53,30 @@ func (p *Provisioner) run(stopping, ctx context.Context, id string) {
 	p.end(id, err, cancelled)
 }
 
-// fill is the job's work.
+// fill is the job's work: the Filler's, with the job's progress, and
+// its volume made once the image's size is known.
 func (p *Provisioner) fill(ctx context.Context, id, tenant string, req Request) error {
-	p.stage(id, CheckingCache)
-	digest, err := p.o.Images.Digest(ctx, req.ImageURL, req.SHA256)
-	if err != nil {
-		return err
-	}
-	p.stage(id, Downloading)
-	image, err := p.download(ctx, id, req.ImageURL, digest)
-	if err != nil {
-		return err
-	}
-	defer image.Release()
-	info, err := p.o.Tool.Inspect(ctx, image.Path, req.ImageType)
-	if err != nil {
-		return err
-	}
 	size := req.VolumeSizeGB * gib
-	if info.VirtualSize > size {
-		return fmt.Errorf("the image's disk is %d bytes, more than volume_size_gb %d: ask for a volume of at least %d GiB",
-			info.VirtualSize, req.VolumeSizeGB, (info.VirtualSize+gib-1)/gib)
-	}
-	p.stage(id, CreatingVolume)
-	target, err := p.volume(ctx, id, tenant, req, size)
-	if err != nil {
-		return err
-	}
-	p.stage(id, Converting)
-	if err := p.o.Tool.Convert(ctx, image.Path, info, target); err != nil {
-		return err
-	}
-	p.stage(id, Finalizing)
-	return p.o.Tool.Same(ctx, image.Path, info.Format, target)
-}
-
-// download brings the image into the cache, or finds it there, counting
-// its bytes into the job's progress.
-func (p *Provisioner) download(ctx context.Context, id, imageURL string, digest cache.Digest) (*cache.Handle, error) {
-	total, err := p.o.Images.Size(ctx, imageURL)
-	if err != nil {
-		return nil, err
-	}
-	_ = p.update(id, func(j *Job) { j.Progress.BytesTotal = total })
-	fetch := func(ctx context.Context, w io.Writer) error {
-		return p.o.Images.Copy(ctx, imageURL, &counter{w: w, add: func(n int64) { p.counted(id, n, total) }})
-	}
-	h, err := p.o.Cache.Get(ctx, digest, cache.CompressionOf(imageURL), fetch)
-	if err != nil {
-		return nil, err
-	}
-	_ = p.update(id, func(j *Job) { j.CacheHit, j.ImagePath, j.Progress.BytesProcessed = h.Hit, h.Path, total })
-	return h, nil
+	f := Filler{Images: p.o.Images, Cache: p.o.Cache, Tool: p.o.Tool}
+	var total int64
+	return f.Fill(ctx, Image{URL: req.ImageURL, SHA256: req.SHA256, Format: req.ImageType}, Steps{
+		Stage: func(s Stage) { p.stage(id, s) },
+		Total: func(n int64) {
+			total = n
+			_ = p.update(id, func(j *Job) { j.Progress.BytesTotal = n })
+		},
+		Downloaded: func(n int64) { p.counted(id, n, total) },
+		Cached: func(path string, hit bool) {
+			_ = p.update(id, func(j *Job) { j.CacheHit, j.ImagePath, j.Progress.BytesProcessed = hit, path, total })
+		},
+		Target: func(ctx context.Context, virtualSize int64) (string, error) {
+			if virtualSize > size {
+				return "", fmt.Errorf("the image's disk is %d bytes, more than volume_size_gb %d: ask for a volume of at least %d GiB",
+					virtualSize, req.VolumeSizeGB, (virtualSize+gib-1)/gib)
+			}
+			return p.volume(ctx, id, tenant, req, size)
+		},
+	})
 }
 
 // volume makes the job's volume, or takes the one there when the

@@ -3,12 +3,16 @@
 package qemuimg
 
 import (
+	"unsafe"
+
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/strata-gitops/strata/internal/command"
 )
@@ -66,8 +70,9 @@ func (t Tool) info(ctx context.Context, path string) (Info, error) {
 
 // Convert writes the disk of the image Inspect read, raw, over dst: an
 // existing file or block device at least the image's virtual size, or
-// it is refused before anything is written. Zero areas are not written,
-// so dst must read as zeros where the image does (a new volume does).
+// it is refused before anything is written. Past the image's end dst is
+// zeroed, so that a volume that held other data before reads as the
+// image's disk followed by zeros, as a new one does.
 func (t Tool) Convert(ctx context.Context, src string, image Info, dst string) error {
 	size, err := sizeOf(dst)
 	if err != nil {
@@ -78,6 +83,35 @@ func (t Tool) Convert(ctx context.Context, src string, image Info, dst string) e
 	}
 	if _, err := t.Runner.Run(ctx, "qemu-img", "convert", "-n", "-f", image.Format, "-O", Raw, src, dst); err != nil {
 		return fmt.Errorf("converting %s (%s) to raw on %s: %w", src, image.Format, dst, err)
+	}
+	if err := zeroFrom(dst, image.VirtualSize, size); err != nil {
+		return fmt.Errorf("zeroing %s past the image's %d bytes: %w", dst, image.VirtualSize, err)
+	}
+	return nil
+}
+
+// zeroFrom zeroes dst from off to its end, size: a file's blocks are
+// punched out, a block device is asked to write zeros (BLKZEROOUT),
+// which thin and loop devices do without writing the bytes.
+func zeroFrom(dst string, off, size int64) error {
+	if off >= size {
+		return nil
+	}
+	f, err := os.OpenFile(dst, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if info.Mode()&os.ModeDevice == 0 {
+		return unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, size-off)
+	}
+	span := [2]uint64{uint64(off), uint64(size - off)}
+	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, f.Fd(), unix.BLKZEROOUT, uintptr(unsafe.Pointer(&span))); errno != 0 {
+		return errno
 	}
 	return nil
 }

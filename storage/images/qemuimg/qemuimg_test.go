@@ -117,3 +117,48 @@ func TestATooSmallVolumeIsAnError(t *testing.T) {
 		t.Fatal("the refused conversion wrote into the volume")
 	}
 }
+
+// A volume that held other bytes reads, after a conversion, as the
+// image's disk followed by zeros, whether a file or a block device: the
+// hole in the image is written, and the tail past its end is zeroed.
+func TestAVolumeThatHeldDataReadsAsTheDiskThenZeros(t *testing.T) {
+	testenv.NeedTools(t, "qemu-img")
+	_, qcow2, disk := images(t)
+	stale := bytes.Repeat([]byte{0xa5}, 16*mib)
+	file := filepath.Join(t.TempDir(), "used")
+	if err := os.WriteFile(file, stale, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	targets := []string{file}
+	if os.Geteuid() == 0 {
+		device := testenv.LoopDisk(t, 16*mib)
+		if err := os.WriteFile(device, stale, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		targets = append(targets, device)
+	}
+	tool := qemuimg.New()
+	ctx := context.Background()
+	for _, target := range targets {
+		info, err := tool.Inspect(ctx, qcow2, qemuimg.QCOW2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tool.Convert(ctx, qcow2, info, target); err != nil {
+			t.Fatal(err)
+		}
+		if err := tool.Same(ctx, qcow2, qemuimg.QCOW2, target); err != nil {
+			t.Errorf("%s: %v", target, err)
+		}
+		f, err := os.Open(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, 16*mib)
+		_, err = f.ReadAt(got, 0)
+		f.Close()
+		if err != nil || !bytes.Equal(got[:len(disk)], disk) || !bytes.Equal(got[len(disk):], make([]byte, 16*mib-len(disk))) {
+			t.Errorf("%s does not read as the disk, then zeros (%v)", target, err)
+		}
+	}
+}

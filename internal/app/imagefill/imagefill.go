@@ -1,0 +1,86 @@
+// Package imagefill is `strata image fill`: one image, verified and
+// cached on the node, written raw onto a file, a block device, or a
+// volume's directory as disk.raw, with no agent in between. The volume
+// populator's pods run it (docs/images.md); so may a person at a node.
+package imagefill
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/strata-gitops/strata/storage/images/cache"
+	"github.com/strata-gitops/strata/storage/images/provision"
+	"github.com/strata-gitops/strata/storage/images/qemuimg"
+)
+
+// Options say what to fill from where.
+type Options struct {
+	Image provision.Image
+	// Target is an existing file or block device, at least the image's
+	// disk; or a directory, in which the disk is the sparse file
+	// disk.raw of the image's size.
+	Target string
+	// CacheDir and CacheBytes are the node's image cache and its bound.
+	CacheDir   string
+	CacheBytes int64
+	// AccessKey and SecretKey sign the bucket's requests; empty reads it
+	// anonymously.
+	AccessKey, SecretKey string
+}
+
+// Fill fills the target and tells out each stage.
+func Fill(ctx context.Context, o Options, out io.Writer) error {
+	c, err := cache.Open(o.CacheDir, o.CacheBytes)
+	if err != nil {
+		return err
+	}
+	f := provision.Filler{Images: provision.BucketImages{AccessKey: o.AccessKey, SecretKey: o.SecretKey}, Cache: c, Tool: qemuimg.New()}
+	start := time.Now()
+	var target string
+	err = f.Fill(ctx, o.Image, provision.Steps{
+		Stage: func(s provision.Stage) { fmt.Fprintf(out, "%s (%s)\n", s, time.Since(start).Round(time.Millisecond)) },
+		Cached: func(path string, hit bool) {
+			if hit {
+				fmt.Fprintf(out, "found in the cache: %s\n", path)
+			}
+		},
+		Target: func(_ context.Context, virtualSize int64) (string, error) {
+			target, err = targetFor(o.Target, virtualSize)
+			return target, err
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("filling %s from %s: %w", o.Target, o.Image.URL, err)
+	}
+	fmt.Fprintf(out, "filled %s from %s, checked (%s)\n", target, o.Image.URL, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// DiskFile is the disk's file in a target directory.
+const DiskFile = provision.DiskFile
+
+// targetFor is the file or device to write: the path itself, or
+// disk.raw in a directory, made sparse at the disk's size.
+func targetFor(path string, size int64) (string, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return "", fmt.Errorf("the target: %w", err)
+	}
+	if !info.IsDir() {
+		return path, nil
+	}
+	disk := filepath.Join(path, DiskFile)
+	f, err := os.OpenFile(disk, os.O_WRONLY|os.O_CREATE, 0o600)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || st.Size() >= size {
+		return disk, err
+	}
+	return disk, f.Truncate(size)
+}
