@@ -1,7 +1,8 @@
 // Package v1alpha1 holds the storage.strata.dev API: LVMCluster (disks to
 // volume groups and thin pools, as declared in Git), the per-node status
 // the agents write, and LogicalVolume, the hand-off between the CSI
-// controller and a node's agent.
+// controller and a node's agent; and VolumeImage, an image claims are
+// filled from.
 // +kubebuilder:object:generate=true
 // +groupName=storage.strata.dev
 package v1alpha1
@@ -24,7 +25,8 @@ func addKnownTypes(s *runtime.Scheme) error {
 	s.AddKnownTypes(GroupVersion,
 		&LVMCluster{}, &LVMClusterList{},
 		&LVMVolumeGroupNodeStatus{}, &LVMVolumeGroupNodeStatusList{},
-		&LogicalVolume{}, &LogicalVolumeList{})
+		&LogicalVolume{}, &LogicalVolumeList{},
+		&VolumeImage{}, &VolumeImageList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/strata-gitops/strata/failover/replication"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 	"github.com/strata-gitops/strata/storage/csi/btrfsbackend"
+	"github.com/strata-gitops/strata/storage/imagepopulator"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	notificationv1 "github.com/fluxcd/notification-controller/api/v1"
@@ -75,6 +76,15 @@ type Options struct {
 	// LVMPairs reach the node agents' pair API for the LVM mover; with no
 	// Tokens Secret, logical volumes are not replicated.
 	LVMPairs LVMPairs
+	// Populator fills claims from VolumeImages; with no Image, it is off.
+	Populator Populator
+}
+
+// Populator configures the image populator (docs/images.md): the
+// namespace of its prime claims and pods, the image its pods run
+// (strata's own), and the nodes' image cache directory.
+type Populator struct {
+	Namespace, Image, CacheDir string
 }
 
 // Defaults are the flag defaults.
@@ -175,6 +185,13 @@ func register(ctx context.Context, mgr manager.Manager, cfg *rest.Config, o Opti
 	}
 	if err := registerFailover(ctx, mgr, o); err != nil {
 		return err
+	}
+	if p := o.Populator; p.Image != "" {
+		err := (&imagepopulator.Reconciler{Client: mgr.GetClient(), Namespace: p.Namespace, Image: p.Image, CacheDir: p.CacheDir,
+			Events: mgr.GetEventRecorder("strata-populator"), Retry: 30 * time.Second}).SetupWithManager(mgr)
+		if err != nil {
+			return err
+		}
 	}
 	if o.ArtifactAddr != "" && o.ArtifactAddr != "0" {
 		if err := mgr.Add(httpServer(o.ArtifactAddr, storage.Handler())); err != nil {

@@ -19,6 +19,7 @@ var StrataTools = []string{
 	"mkfs.ext4", "mke2fs", "resize2fs", "e2fsck", "fsck", "fsck.ext4",
 	"mkfs.xfs", "xfs_growfs", "xfs_repair", "btrfs", "mkfs.btrfs", "sh", "cp", "truncate",
 	"blockdev", // mount-utils asks it a device's size and read-only bit before growing a filesystem
+	"qemu-img", // the image populator's pods convert images (strata image fill)
 }
 
 // toolConfig are configuration files the tools read, where this machine

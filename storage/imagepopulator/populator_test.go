@@ -1,0 +1,227 @@
+package imagepopulator_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
+	"github.com/strata-gitops/strata/internal/testing/testenv"
+	"github.com/strata-gitops/strata/storage/imagepopulator"
+)
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
+
+const timeout = 30 * time.Second
+
+var counter atomic.Int32
+
+// world is an API server running the populator, with a strata class
+// that waits for the first consumer, a VolumeImage with credentials,
+// and a namespace for the populator's own objects.
+type world struct {
+	c          client.Client
+	ns, system string
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	env := testenv.Get(t)
+	n := counter.Add(1)
+	w := &world{c: env.Client, ns: testenv.Namespace(t, env.Client, fmt.Sprintf("pop-apps-%d", n)),
+		system: testenv.Namespace(t, env.Client, fmt.Sprintf("pop-system-%d", n))}
+	wait := storagev1.VolumeBindingWaitForFirstConsumer
+	if n == 1 {
+		w.create(t,
+			&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "pop-fast"}, Provisioner: storagev1alpha1.CSIDriver, VolumeBindingMode: &wait},
+			&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "pop-other"}, Provisioner: "rancher.io/local-path"})
+	}
+	w.create(t,
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "bucket"},
+			StringData: map[string]string{"accessKey": "access", "secretKey": "secret"}},
+		&storagev1alpha1.VolumeImage{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "debian"},
+			Spec: storagev1alpha1.VolumeImageSpec{URL: "http://minio.lan:9000/images/debian.qcow2", Format: "qcow2",
+				SHA256:               strings.Repeat("ab", 32),
+				CredentialsSecretRef: &storagev1alpha1.LocalObjectReference{Name: "bucket"}}})
+	testenv.RunManager(t, env, func(mgr manager.Manager) error {
+		return (&imagepopulator.Reconciler{Client: mgr.GetClient(), Namespace: w.system, Image: "strata.local/strata:local",
+			CacheDir: "/var/lib/strata/images/cache", Events: mgr.GetEventRecorder("strata-populator"), Retry: 200 * time.Millisecond}).SetupWithManager(mgr)
+	})
+	return w
+}
+
+func (w *world) create(t *testing.T, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		if err := w.c.Create(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// claim is a 1 GiB block claim of class filled from the VolumeImage.
+func (w *world) claim(name, class string) *corev1.PersistentVolumeClaim {
+	group, block := storagev1alpha1.GroupVersion.Group, corev1.PersistentVolumeBlock
+	return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}, Spec: corev1.PersistentVolumeClaimSpec{
+		StorageClassName: &class, VolumeMode: &block, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+		Resources:     corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		DataSourceRef: &corev1.TypedObjectReference{APIGroup: &group, Kind: storagev1alpha1.VolumeImageKind, Name: "debian"},
+	}}
+}
+
+// eventually polls get until check passes.
+func eventually[T client.Object](t *testing.T, c client.Client, key client.ObjectKey, obj T, check func(T) error) T {
+	t.Helper()
+	testenv.Eventually(t, timeout, func() error {
+		if err := c.Get(context.Background(), key, obj); err != nil {
+			return err
+		}
+		return check(obj)
+	})
+	return obj
+}
+
+// A claim is filled on the node the scheduler chose: a prime claim
+// there, a pod that fills it (tried again when it fails, with the
+// reason in an event), and then its volume bound to the claim, with
+// nothing of the populator's left.
+func TestAClaimIsFilledOnItsNodeAndGetsTheVolume(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	pvc := w.claim("vm-disk", "pop-fast")
+	w.create(t, pvc)
+	// Until the scheduler picks a node, nothing is made.
+	if err := w.c.Get(ctx, client.ObjectKey{Namespace: w.system, Name: "populate-" + string(pvc.UID)}, &corev1.PersistentVolumeClaim{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("a prime claim before a node was chosen: %v", err)
+	}
+	pvc.Annotations = map[string]string{"volume.kubernetes.io/selected-node": "node-a"}
+	if err := w.c.Update(ctx, pvc); err != nil {
+		t.Fatal(err)
+	}
+	primeKey := client.ObjectKey{Namespace: w.system, Name: "populate-" + string(pvc.UID)}
+	prime := eventually(t, w.c, primeKey, &corev1.PersistentVolumeClaim{}, func(p *corev1.PersistentVolumeClaim) error { return nil })
+	if prime.Annotations["volume.kubernetes.io/selected-node"] != "node-a" || *prime.Spec.StorageClassName != "pop-fast" ||
+		*prime.Spec.VolumeMode != corev1.PersistentVolumeBlock || prime.Spec.Resources.Requests.Storage().String() != "1Gi" {
+		t.Fatalf("the prime claim: %+v", prime)
+	}
+
+	// The CSI driver provisions it (played here).
+	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-vm-disk"}, Spec: corev1.PersistentVolumeSpec{
+		Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}, AccessModes: prime.Spec.AccessModes,
+		PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: storagev1alpha1.CSIDriver, VolumeHandle: "pop-fast|vm"}},
+		ClaimRef:               &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: prime.Namespace, Name: prime.Name, UID: prime.UID},
+		StorageClassName:       "pop-fast", VolumeMode: prime.Spec.VolumeMode}}
+	w.create(t, pv)
+	prime.Spec.VolumeName = pv.Name
+	if err := w.c.Update(ctx, prime); err != nil {
+		t.Fatal(err)
+	}
+
+	pod := eventually(t, w.c, primeKey, &corev1.Pod{}, func(*corev1.Pod) error { return nil })
+	args := strings.Join(pod.Spec.Containers[0].Args, " ")
+	if !strings.Contains(args, "image fill --image-url http://minio.lan:9000/images/debian.qcow2 --type qcow2 --target /dev/strata-target") ||
+		!strings.Contains(args, "--sha256 "+strings.Repeat("ab", 32)) || len(pod.Spec.Containers[0].VolumeDevices) != 1 ||
+		pod.Spec.Volumes[0].PersistentVolumeClaim.ClaimName != prime.Name || len(pod.Spec.Containers[0].Env) != 2 {
+		t.Fatalf("the fill pod: %+v", pod.Spec)
+	}
+	secret := &corev1.Secret{}
+	if err := w.c.Get(ctx, primeKey, secret); err != nil || string(secret.Data["accessKey"]) != "access" {
+		t.Fatalf("the copied credentials: %v %v", secret.Data, err)
+	}
+
+	// The first try fails: the reason is told, and the fill tried again.
+	firstUID := pod.UID
+	pod.Status = corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: "fill",
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: "the image's bytes hash to sha256:cd…"}}}}}
+	if err := w.c.Status().Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	w.wantEvent(t, pvc, "PopulateFailed", "the image's bytes hash to sha256:cd")
+	pod = eventually(t, w.c, primeKey, &corev1.Pod{}, func(p *corev1.Pod) error {
+		if p.UID == firstUID {
+			return fmt.Errorf("the failed pod is still there")
+		}
+		return nil
+	})
+
+	// The second succeeds: the volume is the claim's.
+	pod.Status.Phase = corev1.PodSucceeded
+	if err := w.c.Status().Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, w.c, client.ObjectKey{Name: pv.Name}, &corev1.PersistentVolume{}, func(pv *corev1.PersistentVolume) error {
+		if ref := pv.Spec.ClaimRef; ref == nil || ref.UID != pvc.UID || ref.Name != pvc.Name || ref.Namespace != pvc.Namespace {
+			return fmt.Errorf("the volume's claimRef is %+v", pv.Spec.ClaimRef)
+		}
+		return nil
+	})
+	w.wantEvent(t, pvc, "Populated", "holds VolumeImage debian")
+	// The prime claim goes once nothing uses it: the API server's
+	// protection finalizer holds it until a controller manager, which
+	// this test has none of, sees that.
+	testenv.Eventually(t, timeout, func() error {
+		for _, o := range []client.Object{&corev1.PersistentVolumeClaim{}, &corev1.Pod{}, &corev1.Secret{}} {
+			if err := w.c.Get(ctx, primeKey, o); !apierrors.IsNotFound(err) && (err != nil || o.GetDeletionTimestamp() == nil) {
+				return fmt.Errorf("%T %s is still there (%v)", o, primeKey, err)
+			}
+		}
+		return nil
+	})
+}
+
+// Claims strata does not provision, and claims with no image, are left
+// alone.
+func TestOtherClaimsAreLeftAlone(t *testing.T) {
+	w := newWorld(t)
+	other := w.claim("elsewhere", "pop-other")
+	other.Annotations = map[string]string{"volume.kubernetes.io/selected-node": "node-a"}
+	plain := w.claim("plain", "pop-fast")
+	plain.Spec.DataSourceRef, plain.Annotations = nil, other.Annotations
+	w.create(t, other, plain)
+	marker := w.claim("marker", "pop-fast")
+	marker.Annotations = other.Annotations
+	w.create(t, marker)
+	// The marker's prime claim shows the populator has looked at the
+	// claims made before it.
+	eventually(t, w.c, client.ObjectKey{Namespace: w.system, Name: "populate-" + string(marker.UID)}, &corev1.PersistentVolumeClaim{},
+		func(*corev1.PersistentVolumeClaim) error { return nil })
+	primes := &corev1.PersistentVolumeClaimList{}
+	if err := w.c.List(context.Background(), primes, client.InNamespace(w.system)); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range primes.Items {
+		if p.Name == "populate-"+string(other.UID) || p.Name == "populate-"+string(plain.UID) {
+			t.Errorf("a prime claim %s for a claim the populator does not fill", p.Name)
+		}
+	}
+}
+
+// wantEvent waits for an event on the claim with the reason, saying says.
+func (w *world) wantEvent(t *testing.T, pvc *corev1.PersistentVolumeClaim, reason, says string) {
+	t.Helper()
+	testenv.Eventually(t, timeout, func() error {
+		list := &corev1.EventList{}
+		if err := w.c.List(context.Background(), list, client.InNamespace(pvc.Namespace)); err != nil {
+			return err
+		}
+		if slices.ContainsFunc(list.Items, func(e corev1.Event) bool {
+			return e.InvolvedObject.UID == pvc.UID && e.Reason == reason && strings.Contains(e.Message, says)
+		}) {
+			return nil
+		}
+		return fmt.Errorf("no %s event on claim %s saying %q yet", reason, pvc.Name, says)
+	})
+}

@@ -1,0 +1,164 @@
+package imagepopulator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
+)
+
+// populate takes the claim through its steps: the prime claim on the
+// chosen node, the pod that fills it, and the rebinding of its volume.
+func (r *Reconciler) populate(ctx context.Context, pvc *corev1.PersistentVolumeClaim, img *storagev1alpha1.VolumeImage) (ctrl.Result, error) {
+	prime := &corev1.PersistentVolumeClaim{}
+	err := r.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: primeName(pvc)}, prime)
+	if apierrors.IsNotFound(err) {
+		return ctrl.Result{}, r.makePrime(ctx, pvc)
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if prime.Spec.VolumeName == "" {
+		return ctrl.Result{}, nil // the prime claim is being provisioned; it wakes us when bound
+	}
+	if rebound, err := r.reboundTo(ctx, prime, pvc); err != nil || rebound {
+		// Filled and handed over: what is left goes, and nothing starts again.
+		return ctrl.Result{}, errors.Join(err, r.cleanUp(ctx, pvc.Namespace, pvc.Name))
+	}
+	pod := &corev1.Pod{}
+	err = r.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: primeName(pvc)}, pod)
+	if apierrors.IsNotFound(err) {
+		return ctrl.Result{}, r.startFill(ctx, pvc, prime, img)
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	switch pod.Status.Phase {
+	case corev1.PodSucceeded:
+		return ctrl.Result{}, r.rebind(ctx, pvc, prime)
+	case corev1.PodFailed:
+		r.event(pvc, corev1.EventTypeWarning, "PopulateFailed", "filling from VolumeImage %s failed, tried again in %s: %s",
+			img.Name, r.Retry, terminationMessage(pod))
+		if err := r.Delete(ctx, pod); client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, err
+		}
+		return ctrl.Result{RequeueAfter: r.Retry}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// makePrime makes the claim the image is written to, with the user
+// claim's class, size, mode and node.
+func (r *Reconciler) makePrime(ctx context.Context, pvc *corev1.PersistentVolumeClaim) error {
+	sc := *pvc.Spec.StorageClassName
+	node := pvc.Annotations[selectedNode]
+	if node == "" && r.waitsForConsumer(ctx, sc) {
+		return nil // the scheduler has not chosen a node yet; it annotates the claim when it does
+	}
+	prime := &corev1.PersistentVolumeClaim{
+		ObjectMeta: r.meta(pvc),
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: pvc.Spec.AccessModes, Resources: pvc.Spec.Resources,
+			StorageClassName: &sc, VolumeMode: pvc.Spec.VolumeMode},
+	}
+	if node != "" {
+		prime.Annotations = map[string]string{selectedNode: node}
+	}
+	if err := r.Create(ctx, prime); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	r.event(pvc, corev1.EventTypeNormal, "Populating", "provisioning volume %s/%s to fill from VolumeImage %s%s",
+		r.Namespace, prime.Name, pvc.Spec.DataSourceRef.Name, onNode(node))
+	return nil
+}
+
+func onNode(node string) string {
+	if node == "" {
+		return ""
+	}
+	return " on node " + node
+}
+
+// reboundTo says whether the prime claim's volume is the claim's already.
+func (r *Reconciler) reboundTo(ctx context.Context, prime, pvc *corev1.PersistentVolumeClaim) (bool, error) {
+	pv := &corev1.PersistentVolume{}
+	if err := r.Get(ctx, client.ObjectKey{Name: prime.Spec.VolumeName}, pv); err != nil {
+		return false, err
+	}
+	return pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.UID == pvc.UID, nil
+}
+
+// rebind gives the prime claim's filled volume to the user's claim, and
+// removes the prime claim and its pod. The volume is bound to the claim
+// by its claimRef: the prime claim is then lost, and goes without it.
+func (r *Reconciler) rebind(ctx context.Context, pvc, prime *corev1.PersistentVolumeClaim) error {
+	pv := &corev1.PersistentVolume{}
+	if err := r.Get(ctx, client.ObjectKey{Name: prime.Spec.VolumeName}, pv); err != nil {
+		return err
+	}
+	if ref := pv.Spec.ClaimRef; ref == nil || ref.UID != pvc.UID {
+		patch := client.MergeFrom(pv.DeepCopy())
+		pv.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1",
+			Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID}
+		if err := r.Patch(ctx, pv, patch); err != nil {
+			return err
+		}
+		r.event(pvc, corev1.EventTypeNormal, "Populated", "volume %s holds VolumeImage %s, checked; bound to this claim",
+			pv.Name, pvc.Spec.DataSourceRef.Name)
+	}
+	return r.cleanUp(ctx, pvc.Namespace, pvc.Name)
+}
+
+// cleanUp removes what the populator made for a claim: its pod, prime
+// claim and Secret.
+func (r *Reconciler) cleanUp(ctx context.Context, ns, name string) error {
+	sel := client.MatchingLabels{labelClaimNamespace: ns, labelClaimName: name}
+	for _, list := range []client.ObjectList{&corev1.PodList{}, &corev1.PersistentVolumeClaimList{}, &corev1.SecretList{}} {
+		if err := r.List(ctx, list, client.InNamespace(r.Namespace), sel); err != nil {
+			return err
+		}
+		var errs []string
+		eachItem(list, func(o client.Object) {
+			if err := r.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
+				errs = append(errs, err.Error())
+			}
+		})
+		if len(errs) > 0 {
+			return fmt.Errorf("cleaning up after claim %s/%s: %s", ns, name, strings.Join(errs, "; "))
+		}
+	}
+	return nil
+}
+
+func eachItem(list client.ObjectList, f func(client.Object)) {
+	switch l := list.(type) {
+	case *corev1.PodList:
+		for i := range l.Items {
+			f(&l.Items[i])
+		}
+	case *corev1.PersistentVolumeClaimList:
+		for i := range l.Items {
+			f(&l.Items[i])
+		}
+	case *corev1.SecretList:
+		for i := range l.Items {
+			f(&l.Items[i])
+		}
+	}
+}
+
+// terminationMessage is what the fill's container said as it ended.
+func terminationMessage(pod *corev1.Pod) string {
+	for _, s := range pod.Status.ContainerStatuses {
+		if t := s.State.Terminated; t != nil && t.Message != "" {
+			return strings.TrimSpace(t.Message)
+		}
+	}
+	return "the pod failed without a message; see its log"
+}
