@@ -8,6 +8,9 @@
 //	                          filesystem DIR is on, as the pod sees it
 //	example-app get URL       fetches URL, retrying for up to a minute,
 //	                          and prints the answer
+//	example-app digest PATH N print the SHA-256 of PATH's first N bytes
+//	                          (a block device or a file), and serve it on
+//	                          :8080
 //	example-app count DIR [MIB]
 //	                          appends "SEQ POD UNIXNANO" to DIR/sequence
 //	                          every 50 ms, each line synced, SEQ one past
@@ -34,7 +37,7 @@ import (
 
 func main() {
 	if len(os.Args) < 3 {
-		fmt.Fprintln(os.Stderr, "usage: example-app serve DIR... | example-app get URL | example-app count DIR [MIB]")
+		fmt.Fprintln(os.Stderr, "usage: example-app serve DIR... | example-app get URL | example-app count DIR [MIB] | example-app digest PATH N")
 		os.Exit(2)
 	}
 	var err error
@@ -45,6 +48,8 @@ func main() {
 		err = get(os.Args[2])
 	case "count":
 		err = count(os.Args[2:])
+	case "digest":
+		err = digest(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q: use serve or get", os.Args[1])
 	}

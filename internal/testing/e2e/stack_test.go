@@ -43,6 +43,11 @@ var stack struct {
 
 const namespace = "strata-system"
 
+// network is the suite's cluster network; pods reach this machine at its
+// HostIP.
+var network = kubenode.Network{Bridge: "strata-e0", Prefix: netip.MustParsePrefix("10.79.0.0/24"),
+	PodPrefix: netip.MustParsePrefix("10.246.0.0/16")}
+
 // customize are changes to the cluster's options made by the files of
 // other build tags (conformance_test.go).
 var customize []func(*cluster.Options) error
@@ -103,8 +108,7 @@ func startStack() error {
 	}
 	o := cluster.Defaults(dir, testenv.AssetsDir())
 	o.Nodes = []string{"e2e-a", "e2e-b"}
-	o.Network = kubenode.Network{Bridge: "strata-e0", Prefix: netip.MustParsePrefix("10.79.0.0/24"),
-		PodPrefix: netip.MustParsePrefix("10.246.0.0/16")}
+	o.Network = network
 	o.ServiceCIDR = netip.MustParsePrefix("10.98.0.0/16")
 	o.Images, o.PauseImage, o.Disks = imgs, images.PauseRef, []int64{4 << 30, 2 << 30}
 	// Both nodes are also btrfs storage hosts, each's second disk the base.

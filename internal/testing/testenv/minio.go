@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -36,11 +37,24 @@ type MinIO struct {
 // and stops it when the test ends.
 func StartMinIO(t testing.TB) MinIO {
 	t.Helper()
+	return StartMinIOAt(t, "")
+}
+
+// RunMinIO runs the MinIO server bin on a free loopback port with its
+// data and log in dir, and waits until it is ready; stop ends it.
+func RunMinIO(bin, dir string) (m MinIO, stop func(), err error) {
+	return RunMinIOAt(bin, dir, "")
+}
+
+// StartMinIOAt is StartMinIO on the address host, such as a bridge's,
+// where the local cluster's pods reach it.
+func StartMinIOAt(t testing.TB, host string) MinIO {
+	t.Helper()
 	bin := filepath.Join(RepoRoot(), "bin", "minio")
 	if _, err := os.Stat(bin); err != nil {
 		Unavailable(t, "the MinIO server bin/minio: run `bash hack/tools.sh minio` (make test does)")
 	}
-	m, stop, err := RunMinIO(bin, t.TempDir())
+	m, stop, err := RunMinIOAt(bin, t.TempDir(), host)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,15 +62,19 @@ func StartMinIO(t testing.TB) MinIO {
 	return m
 }
 
-// RunMinIO runs the MinIO server bin on a free loopback port with its
-// data and log in dir, and waits until it is ready; stop ends it.
-func RunMinIO(bin, dir string) (m MinIO, stop func(), err error) {
+// RunMinIOAt is RunMinIO listening on host (empty: loopback), on a port
+// free on loopback.
+func RunMinIOAt(bin, dir, host string) (m MinIO, stop func(), err error) {
 	secret := make([]byte, 16)
 	_, _ = rand.Read(secret)
 	m = MinIO{AccessKey: "strata-test", SecretKey: hex.EncodeToString(secret)}
 	addr, err := netaddr.Free()
 	if err != nil {
 		return m, nil, err
+	}
+	if host != "" {
+		_, port, _ := net.SplitHostPort(addr)
+		addr = net.JoinHostPort(host, port)
 	}
 	console, err := netaddr.Free()
 	if err != nil {
