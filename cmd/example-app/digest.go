@@ -19,7 +19,7 @@ func digest(args []string) error {
 	}
 	n, err := strconv.ParseInt(args[1], 10, 64)
 	if err != nil {
-		return fmt.Errorf("N %q: %w", args[1], err)
+		return fmt.Errorf("the byte count %q: %w", args[1], err)
 	}
 	f, err := os.Open(args[0])
 	if err != nil {

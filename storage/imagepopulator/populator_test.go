@@ -118,44 +118,9 @@ func TestAClaimIsFilledOnItsNodeAndGetsTheVolume(t *testing.T) {
 		t.Fatalf("the prime claim: %+v", prime)
 	}
 
-	// The CSI driver provisions it (played here).
-	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-vm-disk"}, Spec: corev1.PersistentVolumeSpec{
-		Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}, AccessModes: prime.Spec.AccessModes,
-		PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: storagev1alpha1.CSIDriver, VolumeHandle: "pop-fast|vm"}},
-		ClaimRef:               &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: prime.Namespace, Name: prime.Name, UID: prime.UID},
-		StorageClassName:       "pop-fast", VolumeMode: prime.Spec.VolumeMode}}
-	w.create(t, pv)
-	prime.Spec.VolumeName = pv.Name
-	if err := w.c.Update(ctx, prime); err != nil {
-		t.Fatal(err)
-	}
-
-	pod := eventually(t, w.c, primeKey, &corev1.Pod{}, func(*corev1.Pod) error { return nil })
-	args := strings.Join(pod.Spec.Containers[0].Args, " ")
-	if !strings.Contains(args, "image fill --image-url http://minio.lan:9000/images/debian.qcow2 --type qcow2 --target /dev/strata-target") ||
-		!strings.Contains(args, "--sha256 "+strings.Repeat("ab", 32)) || len(pod.Spec.Containers[0].VolumeDevices) != 1 ||
-		pod.Spec.Volumes[0].PersistentVolumeClaim.ClaimName != prime.Name || len(pod.Spec.Containers[0].Env) != 2 {
-		t.Fatalf("the fill pod: %+v", pod.Spec)
-	}
-	secret := &corev1.Secret{}
-	if err := w.c.Get(ctx, primeKey, secret); err != nil || string(secret.Data["accessKey"]) != "access" {
-		t.Fatalf("the copied credentials: %v %v", secret.Data, err)
-	}
-
-	// The first try fails: the reason is told, and the fill tried again.
-	firstUID := pod.UID
-	pod.Status = corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: "fill",
-		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: "the image's bytes hash to sha256:cd…"}}}}}
-	if err := w.c.Status().Update(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
-	w.wantEvent(t, pvc, "PopulateFailed", "the image's bytes hash to sha256:cd")
-	pod = eventually(t, w.c, primeKey, &corev1.Pod{}, func(p *corev1.Pod) error {
-		if p.UID == firstUID {
-			return fmt.Errorf("the failed pod is still there")
-		}
-		return nil
-	})
+	pv := w.provision(t, prime)
+	pod := w.wantFillPod(t, primeKey, prime.Name)
+	pod = w.failOnce(t, pvc, pod, primeKey)
 
 	// The second succeeds: the volume is the claim's.
 	pod.Status.Phase = corev1.PodSucceeded
@@ -177,6 +142,58 @@ func TestAClaimIsFilledOnItsNodeAndGetsTheVolume(t *testing.T) {
 			if err := w.c.Get(ctx, primeKey, o); !apierrors.IsNotFound(err) && (err != nil || o.GetDeletionTimestamp() == nil) {
 				return fmt.Errorf("%T %s is still there (%v)", o, primeKey, err)
 			}
+		}
+		return nil
+	})
+}
+
+// provision plays the CSI driver: a volume bound to the prime claim.
+func (w *world) provision(t *testing.T, prime *corev1.PersistentVolumeClaim) *corev1.PersistentVolume {
+	t.Helper()
+	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-vm-disk"}, Spec: corev1.PersistentVolumeSpec{
+		Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}, AccessModes: prime.Spec.AccessModes,
+		PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: storagev1alpha1.CSIDriver, VolumeHandle: "pop-fast|vm"}},
+		ClaimRef:               &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: prime.Namespace, Name: prime.Name, UID: prime.UID},
+		StorageClassName:       "pop-fast", VolumeMode: prime.Spec.VolumeMode}}
+	w.create(t, pv)
+	prime.Spec.VolumeName = pv.Name
+	if err := w.c.Update(context.Background(), prime); err != nil {
+		t.Fatal(err)
+	}
+	return pv
+}
+
+// wantFillPod waits for the fill pod and checks what it runs on what.
+func (w *world) wantFillPod(t *testing.T, key client.ObjectKey, prime string) *corev1.Pod {
+	t.Helper()
+	pod := eventually(t, w.c, key, &corev1.Pod{}, func(*corev1.Pod) error { return nil })
+	args := strings.Join(pod.Spec.Containers[0].Args, " ")
+	if !strings.Contains(args, "image fill --image-url http://minio.lan:9000/images/debian.qcow2 --type qcow2 --target /dev/strata-target") ||
+		!strings.Contains(args, "--sha256 "+strings.Repeat("ab", 32)) || len(pod.Spec.Containers[0].VolumeDevices) != 1 ||
+		pod.Spec.Volumes[0].PersistentVolumeClaim.ClaimName != prime || len(pod.Spec.Containers[0].Env) != 2 {
+		t.Fatalf("the fill pod: %+v", pod.Spec)
+	}
+	secret := &corev1.Secret{}
+	if err := w.c.Get(context.Background(), key, secret); err != nil || string(secret.Data["accessKey"]) != "access" {
+		t.Fatalf("the copied credentials: %v %v", secret.Data, err)
+	}
+	return pod
+}
+
+// failOnce plays a failed fill: the reason is told on the claim, and the
+// next try's pod is returned.
+func (w *world) failOnce(t *testing.T, pvc *corev1.PersistentVolumeClaim, pod *corev1.Pod, key client.ObjectKey) *corev1.Pod {
+	t.Helper()
+	firstUID := pod.UID
+	pod.Status = corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: "fill",
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: "the image's bytes hash to sha256:cd…"}}}}}
+	if err := w.c.Status().Update(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	w.wantEvent(t, pvc, "PopulateFailed", "the image's bytes hash to sha256:cd")
+	return eventually(t, w.c, key, &corev1.Pod{}, func(p *corev1.Pod) error {
+		if p.UID == firstUID {
+			return fmt.Errorf("the failed pod is still there")
 		}
 		return nil
 	})

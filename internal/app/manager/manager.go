@@ -180,18 +180,8 @@ func register(ctx context.Context, mgr manager.Manager, cfg *rest.Config, o Opti
 	if err := (&receiver.Reconciler{Client: mgr.GetClient()}).SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
-	if err := (&lvmcluster.Reconciler{Client: mgr.GetClient(), Events: events}).SetupWithManager(mgr); err != nil {
+	if err := registerStorage(ctx, mgr, o); err != nil {
 		return err
-	}
-	if err := registerFailover(ctx, mgr, o); err != nil {
-		return err
-	}
-	if p := o.Populator; p.Image != "" {
-		err := (&imagepopulator.Reconciler{Client: mgr.GetClient(), Namespace: p.Namespace, Image: p.Image, CacheDir: p.CacheDir,
-			Events: mgr.GetEventRecorder("strata-populator"), Retry: 30 * time.Second}).SetupWithManager(mgr)
-		if err != nil {
-			return err
-		}
 	}
 	if o.ArtifactAddr != "" && o.ArtifactAddr != "0" {
 		if err := mgr.Add(httpServer(o.ArtifactAddr, storage.Handler())); err != nil {
@@ -256,6 +246,27 @@ func (p LVMPairs) agents(mgr manager.Manager, btrfs replication.Agents) (replica
 		return nil, err
 	}
 	return &lvmagents.Agents{Client: mgr.GetClient(), Port: p.Port, Tokens: tokens, CA: ca, Timeout: 30 * time.Second, Others: btrfs}, nil
+}
+
+// registerStorage runs the storage controllers: LVMClusters, replication
+// and failover, and the image populator.
+func registerStorage(ctx context.Context, mgr manager.Manager, o Options) error {
+	if err := (&lvmcluster.Reconciler{Client: mgr.GetClient(), Events: mgr.GetEventRecorder("strata")}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := registerFailover(ctx, mgr, o); err != nil {
+		return err
+	}
+	return o.Populator.register(mgr)
+}
+
+// register runs the image populator, when it has an image to run.
+func (p Populator) register(mgr manager.Manager) error {
+	if p.Image == "" {
+		return nil
+	}
+	return (&imagepopulator.Reconciler{Client: mgr.GetClient(), Namespace: p.Namespace, Image: p.Image, CacheDir: p.CacheDir,
+		Events: mgr.GetEventRecorder("strata-populator"), Retry: 30 * time.Second}).SetupWithManager(mgr)
 }
 
 // registerFailover runs strata's VolSync mover and the Failover
