@@ -71,6 +71,8 @@ func classify(ctx context.Context, baseObjs client.Reader, headObjs *repoObjects
 		found = append(found, retentionTurnsToDelete(b, h)...)
 	case schema.GroupKind{Group: "helm.toolkit.fluxcd.io", Kind: "HelmRelease"}:
 		found = append(found, existingClaimsMoved(b, h)...)
+	case volumeImageKind:
+		return worst(imageChange(headObjs, b, h))
 	}
 	if gk.Group == guard.StrataStorageGroup {
 		found = append(found, storageChange(b, h)...)
