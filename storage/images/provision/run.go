@@ -84,11 +84,13 @@ func (p *Provisioner) fill(ctx context.Context, id, tenant string, req Request) 
 // job made it is recorded before anything is written into it.
 func (p *Provisioner) volume(ctx context.Context, id, tenant string, req Request, size int64) (string, error) {
 	target, created, err := p.o.Volumes.Create(ctx, tenant, req.VolumeName, size)
-	if err != nil {
-		return "", err
-	}
+	// A volume made is the job's even when what followed its making
+	// failed, or the job was cancelled then: the undo must remove it.
 	var mine bool
-	if err := p.update(id, func(j *Job) { j.VolumeCreated = j.VolumeCreated || created; mine = j.VolumeCreated }); err != nil {
+	if uerr := p.update(id, func(j *Job) { j.VolumeCreated = j.VolumeCreated || created; mine = j.VolumeCreated }); err == nil {
+		err = uerr
+	}
+	if err != nil {
 		return "", err
 	}
 	if !mine && !req.Overwrite {
