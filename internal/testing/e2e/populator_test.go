@@ -20,12 +20,12 @@ import (
 )
 
 // A claim whose dataSourceRef names a VolumeImage is provisioned on the
-// real nodes already holding the image's disk: a pod reads it back as a
-// raw block device. The image is a qcow2 in a real MinIO, reached from
-// the pods at this machine's address on the cluster's bridge.
+// real nodes already holding the image's disk: a pod reads it back, as a
+// raw block device from an LVM class, and as disk.raw from a node-local
+// btrfs class. The image is a qcow2 in a real MinIO, reached from the
+// pods at this machine's address on the cluster's bridge.
 func TestAClaimIsFilledFromAVolumeImage(t *testing.T) {
-	_, cl := start(t)
-	ctx := context.Background()
+	c, cl := start(t)
 	minio := testenv.StartMinIOAt(t, network.HostIP().String())
 	disk := make([]byte, 8<<20)
 	_, _ = rand.Read(disk[:1<<20])
@@ -34,22 +34,49 @@ func TestAClaimIsFilledFromAVolumeImage(t *testing.T) {
 	want := sha256.Sum256(disk)
 
 	ns := namespaceFor(t, cl, "images")
-	group, block := storagev1alpha1.GroupVersion.Group, corev1.PersistentVolumeBlock
-	claim := newClaim(ns, "vm-disk", "64Mi")
-	claim.Spec.VolumeMode = &block
-	claim.Spec.DataSourceRef = &corev1.TypedObjectReference{APIGroup: &group, Kind: storagev1alpha1.VolumeImageKind, Name: "vm"}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "reader", Namespace: ns}, Spec: corev1.PodSpec{
-		Containers: []corev1.Container{{Name: "read", Image: images.ExampleAppRef, ImagePullPolicy: corev1.PullIfNotPresent,
-			Args: []string{"digest", "/dev/vm", fmt.Sprint(len(disk))}, VolumeDevices: []corev1.VolumeDevice{{Name: "disk", DevicePath: "/dev/vm"}}}},
-		Volumes: []corev1.Volume{{Name: "disk", VolumeSource: corev1.VolumeSource{
-			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim.Name}}}},
-	}}
 	create(t, cl,
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bucket"},
 			StringData: map[string]string{"accessKey": minio.AccessKey, "secretKey": minio.SecretKey}},
 		&storagev1alpha1.VolumeImage{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "vm"}, Spec: storagev1alpha1.VolumeImageSpec{
-			URL: minio.Endpoint + "/images/vm/disk.qcow2", Format: "qcow2", CredentialsSecretRef: &storagev1alpha1.LocalObjectReference{Name: "bucket"}}},
-		claim, pod)
+			URL: minio.Endpoint + "/images/vm/disk.qcow2", Format: "qcow2", CredentialsSecretRef: &storagev1alpha1.LocalObjectReference{Name: "bucket"}}})
+
+	block := newClaim(ns, "vm-block", "64Mi")
+	mode := corev1.PersistentVolumeBlock
+	block.Spec.VolumeMode = &mode
+	blockReader := readerPod(ns, "block-reader", block.Name, len(disk))
+	blockReader.Spec.Containers[0].VolumeDevices = []corev1.VolumeDevice{{Name: "disk", DevicePath: "/dev/vm"}}
+	file := newClaim(ns, "vm-file", "64Mi")
+	class := localClass(c.Nodes[0].Name())
+	file.Spec.StorageClassName = &class
+	fileReader := readerPod(ns, "file-reader", file.Name, len(disk))
+	fileReader.Spec.Containers[0].Args[1] = "/data/disk.raw"
+	fileReader.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "disk", MountPath: "/data"}}
+	for _, claim := range []*corev1.PersistentVolumeClaim{block, file} {
+		group := storagev1alpha1.GroupVersion.Group
+		claim.Spec.DataSourceRef = &corev1.TypedObjectReference{APIGroup: &group, Kind: storagev1alpha1.VolumeImageKind, Name: "vm"}
+	}
+	create(t, cl, block, blockReader, file, fileReader)
+	for claim, pod := range map[*corev1.PersistentVolumeClaim]*corev1.Pod{block: blockReader, file: fileReader} {
+		wantDigest(t, cl, claim, pod, want[:])
+	}
+}
+
+// readerPod prints the digest of the first n bytes of the claim's disk;
+// the caller mounts the claim.
+func readerPod(ns, name, claim string, n int) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "read", Image: images.ExampleAppRef, ImagePullPolicy: corev1.PullIfNotPresent,
+			Args: []string{"digest", "/dev/vm", fmt.Sprint(n)}}},
+		Volumes: []corev1.Volume{{Name: "disk", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}},
+	}}
+}
+
+// wantDigest waits for the reader pod's digest of the claim's disk and
+// checks it is want.
+func wantDigest(t *testing.T, cl client.Client, claim *corev1.PersistentVolumeClaim, pod *corev1.Pod, want []byte) {
+	t.Helper()
+	ctx := context.Background()
 
 	var line string
 	testenv.Eventually(t, 4*time.Minute, func() error {
@@ -65,9 +92,9 @@ func TestAClaimIsFilledFromAVolumeImage(t *testing.T) {
 		}
 		return nil
 	})
-	if line != "sha256:"+hex.EncodeToString(want[:]) {
-		t.Fatalf("the populated claim's first %d bytes hash to %s; the image's disk to sha256:%x; claim events: %s",
-			len(disk), line, want, claimEvents(ctx, cl, claim))
+	if line != "sha256:"+hex.EncodeToString(want) {
+		t.Fatalf("claim %s's disk hashes to %s; the image's disk to sha256:%x; claim events: %s",
+			claim.Name, line, want, claimEvents(ctx, cl, claim))
 	}
 }
 
