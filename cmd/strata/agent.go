@@ -160,29 +160,32 @@ func runVolumeAPIAlone(ctx context.Context, kubeconfig string, vo volumeapi.Opti
 // them.
 type fencer func(ctx context.Context) ([]string, error)
 
-// btrfsFencer fences the btrfs store the volume API opens, once it has.
-func btrfsFencer(vo *volumeapi.Options) fencer {
-	var store atomic.Pointer[volumes.Store]
-	vo.Opened = store.Store
+// fences is a store of pairs that can fence them all.
+type fences interface {
+	FencePairs(ctx context.Context) ([]string, error)
+}
+
+// fencerOf fences the store opened is given, once it has been: the btrfs
+// store the volume API opens, or the LVM mover's the agent makes.
+func fencerOf[S any, P interface {
+	*S
+	fences
+}](opened *func(P)) fencer {
+	var store atomic.Pointer[S]
+	*opened = func(s P) { store.Store((*S)(s)) }
 	return func(ctx context.Context) ([]string, error) {
 		if s := store.Load(); s != nil {
-			return s.FencePairs(ctx)
+			return P(s).FencePairs(ctx)
 		}
 		return nil, nil
 	}
 }
 
-// lvmFencer fences the LVM mover's volumes, once the agent made its store.
-func lvmFencer(o *agent.Options) fencer {
-	var store atomic.Pointer[lvmpairs.Store]
-	o.PairsOpened = store.Store
-	return func(ctx context.Context) ([]string, error) {
-		if s := store.Load(); s != nil {
-			return s.FencePairs(ctx)
-		}
-		return nil, nil
-	}
-}
+// btrfsFencer fences the btrfs store the volume API opens.
+func btrfsFencer(vo *volumeapi.Options) fencer { return fencerOf[volumes.Store](&vo.Opened) }
+
+// lvmFencer fences the LVM mover's volumes.
+func lvmFencer(o *agent.Options) fencer { return fencerOf[lvmpairs.Store](&o.PairsOpened) }
 
 // selfFence fences the stores' replicated volumes once the node's Lease
 // goes unrenewed for after.

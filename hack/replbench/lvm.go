@@ -169,12 +169,7 @@ func oneLVMRound(dir string, c config) (result, error) {
 	if r.floorFull, err = lvmFloor(a, b, "full"); err != nil {
 		return r, err
 	}
-	sync := func(from, to *lvmAgent) (wire.Replica, time.Duration, error) {
-		start := time.Now()
-		rep, err := from.client.SyncPair(ctx, pair, wire.SyncRequest{Peer: to.srv.URL, PeerTenant: tenant, Token: secret})
-		return rep, time.Since(start), err
-	}
-	if _, r.strataFull, err = sync(a, b); err != nil {
+	if _, r.strataFull, err = timedSync(ctx, a.client, b.srv.URL); err != nil {
 		return r, err
 	}
 	if err := a.write("db", c.size/4, c.change); err != nil {
@@ -183,7 +178,7 @@ func oneLVMRound(dir string, c config) (result, error) {
 	if r.floorDelta, err = lvmFloor(a, b, "delta"); err != nil {
 		return r, err
 	}
-	rep, took, err := sync(a, b)
+	rep, took, err := timedSync(ctx, a.client, b.srv.URL)
 	if err != nil {
 		return r, err
 	}
@@ -194,7 +189,7 @@ func oneLVMRound(dir string, c config) (result, error) {
 	if err := b.write("db", c.size/2, c.change); err != nil {
 		return r, err
 	}
-	if rep, _, err = sync(b, a); err != nil {
+	if rep, _, err = timedSync(ctx, b.client, a.srv.URL); err != nil {
 		return r, err
 	}
 	r.failbackBytes = rep.StreamBytes

@@ -185,12 +185,7 @@ func oneRound(dir string, c config) (result, error) {
 	if r.floorFull, err = floor(a, b, "full", ""); err != nil {
 		return r, err
 	}
-	sync := func(from, to *agent) (wire.Replica, time.Duration, error) {
-		start := time.Now()
-		rep, err := from.client.SyncPair(ctx, pair, wire.SyncRequest{Peer: to.srv.URL, PeerTenant: tenant, Token: secret})
-		return rep, time.Since(start), err
-	}
-	if _, r.strataFull, err = sync(a, b); err != nil {
+	if _, r.strataFull, err = timedSync(ctx, a.client, b.srv.URL); err != nil {
 		return r, err
 	}
 	if err := writeRandom(vol.Path, "changed", c.change); err != nil {
@@ -199,7 +194,7 @@ func oneRound(dir string, c config) (result, error) {
 	if r.floorDelta, err = floor(a, b, "delta", "full"); err != nil {
 		return r, err
 	}
-	rep, took, err := sync(a, b)
+	rep, took, err := timedSync(ctx, a.client, b.srv.URL)
 	if err != nil {
 		return r, err
 	}
@@ -212,11 +207,19 @@ func oneRound(dir string, c config) (result, error) {
 	if err := writeRandom(promoted.Path, "during-failover", c.change); err != nil {
 		return r, err
 	}
-	if rep, _, err = sync(b, a); err != nil {
+	if rep, _, err = timedSync(ctx, b.client, a.srv.URL); err != nil {
 		return r, err
 	}
 	r.failbackBytes = rep.StreamBytes
 	return r, nil
+}
+
+// timedSync asks the agent of from to sync the pair to the agent at
+// peer, and says how long it took.
+func timedSync(ctx context.Context, from *volumeapi.Client, peer string) (wire.Replica, time.Duration, error) {
+	start := time.Now()
+	rep, err := from.SyncPair(ctx, pair, wire.SyncRequest{Peer: peer, PeerTenant: tenant, Token: secret})
+	return rep, time.Since(start), err
 }
 
 // floor takes a read-only snapshot of a's volume and sends it to b with

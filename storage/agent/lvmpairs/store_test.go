@@ -334,13 +334,7 @@ func TestAMountedVolumeIsNotPromoted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	for _, cmd := range [][]string{{"mkfs.ext4", "-q", dev}, {"mount", dev, dir}} {
-		if out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%v: %v: %s", cmd, err, out)
-		}
-	}
-	defer exec.Command("umount", dir).Run() //nolint:errcheck // the test's own mount
+	dir := mountExt4(t, dev)
 	_, err = b.store.Promote(ctx, tenant, "p")
 	if volumes.KindOf(err) != volumes.InUse || !strings.Contains(err.Error(), dir) {
 		t.Errorf("promoting a mounted volume: %v; want InUse naming %s", err, dir)
@@ -358,13 +352,7 @@ func TestAFenceStopsEveryWriter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	for _, cmd := range [][]string{{"mkfs.ext4", "-q", dev}, {"mount", dev, dir}} {
-		if out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%v: %v: %s", cmd, err, out)
-		}
-	}
-	t.Cleanup(func() { _ = exec.Command("umount", dir).Run() })
+	dir := mountExt4(t, dev)
 	writer := exec.Command("sh", "-c", `exec 3>"$1/log"; echo ready >&3; exec sleep 600`, "sh", dir)
 	if err := writer.Start(); err != nil {
 		t.Fatal(err)
@@ -414,4 +402,17 @@ func TestAFenceStopsEveryWriter(t *testing.T) {
 	if a.pair(t).Fenced {
 		t.Error("the pair says its volume is fenced after the unfence")
 	}
+}
+
+// mountExt4 formats the device ext4 and mounts it until the test ends.
+func mountExt4(t *testing.T, dev string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, cmd := range [][]string{{"mkfs.ext4", "-q", dev}, {"mount", dev, dir}} {
+		if out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v: %s", cmd, err, out)
+		}
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", dir).Run() })
+	return dir
 }
