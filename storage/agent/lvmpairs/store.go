@@ -188,21 +188,29 @@ func (s *Store) pairState(ctx context.Context, tenant string, rec pairRecord) (w
 // complete lists the pair's complete replicas, oldest first: those with
 // both a volume and a record.
 func (s *Store) complete(ctx context.Context, tenant string, rec pairRecord) ([]uint64, error) {
-	recorded, err := s.recorded(tenant, rec.Name)
-	if err != nil {
-		return nil, err
+	recorded, present, err := s.scan(ctx, tenant, rec)
+	return intersect(recorded, present), err
+}
+
+// scan reads the replica numbers the pair has records of and those it
+// has volumes of, each sorted.
+func (s *Store) scan(ctx context.Context, tenant string, rec pairRecord) (recorded, present []uint64, err error) {
+	if recorded, err = s.recorded(tenant, rec.Name); err != nil {
+		return nil, nil, err
 	}
-	present, err := s.replicaVolumes(ctx, rec)
-	if err != nil {
-		return nil, err
-	}
-	var seqs []uint64
-	for _, seq := range recorded {
-		if slices.Contains(present, seq) {
-			seqs = append(seqs, seq)
+	present, err = s.replicaVolumes(ctx, rec)
+	return recorded, present, err
+}
+
+// intersect is what both sorted lists hold, in order.
+func intersect(a, b []uint64) []uint64 {
+	var both []uint64
+	for _, x := range a {
+		if slices.Contains(b, x) {
+			both = append(both, x)
 		}
 	}
-	return seqs, nil
+	return both
 }
 
 // recorded lists the replica numbers with a record, sorted.

@@ -34,10 +34,7 @@ func (s *Store) SnapshotForSend(ctx context.Context, tenant, name string, peerHo
 	if _, err := s.thinVolume(ctx, vg, rec.Volume); err != nil {
 		return replicas.Outgoing{}, err
 	}
-	if err := s.clearIncomplete(ctx, tenant, rec); err != nil {
-		return replicas.Outgoing{}, err
-	}
-	have, err := s.complete(ctx, tenant, rec)
+	have, err := s.clearIncomplete(ctx, tenant, rec)
 	if err != nil {
 		return replicas.Outgoing{}, err
 	}
@@ -161,16 +158,13 @@ func (s *Store) Receive(ctx context.Context, tenant, name string, seq, parent ui
 	if err != nil {
 		return wire.Pair{}, err
 	}
-	have, err := s.complete(ctx, tenant, rec)
+	have, err := s.clearIncomplete(ctx, tenant, rec)
 	if err != nil {
 		return wire.Pair{}, err
 	}
 	if !replicas.Follows(have, seq, parent) {
 		return wire.Pair{}, &volumes.Error{Kind: volumes.Conflict, Message: fmt.Sprintf(
 			"pair %s holds replicas %v; a stream of replica %d from parent %d does not follow them", name, have, seq, parent)}
-	}
-	if err := s.clearIncomplete(ctx, tenant, rec); err != nil {
-		return wire.Pair{}, err
 	}
 	err = s.receiveInto(ctx, rec, volume, seq, parent, r, whole)
 	if err == nil {
@@ -246,32 +240,22 @@ func (s *Store) pruneBefore(ctx context.Context, tenant string, rec pairRecord, 
 	return nil
 }
 
-// clearIncomplete removes what a crash or a cut stream left: replica
-// volumes without a record, and records without a volume.
-func (s *Store) clearIncomplete(ctx context.Context, tenant string, rec pairRecord) error {
-	recorded, err := s.recorded(tenant, rec.Name)
+// clearIncomplete removes what a crash or a cut stream left (replica
+// volumes without a record, records without a volume) and returns the
+// complete replicas, oldest first.
+func (s *Store) clearIncomplete(ctx context.Context, tenant string, rec pairRecord) ([]uint64, error) {
+	recorded, present, err := s.scan(ctx, tenant, rec)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	present, err := s.replicaVolumes(ctx, rec)
-	if err != nil {
-		return err
-	}
-	for _, seq := range present {
-		if !slices.Contains(recorded, seq) {
+	for _, seq := range slices.Concat(recorded, present) {
+		if slices.Contains(recorded, seq) != slices.Contains(present, seq) {
 			if err := s.removeReplica(ctx, tenant, rec, seq); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
-	for _, seq := range recorded {
-		if !slices.Contains(present, seq) {
-			if err := s.removeReplica(ctx, tenant, rec, seq); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return intersect(recorded, present), nil
 }
 
 // removeReplica removes a replica's record, durably, then its volume: a
