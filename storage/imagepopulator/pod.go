@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,15 +23,6 @@ const (
 func (r *Reconciler) meta(pvc *corev1.PersistentVolumeClaim) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Namespace: r.Namespace, Name: primeName(pvc),
 		Labels: map[string]string{labelClaimNamespace: pvc.Namespace, labelClaimName: pvc.Name}}
-}
-
-// waitsForConsumer says whether the class binds on the first pod.
-func (r *Reconciler) waitsForConsumer(ctx context.Context, class string) bool {
-	sc := &storagev1.StorageClass{}
-	if err := r.Get(ctx, client.ObjectKey{Name: class}, sc); err != nil {
-		return true
-	}
-	return sc.VolumeBindingMode != nil && *sc.VolumeBindingMode == storagev1.VolumeBindingWaitForFirstConsumer
 }
 
 // startFill starts the pod that fills the prime claim's volume, with a

@@ -81,8 +81,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if pvc.Spec.VolumeName != "" {
 		return ctrl.Result{}, r.cleanUp(ctx, pvc.Namespace, pvc.Name)
 	}
-	ours, err := r.ourClass(ctx, pvc)
-	if err != nil || !ours {
+	sc, err := r.ourClass(ctx, pvc)
+	if err != nil || sc == nil {
 		return ctrl.Result{}, err
 	}
 	img := &storagev1alpha1.VolumeImage{}
@@ -90,7 +90,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.event(pvc, corev1.EventTypeWarning, "PopulateWaiting", "VolumeImage %s/%s: %v", pvc.Namespace, pvc.Spec.DataSourceRef.Name, err)
 		return ctrl.Result{RequeueAfter: r.Retry}, client.IgnoreNotFound(err)
 	}
-	return r.populate(ctx, pvc, img)
+	return r.populate(ctx, pvc, sc, img)
 }
 
 // wantsImage says whether a claim asks to be filled from a VolumeImage.
@@ -100,16 +100,17 @@ func wantsImage(pvc *corev1.PersistentVolumeClaim) bool {
 		ref.Kind == storagev1alpha1.VolumeImageKind && (ref.Namespace == nil || *ref.Namespace == pvc.Namespace)
 }
 
-// ourClass says whether strata provisions the claim's class.
-func (r *Reconciler) ourClass(ctx context.Context, pvc *corev1.PersistentVolumeClaim) (bool, error) {
+// ourClass is the claim's class when strata provisions it, nil
+// otherwise.
+func (r *Reconciler) ourClass(ctx context.Context, pvc *corev1.PersistentVolumeClaim) (*storagev1.StorageClass, error) {
 	if pvc.Spec.StorageClassName == nil || *pvc.Spec.StorageClassName == "" {
-		return false, nil
+		return nil, nil
 	}
 	sc := &storagev1.StorageClass{}
-	if err := r.Get(ctx, client.ObjectKey{Name: *pvc.Spec.StorageClassName}, sc); err != nil {
-		return false, client.IgnoreNotFound(err)
+	if err := r.Get(ctx, client.ObjectKey{Name: *pvc.Spec.StorageClassName}, sc); err != nil || sc.Provisioner != storagev1alpha1.CSIDriver {
+		return nil, client.IgnoreNotFound(err)
 	}
-	return sc.Provisioner == storagev1alpha1.CSIDriver, nil
+	return sc, nil
 }
 
 func (r *Reconciler) event(obj client.Object, kind, reason, format string, args ...any) {

@@ -7,7 +7,10 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -16,11 +19,11 @@ import (
 
 // populate takes the claim through its steps: the prime claim on the
 // chosen node, the pod that fills it, and the rebinding of its volume.
-func (r *Reconciler) populate(ctx context.Context, pvc *corev1.PersistentVolumeClaim, img *storagev1alpha1.VolumeImage) (ctrl.Result, error) {
+func (r *Reconciler) populate(ctx context.Context, pvc *corev1.PersistentVolumeClaim, sc *storagev1.StorageClass, img *storagev1alpha1.VolumeImage) (ctrl.Result, error) {
 	prime := &corev1.PersistentVolumeClaim{}
 	err := r.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: primeName(pvc)}, prime)
 	if apierrors.IsNotFound(err) {
-		return ctrl.Result{}, r.makePrime(ctx, pvc)
+		return ctrl.Result{}, r.makePrime(ctx, pvc, sc)
 	}
 	if err != nil {
 		return ctrl.Result{}, err
@@ -56,16 +59,16 @@ func (r *Reconciler) populate(ctx context.Context, pvc *corev1.PersistentVolumeC
 
 // makePrime makes the claim the image is written to, with the user
 // claim's class, size, mode and node.
-func (r *Reconciler) makePrime(ctx context.Context, pvc *corev1.PersistentVolumeClaim) error {
-	sc := *pvc.Spec.StorageClassName
+func (r *Reconciler) makePrime(ctx context.Context, pvc *corev1.PersistentVolumeClaim, sc *storagev1.StorageClass) error {
 	node := pvc.Annotations[selectedNode]
-	if node == "" && r.waitsForConsumer(ctx, sc) {
+	waits := sc.VolumeBindingMode != nil && *sc.VolumeBindingMode == storagev1.VolumeBindingWaitForFirstConsumer
+	if node == "" && waits {
 		return nil // the scheduler has not chosen a node yet; it annotates the claim when it does
 	}
 	prime := &corev1.PersistentVolumeClaim{
 		ObjectMeta: r.meta(pvc),
 		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: pvc.Spec.AccessModes, Resources: pvc.Spec.Resources,
-			StorageClassName: &sc, VolumeMode: pvc.Spec.VolumeMode},
+			StorageClassName: &sc.Name, VolumeMode: pvc.Spec.VolumeMode},
 	}
 	if node != "" {
 		prime.Annotations = map[string]string{selectedNode: node}
@@ -123,34 +126,14 @@ func (r *Reconciler) cleanUp(ctx context.Context, ns, name string) error {
 		if err := r.List(ctx, list, client.InNamespace(r.Namespace), sel); err != nil {
 			return err
 		}
-		var errs []string
-		eachItem(list, func(o client.Object) {
-			if err := r.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
-				errs = append(errs, err.Error())
-			}
+		err := apimeta.EachListItem(list, func(o runtime.Object) error {
+			return client.IgnoreNotFound(r.Delete(ctx, o.(client.Object)))
 		})
-		if len(errs) > 0 {
-			return fmt.Errorf("cleaning up after claim %s/%s: %s", ns, name, strings.Join(errs, "; "))
+		if err != nil {
+			return fmt.Errorf("cleaning up after claim %s/%s: %w", ns, name, err)
 		}
 	}
 	return nil
-}
-
-func eachItem(list client.ObjectList, f func(client.Object)) {
-	switch l := list.(type) {
-	case *corev1.PodList:
-		for i := range l.Items {
-			f(&l.Items[i])
-		}
-	case *corev1.PersistentVolumeClaimList:
-		for i := range l.Items {
-			f(&l.Items[i])
-		}
-	case *corev1.SecretList:
-		for i := range l.Items {
-			f(&l.Items[i])
-		}
-	}
 }
 
 // terminationMessage is what the fill's container said as it ended.
