@@ -5,7 +5,6 @@ package lvmagents
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -95,7 +94,7 @@ func (a *Agents) client(ctx context.Context, address string) (*volumeapi.Client,
 		return nil, fmt.Errorf("the agents' tenants Secret %s: %w", a.Tokens, err)
 	}
 	if len(tenants.Data) != 1 {
-		return nil, fmt.Errorf("the agents' tenants Secret %s has %d keys; it needs one, the controller's tenant", a.Tokens, len(tenants.Data))
+		return nil, fmt.Errorf("the agents' tenants Secret %s has %d keys; it needs exactly one, the controller's tenant and its token (the chart makes it with agent.replication.enabled)", a.Tokens, len(tenants.Data))
 	}
 	var token string
 	for _, v := range tenants.Data {
@@ -129,7 +128,7 @@ func (a *Agents) httpClient(ctx context.Context) (*http.Client, error) {
 	}
 	c, err := volumeapi.TrustingCA(pem, a.Timeout)
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("the agents' CA Secret %s, ca.crt", a.CA), err)
+		return nil, fmt.Errorf("the agents' CA Secret %s: its ca.crt: %w; it should hold the CA the chart made (agent.replication.enabled)", a.CA, err)
 	}
 	actual, _ := a.clients.LoadOrStore(string(pem), c)
 	return actual.(*http.Client), nil

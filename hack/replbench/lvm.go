@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
-	"io"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -111,15 +109,7 @@ func (a *lvmAgent) write(volume string, off, size int64) error {
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(io.NewOffsetWriter(f, off), io.LimitReader(rand.Reader, size)); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return fillRandom(f, off, size)
 }
 
 // lvmFloor snapshots a's volume and copies it whole onto b's volume with

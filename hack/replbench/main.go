@@ -258,7 +258,12 @@ func writeRandom(dir, name string, size int64) error {
 	if err != nil {
 		return err
 	}
-	if _, err := io.CopyN(f, rand.Reader, size); err != nil {
+	return fillRandom(f, 0, size)
+}
+
+// fillRandom writes size random bytes at off of f, syncs and closes it.
+func fillRandom(f *os.File, off, size int64) error {
+	if _, err := io.Copy(io.NewOffsetWriter(f, off), io.LimitReader(rand.Reader, size)); err != nil {
 		f.Close()
 		return err
 	}

@@ -49,8 +49,9 @@ func Fill(ctx context.Context, o Options, out io.Writer) error {
 			}
 		},
 		Target: func(_ context.Context, virtualSize int64) (string, error) {
-			target, err = targetFor(o.Target, virtualSize)
-			return target, err
+			made, terr := targetFor(o.Target, virtualSize)
+			target = made
+			return made, terr
 		},
 	})
 	if err != nil {
