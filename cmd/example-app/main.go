@@ -18,6 +18,8 @@
 //	                          first writes MIB MiB of random DIR/ballast
 //	                          if it is missing; exits on a failed write
 //
+// It also stands in for Buildbarn's programs (buildbarn.go).
+//
 // A pod restart that serves the first pod's name shows the volume kept
 // its data. Counters on two nodes show whether two writers ever overlap
 // (the failover tests).
@@ -36,6 +38,13 @@ import (
 )
 
 func main() {
+	if role := buildbarnRole(os.Args); role != nil {
+		if err := role(); err != nil {
+			fmt.Fprintln(os.Stderr, "example-app:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) < 3 {
 		fmt.Fprintln(os.Stderr, "usage: example-app serve DIR... | example-app get URL | example-app count DIR [MIB] | example-app digest PATH N")
 		os.Exit(2)
@@ -72,14 +81,7 @@ func serve(dirs []string) error {
 	}
 	body := strings.Join(lines, "\n") + "\n"
 	http.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, body) })
-	http.HandleFunc("/size/", func(w http.ResponseWriter, r *http.Request) {
-		var fs syscall.Statfs_t
-		if err := syscall.Statfs(strings.TrimPrefix(r.URL.Path, "/size"), &fs); err != nil {
-			http.Error(w, err.Error(), http.StatusNotFound)
-			return
-		}
-		fmt.Fprintln(w, int64(fs.Blocks)*fs.Bsize)
-	})
+	http.HandleFunc("/size/", serveSize)
 	server := &http.Server{Addr: ":8080", ReadHeaderTimeout: 5 * time.Second}
 	return server.ListenAndServe()
 }
@@ -140,4 +142,15 @@ func fetch(ctx context.Context, url string) (string, error) {
 		err = fmt.Errorf("status %s", rsp.Status)
 	}
 	return string(body), err
+}
+
+// serveSize answers /size/DIR with the size in bytes of the filesystem
+// DIR is on, as the pod sees it.
+func serveSize(w http.ResponseWriter, r *http.Request) {
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(strings.TrimPrefix(r.URL.Path, "/size"), &fs); err != nil {
+		http.Error(w, err.Error(), http.StatusNotFound)
+		return
+	}
+	fmt.Fprintln(w, int64(fs.Blocks)*fs.Bsize)
 }

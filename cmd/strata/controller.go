@@ -55,6 +55,7 @@ func controllerCommand() *cobra.Command {
 	f.StringVar(&o.Populator.Image, "populator-image", "", "strata's image, which the image populator's pods run; empty turns the populator off (docs/images.md)")
 	f.StringVar(&o.Populator.Namespace, "populator-namespace", "strata-system", "namespace of the image populator's prime claims, pods and credential copies")
 	f.StringVar(&o.Populator.CacheDir, "populator-cache-dir", "/var/lib/strata/images/cache", "the nodes' image cache, a host path the populator's pods share")
+	f.StringVar(&o.BuildbarnImageRepository, "buildbarn-image-repository", "", "repository of Buildbarn's images (bb-storage, bb-scheduler, bb-worker, bb-runner-installer, bb-browser under it), for components whose spec.image is empty; empty: each must name its image (docs/buildbarn.md)")
 	f.IntVar(&o.LVMPairs.Port, "lvm-pairs-port", 8421, "port of the node agents' pair API (their --pairs-listen), which the LVM mover is driven through")
 	f.StringVar(&o.LVMPairs.Tokens, "lvm-pairs-tokens-secret", "", "namespace/name of the Secret of the node agents' tenants (one key: the controller's tenant, its token); empty replicates no logical volume")
 	f.StringVar(&o.LVMPairs.CA, "lvm-pairs-ca-secret", "", "namespace/name of a Secret whose ca.crt the node agents' certificates chain to; empty calls them over plain HTTP")

@@ -310,22 +310,6 @@ func reconciles(addr string) int {
 
 // revision is the current etcd revision: a list served from etcd returns it
 // as its resourceVersion, and any write anywhere raises it.
-// peakRSS reads the process's high-water mark of resident memory.
-func peakRSS(pid int) int64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if strings.HasPrefix(line, "VmHWM:") {
-			var kb int64
-			_, _ = fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(line, "VmHWM:"), "kB")), &kb)
-			return kb << 10
-		}
-	}
-	return 0
-}
-
 // freeAddr is a free loopback address; the bench cannot go on without one.
 func freeAddr() string {
 	addr, err := netaddr.Free()

@@ -136,7 +136,7 @@ func measure(cfg config, ctl controller) (result, error) {
 		return res, err
 	}
 	res.firstPass = time.Since(start)
-	res.peakRSS = peakRSS(proc.Process.Pid)
+	res.peakRSS = benchstat.PeakRSS(proc.Process.Pid)
 	res.controllerCPU, res.machineCPU = processCPU(proc.Process.Pid), machineCPU()-machineStart
 	res.apiServerCPU, res.etcdCPU = childrenCPU("kube-apiserver")-apiServerStart, childrenCPU("etcd")-etcdStart
 	stop(proc)

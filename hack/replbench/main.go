@@ -22,7 +22,6 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,12 +31,10 @@ import (
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/strata-gitops/strata/internal/local/localdisk"
-	"github.com/strata-gitops/strata/internal/loopdev"
 	"github.com/strata-gitops/strata/internal/testing/benchstat"
+	"github.com/strata-gitops/strata/internal/testing/btrfsagent"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
-	"github.com/strata-gitops/strata/storage/agent/volumes"
 )
 
 const (
@@ -77,50 +74,13 @@ func main() {
 }
 
 // agent is one node: a btrfs filesystem, its store and volume API.
-type agent struct {
-	mnt    string
-	store  *volumes.Store
-	srv    *httptest.Server
-	client *volumeapi.Client
-}
+type agent = btrfsagent.Node
 
 func newAgent(dir, name string) (*agent, error) {
-	img := filepath.Join(dir, name+".img")
-	if err := os.WriteFile(img, nil, 0o600); err != nil {
-		return nil, err
-	}
-	if err := os.Truncate(img, 8<<30); err != nil {
-		return nil, err
-	}
-	dev, err := loopdev.Attach(img)
-	if err != nil {
-		return nil, err
-	}
-	a := &agent{mnt: filepath.Join(dir, name)}
-	if err := localdisk.MountBtrfs(dev, a.mnt); err != nil {
-		return nil, err
-	}
-	if a.store, err = volumes.Open(context.Background(), filepath.Join(a.mnt, "strata"), nil, name); err != nil {
-		return nil, err
-	}
-	tenants := &volumeapi.Tenants{}
-	if err := tenants.Set(map[string]string{tenant: token}); err != nil {
-		return nil, err
-	}
-	server := volumeapi.New(a.store, tenants)
-	a.srv = httptest.NewTLSServer(server.Handler())
-	server.PeerHTTP = a.srv.Client()
-	a.client = (&volumeapi.Client{URL: a.srv.URL, Token: token, HTTP: a.srv.Client()}).WithoutTimeout()
-	return a, nil
+	return btrfsagent.OnLoop(dir, name, 8<<30, tenant, token)
 }
 
-func cleanUp(dir string) {
-	for _, m := range []string{"a", "b"} {
-		_ = exec.Command("umount", "--recursive", filepath.Join(dir, m)).Run()
-	}
-	_ = loopdev.DetachUnder(dir)
-	_ = os.RemoveAll(dir)
-}
+func cleanUp(dir string) { btrfsagent.CleanUp(dir) }
 
 // result is one round's figures.
 type result struct {
@@ -160,22 +120,22 @@ func oneRound(dir string, c config) (result, error) {
 	if err != nil {
 		return r, err
 	}
-	defer a.srv.Close()
+	defer a.Srv.Close()
 	b, err := newAgent(dir, "b")
 	if err != nil {
 		return r, err
 	}
-	defer b.srv.Close()
+	defer b.Srv.Close()
 	ctx := context.Background()
 	for _, ag := range []*agent{a, b} {
-		if _, err := ag.client.CreateVolume(ctx, wire.CreateRequest{Name: "db", SizeBytes: 2 * c.size}); err != nil {
+		if _, err := ag.Client.CreateVolume(ctx, wire.CreateRequest{Name: "db", SizeBytes: 2 * c.size}); err != nil {
 			return r, err
 		}
-		if _, err := ag.client.SetPair(ctx, pair, wire.PairRequest{Volume: "db", Token: secret}); err != nil {
+		if _, err := ag.Client.SetPair(ctx, pair, wire.PairRequest{Volume: "db", Token: secret}); err != nil {
 			return r, err
 		}
 	}
-	vol, err := a.store.Get(tenant, "db")
+	vol, err := a.Store.Get(tenant, "db")
 	if err != nil {
 		return r, err
 	}
@@ -185,7 +145,7 @@ func oneRound(dir string, c config) (result, error) {
 	if r.floorFull, err = floor(a, b, "full", ""); err != nil {
 		return r, err
 	}
-	if _, r.strataFull, err = timedSync(ctx, a.client, b.srv.URL); err != nil {
+	if _, r.strataFull, err = timedSync(ctx, a.Client, b.Srv.URL); err != nil {
 		return r, err
 	}
 	if err := writeRandom(vol.Path, "changed", c.change); err != nil {
@@ -194,20 +154,20 @@ func oneRound(dir string, c config) (result, error) {
 	if r.floorDelta, err = floor(a, b, "delta", "full"); err != nil {
 		return r, err
 	}
-	rep, took, err := timedSync(ctx, a.client, b.srv.URL)
+	rep, took, err := timedSync(ctx, a.Client, b.Srv.URL)
 	if err != nil {
 		return r, err
 	}
 	r.strataDelta, r.deltaBytes = took, rep.StreamBytes
 	// Failover, writes on the backup, failback.
-	promoted, err := b.client.Promote(ctx, pair)
+	promoted, err := b.Client.Promote(ctx, pair)
 	if err != nil {
 		return r, err
 	}
 	if err := writeRandom(promoted.Path, "during-failover", c.change); err != nil {
 		return r, err
 	}
-	if rep, _, err = timedSync(ctx, b.client, a.srv.URL); err != nil {
+	if rep, _, err = timedSync(ctx, b.Client, a.Srv.URL); err != nil {
 		return r, err
 	}
 	r.failbackBytes = rep.StreamBytes
@@ -226,11 +186,11 @@ func timedSync(ctx context.Context, from *volumeapi.Client, peer string) (wire.R
 // btrfs-progs alone, incrementally from the floor's previous snapshot
 // when parent is set, and returns how long that took.
 func floor(a, b *agent, name, parent string) (time.Duration, error) {
-	vol, err := a.store.Get(tenant, "db")
+	vol, err := a.Store.Get(tenant, "db")
 	if err != nil {
 		return 0, err
 	}
-	snaps, into := filepath.Join(a.mnt, "floor"), filepath.Join(b.mnt, "floor")
+	snaps, into := filepath.Join(a.Mnt, "floor"), filepath.Join(b.Mnt, "floor")
 	for _, d := range []string{snaps, into} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return 0, err

@@ -61,11 +61,21 @@ func DetachUnder(dir string) error {
 	return nil
 }
 
-// Find returns the loop device backed by file, or "" when none is.
+// Find returns the loop device backed by file, or "" when none is. It
+// matches the file itself (its device and inode), not its path: the path
+// the kernel reports is the attaching process's, which another mount
+// namespace does not share. A node agent restarted in a new container
+// would otherwise not find its volumes' devices and attach them again.
 func Find(file string) (string, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(file, &st); errors.Is(err, unix.ENOENT) {
+		return "", nil // no file, so no device has it behind it
+	} else if err != nil {
+		return "", fmt.Errorf("finding the loop device of %s: %w", file, err)
+	}
 	devices, err := BackingFiles()
-	for dev, f := range devices {
-		if f == file {
+	for dev := range devices {
+		if backsFile(dev, &st) {
 			return dev, err
 		}
 	}
@@ -74,8 +84,20 @@ func Find(file string) (string, error) {
 
 // Backs says whether device is attached with file behind it.
 func Backs(device, file string) bool {
-	data, err := os.ReadFile(filepath.Join("/sys/block", filepath.Base(device), "loop", "backing_file"))
-	return err == nil && strings.TrimSuffix(string(data), "\n") == file
+	var st unix.Stat_t
+	return unix.Stat(file, &st) == nil && backsFile(device, &st)
+}
+
+// backsFile asks the loop device for its backing file's device and
+// inode.
+func backsFile(device string, st *unix.Stat_t) bool {
+	fd, err := unix.Open(device, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	info, err := unix.IoctlLoopGetStatus64(fd)
+	return err == nil && info.Device == st.Dev && info.Inode == st.Ino
 }
 
 // BackingFiles maps attached loop devices (/dev/loopN) to their backing

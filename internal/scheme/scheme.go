@@ -12,6 +12,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
+	buildbarnv1alpha1 "github.com/strata-gitops/strata/api/buildbarn/v1alpha1"
 	failoverv1alpha1 "github.com/strata-gitops/strata/api/failover/v1alpha1"
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
@@ -29,6 +30,7 @@ func New() *runtime.Scheme {
 		storagev1alpha1.AddToScheme,
 		failoverv1alpha1.AddToScheme,
 		volsyncv1alpha1.AddToScheme,
+		buildbarnv1alpha1.AddToScheme,
 	} {
 		utilruntime.Must(add(s))
 	}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	buildbarnv1alpha1 "github.com/strata-gitops/strata/api/buildbarn/v1alpha1"
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 )
 
@@ -32,6 +33,11 @@ var dataKinds = map[schema.GroupKind]bool{
 	{Group: "snapshot.storage.k8s.io", Kind: "VolumeSnapshot"}:        true,
 	{Group: "snapshot.storage.k8s.io", Kind: "VolumeSnapshotContent"}: true,
 }
+
+// buildbarnStorage's shards keep Buildbarn's cache in their claims; its
+// controller deletes them with it only under the opt-in
+// (docs/buildbarn.md).
+var buildbarnStorage = schema.GroupKind{Group: buildbarnv1alpha1.GroupVersion.Group, Kind: "BuildbarnStorage"}
 
 // OptedIn reports whether any of the metadata carries the opt-in.
 func OptedIn(objs ...client.Object) bool {
@@ -53,6 +59,8 @@ func Reason(ctx context.Context, c client.Reader, obj client.Object) (string, er
 	switch {
 	case dataKinds[gk] || gk.Group == StrataStorageGroup:
 		return fmt.Sprintf("%s holds data", gk.Kind), nil
+	case gk == buildbarnStorage:
+		return "BuildbarnStorage's shards hold the build cache (CAS, AC and FSAC claims), which go with it under the opt-in", nil
 	case gk == schema.GroupKind{Kind: "Namespace"}:
 		return namespaceReason(ctx, c, obj.GetName())
 	case gk == schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}:
@@ -74,6 +82,7 @@ var namespaced = []schema.GroupVersionKind{
 	{Group: "snapshot.storage.k8s.io", Version: "v1", Kind: "VolumeSnapshot"},
 	{Group: StrataStorageGroup, Version: storagev1alpha1.GroupVersion.Version, Kind: "LVMCluster"},
 	{Group: StrataStorageGroup, Version: storagev1alpha1.GroupVersion.Version, Kind: "LVMVolumeGroupNodeStatus"},
+	buildbarnStorage.WithVersion(buildbarnv1alpha1.GroupVersion.Version),
 }
 
 func namespaceReason(ctx context.Context, c client.Reader, ns string) (string, error) {

@@ -47,6 +47,7 @@ func TestReason(t *testing.T) {
 	c := cluster(t,
 		object("snapshot.storage.k8s.io/v1", "VolumeSnapshot", "snaps-only", "nightly", nil),
 		object("storage.strata.dev/v1alpha1", "LVMCluster", "storage", "local", nil),
+		object("buildbarn.strata.dev/v1alpha1", "BuildbarnStorage", "buildbarn", "storage", nil),
 		owned,
 	)
 	db := object("example.com/v1", "Database", "apps", "db", nil)
@@ -61,6 +62,9 @@ func TestReason(t *testing.T) {
 		{"a claim", object("v1", "PersistentVolumeClaim", "apps", "x", nil), "PersistentVolumeClaim holds data"},
 		{"a namespace with only snapshots", object("v1", "Namespace", "", "snaps-only", nil), "VolumeSnapshots (e.g. nightly)"},
 		{"a namespace with an LVMCluster", object("v1", "Namespace", "", "storage", nil), "LVMClusters (e.g. local)"},
+		{"a Buildbarn storage", object("buildbarn.strata.dev/v1alpha1", "BuildbarnStorage", "buildbarn", "storage", nil), "hold the build cache"},
+		{"a namespace with a Buildbarn storage", object("v1", "Namespace", "", "buildbarn", nil), "BuildbarnStorages (e.g. storage)"},
+		{"a Buildbarn frontend", object("buildbarn.strata.dev/v1alpha1", "BuildbarnFrontend", "buildbarn", "frontend", nil), ""},
 		{"an empty namespace", object("v1", "Namespace", "", "empty", nil), ""},
 		{"a StatefulSet that deletes its claims", object("apps/v1", "StatefulSet", "apps", "web", map[string]any{
 			"spec": map[string]any{"persistentVolumeClaimRetentionPolicy": map[string]any{"whenDeleted": "Delete"}}}), "whenDeleted: Delete"},

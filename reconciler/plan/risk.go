@@ -73,6 +73,8 @@ func classify(ctx context.Context, baseObjs client.Reader, headObjs *repoObjects
 		found = append(found, existingClaimsMoved(b, h)...)
 	case volumeImageKind:
 		return worst(imageChange(headObjs, b, h))
+	case buildbarnStorageKind:
+		found = append(found, buildbarnStorageChange(b, h)...)
 	}
 	if gk.Group == guard.StrataStorageGroup {
 		found = append(found, storageChange(b, h)...)

@@ -79,7 +79,11 @@ func fillPod(meta metav1.ObjectMeta, image, hostCache string, prime *corev1.Pers
 	c := corev1.Container{Name: "fill", Image: image, Env: env,
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		VolumeMounts:             []corev1.VolumeMount{{Name: "cache", MountPath: cacheDir}},
-		SecurityContext:          &corev1.SecurityContext{Privileged: ptrTo(true)}}
+		// It needs no privilege: the block device is the pod's own
+		// (volumeDevices), and the cache and filesystem are written as
+		// their owner, root.
+		SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptrTo(false),
+			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}}
 	if prime.Spec.VolumeMode != nil && *prime.Spec.VolumeMode == corev1.PersistentVolumeBlock {
 		target = devicePath
 		c.VolumeDevices = []corev1.VolumeDevice{{Name: "target", DevicePath: devicePath}}

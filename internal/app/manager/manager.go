@@ -14,7 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	buildbarnv1alpha1 "github.com/strata-gitops/strata/api/buildbarn/v1alpha1"
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
+	buildbarn "github.com/strata-gitops/strata/buildbarn/controller"
 	failovercontroller "github.com/strata-gitops/strata/failover/controller"
 	"github.com/strata-gitops/strata/failover/lvmagents"
 	"github.com/strata-gitops/strata/failover/replication"
@@ -78,6 +80,9 @@ type Options struct {
 	LVMPairs LVMPairs
 	// Populator fills claims from VolumeImages; with no Image, it is off.
 	Populator Populator
+	// BuildbarnImageRepository is where Buildbarn images a component's
+	// spec does not name come from (docs/buildbarn.md).
+	BuildbarnImageRepository string
 }
 
 // Populator configures the image populator (docs/images.md): the
@@ -257,7 +262,20 @@ func registerStorage(ctx context.Context, mgr manager.Manager, o Options) error 
 	if err := registerFailover(ctx, mgr, o); err != nil {
 		return err
 	}
+	if err := registerBuildbarn(ctx, mgr, o); err != nil {
+		return err
+	}
 	return o.Populator.register(mgr)
+}
+
+// registerBuildbarn runs the Buildbarn controllers where the cluster
+// serves their kinds (the chart's CRDs).
+func registerBuildbarn(ctx context.Context, mgr manager.Manager, o Options) error {
+	if _, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: buildbarnv1alpha1.GroupVersion.Group, Kind: "BuildbarnStorage"}); err != nil {
+		log.FromContext(ctx).Info("the Buildbarn kinds are not served: Buildbarn is off", "reason", err.Error())
+		return nil
+	}
+	return buildbarn.SetupAll(mgr, mgr.GetEventRecorder("strata-buildbarn"), o.BuildbarnImageRepository)
 }
 
 // register runs the image populator, when it has an image to run.

@@ -24,6 +24,9 @@ func Pause(bin string) Image {
 func ExampleApp(bin string) Image {
 	return Image{Ref: ExampleAppRef, Entrypoint: []string{"/example-app"},
 		Files: []File{{Path: "/example-app", Source: filepath.Join(bin, "example-app"), Mode: 0o755},
+			// The shell Buildbarn's volume-init runs: example-app stands
+			// in for it (cmd/example-app/buildbarn.go).
+			{Path: "/bin/sh", Source: filepath.Join(bin, "example-app"), Mode: 0o755},
 			{Path: "/tmp/.keep", Data: nil}}}
 }
 

@@ -92,6 +92,9 @@ func Main(m *testing.M) int {
 		ctrl.SetLogger(logr.Discard())
 	}
 	code := m.Run()
+	if gcStop != nil {
+		gcStop()
+	}
 	if shared != nil {
 		_ = shared.Stop()
 	}
