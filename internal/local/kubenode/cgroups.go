@@ -94,14 +94,21 @@ func cgroupProcsFiles(node, sub string) []string {
 }
 
 // setFreezer freezes or thaws every process of the node and waits until
-// the kernel says it has.
+// the kernel says it has. The state is written again every second while
+// it waits: cgroup v1's freezer tries a task once per write, and a task
+// forked or in an uninterruptible sleep at the first try stays FREEZING
+// until it is asked again.
 func setFreezer(node, state string) error {
 	file := filepath.Join(freezerRoot, node, "freezer.state")
-	if err := os.WriteFile(file, []byte(state), 0o644); err != nil {
-		return fmt.Errorf("node %s: %s: %w", node, file, err)
-	}
 	var got string
+	var asked time.Time
 	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		if time.Since(asked) >= time.Second {
+			if err := os.WriteFile(file, []byte(state), 0o644); err != nil {
+				return false, fmt.Errorf("node %s: %s: %w", node, file, err)
+			}
+			asked = time.Now()
+		}
 		data, err := os.ReadFile(file)
 		got = strings.TrimSpace(string(data))
 		return got == state, err

@@ -123,27 +123,37 @@ func (n *Node) Stop() error {
 	if _, err := os.Stat(filepath.Join(freezerRoot, n.o.Name)); errors.Is(err, fs.ErrNotExist) {
 		return n.releaseMountNamespace() // no cgroup: nothing of the node runs
 	}
-	if err := n.Freeze(); err != nil {
+	// A node that will not freeze whole is killed all the same: a task
+	// stuck in an uninterruptible sleep takes its SIGKILL when it wakes,
+	// and waitEmpty kills whatever the others start meanwhile.
+	frozen := n.Freeze()
+	if err := n.killAll(); err != nil {
 		return err
-	}
-	pids, err := cgroupTasks(n.o.Name)
-	if err != nil {
-		return err
-	}
-	for _, pid := range pids {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	if err := n.Thaw(); err != nil {
-		return err
+		return errors.Join(frozen, err)
 	}
 	for _, p := range n.procs {
 		_ = p.Wait()
 	}
 	n.procs = nil
 	if err := n.waitEmpty(); err != nil {
-		return err
+		return errors.Join(frozen, err)
 	}
 	return n.releaseMountNamespace()
+}
+
+// killAll sends SIGKILL to every process of the node.
+func (n *Node) killAll() error {
+	pids, err := cgroupTasks(n.o.Name)
+	kill(pids)
+	return err
+}
+
+func kill(pids []int) {
+	for _, pid := range pids {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
 }
 
 // Processes are the pids of every process of the node: its kubelet,
@@ -249,6 +259,7 @@ func (n *Node) waitEmpty() error {
 	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		var err error
 		pids, err = cgroupTasks(n.o.Name)
+		kill(pids) // what a dying process started meanwhile
 		return len(pids) == 0, err
 	})
 	if wait.Interrupted(err) {
