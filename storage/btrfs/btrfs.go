@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -60,20 +61,42 @@ func Open(ctx context.Context, path string) (*Filesystem, error) {
 	return f, nil
 }
 
-// CreateSubvolume makes an empty subvolume at path, as `btrfs subvolume
-// create` does (BTRFS_IOC_SUBVOL_CREATE on the parent directory).
-func (f *Filesystem) CreateSubvolume(_ context.Context, path string) error {
-	// struct btrfs_ioctl_vol_args: fd, name[4088].
+// CreateSubvolume makes an empty subvolume at path, a member of the given
+// level-1 qgroups from the start, as `btrfs subvolume create -i` does
+// (BTRFS_IOC_SUBVOL_CREATE_V2 on the parent directory). Joining at
+// creation costs nothing; joining after (`btrfs qgroup assign`) was most
+// of a volume's creation time.
+func (f *Filesystem) CreateSubvolume(_ context.Context, path string, groups ...GroupID) error {
+	// struct btrfs_ioctl_vol_args_v2: fd, transid, flags, then a union of
+	// {size, qgroup_inherit pointer} with four u64s, then the name.
 	var args struct {
-		FD   int64
-		Name [4088]byte
+		FD, TransID, Flags uint64
+		Size               uint64
+		Inherit            uintptr
+		_                  [2]uint64
+		Name               [4040]byte
 	}
 	name := filepath.Base(path)
 	if len(name) >= len(args.Name) {
 		return fmt.Errorf("creating subvolume %s: name too long", path)
 	}
 	copy(args.Name[:], name)
-	if err := ioctl(filepath.Dir(path), iocSubvolCreate, unsafe.Pointer(&args)); err != nil {
+	// struct btrfs_qgroup_inherit: flags, num_qgroups, num_ref_copies,
+	// num_excl_copies, a struct btrfs_qgroup_limit of five u64s, then the
+	// qgroup IDs.
+	inherit := make([]uint64, 9, 9+len(groups))
+	inherit[1] = uint64(len(groups))
+	for _, g := range groups {
+		inherit = append(inherit, uint64(g)|1<<48) // level 1
+	}
+	if len(groups) > 0 {
+		args.Flags = subvolQgroupInherit
+		args.Size = uint64(8 * len(inherit))
+		args.Inherit = uintptr(unsafe.Pointer(&inherit[0]))
+	}
+	err := ioctl(filepath.Dir(path), iocSubvolCreateV2, unsafe.Pointer(&args))
+	runtime.KeepAlive(inherit)
+	if err != nil {
 		return fmt.Errorf("creating subvolume %s: %w", path, err)
 	}
 	return nil
@@ -205,6 +228,23 @@ func (f *Filesystem) Sync(ctx context.Context) error {
 	return err
 }
 
+// Commit returns once everything written to the filesystem so far, file
+// data and metadata, subvolumes made and removed, is on disk: syncfs(2),
+// which on btrfs writes back dirty data and then commits the running
+// transaction. A btrfs transaction commits whole and in order, so a
+// change durable after Commit takes every change made before it along.
+func (f *Filesystem) Commit() error {
+	fd, err := unix.Open(f.Path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("btrfs at %s: %w", f.Path, err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Syncfs(fd); err != nil {
+		return fmt.Errorf("btrfs at %s: syncing it to disk: %w", f.Path, err)
+	}
+	return nil
+}
+
 func (f *Filesystem) qgroupDir() string { return filepath.Join(f.SysFS, f.UUID, "qgroups") }
 
 func readInt(path string) (int64, error) {
@@ -265,7 +305,9 @@ const fsNoCOW = 0x00800000
 const (
 	iocInoLookup    = 0xd0009412
 	iocFSInfo       = 0x8400941f
-	iocSubvolCreate = 0x5000940e
+	iocSubvolCreateV2 = 0x50009418
+
+	subvolQgroupInherit = 1 << 2
 	iocQgroupLimit  = 0x8030942b
 
 	qgroupLimitMaxRfer = 1 << 0

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -164,4 +165,46 @@ func TestStatsListsTheDeviceAndItsCounters(t *testing.T) {
 	if d.Size != 1<<30 || d.Used <= 0 || len(d.Errors) == 0 || d.Errors["corruption"] != 0 {
 		t.Fatalf("device = %+v, want the 1 GiB loop device with zeroed error counters", d)
 	}
+}
+
+// A subvolume made in a level-1 qgroup is its member from the start:
+// btrfs-progs lists the group as its parent, and the group's limit stops
+// writes into it.
+func TestASubvolumeMadeInAGroupCountsAgainstItsLimit(t *testing.T) {
+	ctx := context.Background()
+	fs := open(t)
+	g := btrfs.GroupFor("tenant")
+	if err := fs.EnsureGroup(ctx, g, 8<<20); err != nil {
+		t.Fatal(err)
+	}
+	vol := filepath.Join(fs.Path, "vol")
+	if err := fs.CreateSubvolume(ctx, vol, g); err != nil {
+		t.Fatal(err)
+	}
+	id, err := btrfs.SubvolumeID(vol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := fs.Runner.Run(ctx, "btrfs", "qgroup", "show", "-p", "--raw", fs.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hasParent(string(out), "0/"+strconv.FormatUint(id, 10), g.String()) {
+		t.Fatalf("qgroup 0/%d is not in %s:\n%s", id, g, out)
+	}
+	err = writeSynced(filepath.Join(vol, "big"), make([]byte, 16<<20))
+	if !errors.Is(err, syscall.EDQUOT) {
+		t.Fatalf("writing 16 MiB under the group's 8 MiB limit: %v, want EDQUOT", err)
+	}
+}
+
+// hasParent says whether `btrfs qgroup show -p` lists parent for child.
+func hasParent(show, child, parent string) bool {
+	for _, line := range strings.Split(show, "\n") {
+		f := strings.Fields(line)
+		if len(f) > 0 && f[0] == child && strings.Contains(line, parent) {
+			return true
+		}
+	}
+	return false
 }

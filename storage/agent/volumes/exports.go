@@ -85,8 +85,7 @@ func (s *Store) indexExport(tenant string, v Volume) (uint64, error) {
 		return 0, err
 	}
 	s.index.set(tenant, v, s.export(tenant, v))
-	s.ticket++
-	return s.ticket, nil
+	return s.served.Ticket(), nil
 }
 
 func (s *Store) allocateExportID() (uint16, error) {
@@ -107,21 +106,12 @@ func (s *Store) allocateExportID() (uint16, error) {
 // are served together by the next one, so concurrent exports share the
 // exporter's cost.
 func (s *Store) serveExports(ctx context.Context, ticket uint64) error {
-	s.syncing.Lock()
-	defer s.syncing.Unlock()
-	s.exports.Lock()
-	if s.synced >= ticket {
-		err := s.lastSyncErr
+	return s.served.Wait(ticket, func() error {
+		s.exports.Lock()
+		exports := s.index.exports()
 		s.exports.Unlock()
-		return err
-	}
-	covers, exports := s.ticket, s.index.exports()
-	s.exports.Unlock()
-	err := s.Exporter.Sync(ctx, exports)
-	s.exports.Lock()
-	s.synced, s.lastSyncErr = covers, err
-	s.exports.Unlock()
-	return err
+		return s.Exporter.Sync(ctx, exports)
+	})
 }
 
 // exportIndex is what the volumes' metadata says about exports, kept in
@@ -223,8 +213,7 @@ func (s *Store) SyncExports(ctx context.Context) error {
 		s.exports.Unlock()
 		return err
 	}
-	s.ticket++
-	ticket := s.ticket
+	ticket := s.served.Ticket()
 	s.exports.Unlock()
 	return s.serveExports(ctx, ticket)
 }
@@ -251,6 +240,7 @@ func (s *Store) Run(ctx context.Context, interval time.Duration, tenants []strin
 		} else {
 			backoff = time.Second
 		}
+		s.forgetSizes() // records changed by hand count from now on
 		if err := s.AdoptNested(ctx); err != nil {
 			log.Error(err, "putting nested subvolumes under their tenant's quota")
 		}

@@ -67,7 +67,7 @@ func (s *Store) pairLock(tenant, name string) func() {
 
 // SetPair makes or changes this side of a pair: the volume it replicates
 // and the token its peer authenticates with.
-func (s *Store) SetPair(tenant, name string, req wire.PairRequest) (Pair, error) {
+func (s *Store) SetPair(tenant, name string, req wire.PairRequest) (p Pair, err error) {
 	if err := CheckName("pair", name); err != nil {
 		return Pair{}, err
 	}
@@ -78,9 +78,10 @@ func (s *Store) SetPair(tenant, name string, req wire.PairRequest) (Pair, error)
 		return Pair{}, err
 	}
 	defer s.pairLock(tenant, name)()
+	defer s.settle(&err)
 	dir := s.pairDir(tenant, name)
 	var have pairRecord
-	err := readMetadata(dir, "pair "+name, &have)
+	err = readMetadata(dir, "pair "+name, &have)
 	switch {
 	case err == nil && have.Volume != req.Volume:
 		return Pair{}, newError(Conflict, "pair %s exists, of volume %s", name, have.Volume)
@@ -91,7 +92,11 @@ func (s *Store) SetPair(tenant, name string, req wire.PairRequest) (Pair, error)
 		return Pair{}, err
 	}
 	rec := pairRecord{Name: name, Volume: req.Volume, TokenSHA256: replicas.TokenHash(req.Token)}
-	if err := s.recordNew(dir, rec); err != nil {
+	write := recordNew
+	if err == nil {
+		write = writeMetadata // a record already on disk is never left empty by a crash
+	}
+	if err := write(dir, rec); err != nil {
 		return Pair{}, err
 	}
 	return s.pairState(tenant, rec)

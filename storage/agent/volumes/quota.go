@@ -3,6 +3,7 @@ package volumes
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path/filepath"
 
 	"github.com/strata-gitops/strata/storage/btrfs"
@@ -41,27 +42,102 @@ func (s *Store) quotaLock(tenant string) func() {
 }
 
 // checkVolumeQuota refuses to let volume name have size bytes when the
-// tenant's volumes would then be over its quota.
+// tenant's volumes, with those being made (reserved), would then be over
+// its quota. Call it under the tenant's quota lock.
 func (s *Store) checkVolumeQuota(tenant, name string, size int64) error {
 	q := s.Quotas[tenant]
 	if q.VolumeBytes == 0 {
 		return nil
 	}
-	volumes, err := s.records(tenant)
+	counted, err := s.volumeSizes(tenant)
 	if err != nil {
 		return err
 	}
-	total := size
-	for _, v := range volumes {
-		if v.Name != name {
-			total += v.SizeBytes
+	counted[name] = size
+	s.reserved.Range(func(k, v any) bool {
+		if key := k.(reservation); key.tenant == tenant {
+			if _, recorded := counted[key.name]; !recorded {
+				counted[key.name] = v.(int64)
+			}
 		}
+		return true
+	})
+	var total int64
+	for _, n := range counted {
+		total += n
 	}
 	if total > q.VolumeBytes {
 		return newError(NoSpace, "tenant %s: its volumes would be %d bytes, over its quota of %d: delete or shrink others, or ask the agent's admin for more (--tenant-quotas)",
 			tenant, total, q.VolumeBytes)
 	}
 	return nil
+}
+
+// volumeSizes returns a copy of the tenant's recorded volume sizes by
+// name. They are read from the records once and then kept up to date by
+// the store's own changes, so that a quota check does not read every
+// record; Run drops them every interval, so that records changed behind
+// the agent's back count from then on.
+func (s *Store) volumeSizes(tenant string) (map[string]int64, error) {
+	s.sizesMu.Lock()
+	defer s.sizesMu.Unlock()
+	known, ok := s.sizes[tenant]
+	if !ok {
+		volumes, err := s.records(tenant)
+		if err != nil {
+			return nil, err
+		}
+		known = make(map[string]int64, len(volumes))
+		for _, v := range volumes {
+			known[v.Name] = v.SizeBytes
+		}
+		if s.sizes == nil {
+			s.sizes = map[string]map[string]int64{}
+		}
+		s.sizes[tenant] = known
+	}
+	return maps.Clone(known), nil
+}
+
+// recordedSize keeps the known sizes in step with a record just written
+// (size > 0) or removed (size 0).
+func (s *Store) recordedSize(tenant, name string, size int64) {
+	s.sizesMu.Lock()
+	defer s.sizesMu.Unlock()
+	known, ok := s.sizes[tenant]
+	switch {
+	case !ok: // not read yet: the next read finds the record as it is
+	case size > 0:
+		known[name] = size
+	default:
+		delete(known, name)
+	}
+}
+
+// forgetSizes drops the known sizes; the next quota check reads the
+// records again.
+func (s *Store) forgetSizes() {
+	s.sizesMu.Lock()
+	defer s.sizesMu.Unlock()
+	s.sizes = nil
+}
+
+// reservation names a volume being made, counted against its tenant's
+// quota before its record exists.
+type reservation struct{ tenant, name string }
+
+// reserveVolume checks a new volume against its tenant's quota and
+// counts it until release is called, once its record is written or the
+// create failed. The quota lock is held for the check alone, so that a
+// tenant's creates make their subvolumes and records at the same time.
+func (s *Store) reserveVolume(tenant, name string, size int64) (release func(), err error) {
+	defer s.quotaLock(tenant)()
+	if err := s.checkVolumeQuota(tenant, name, size); err != nil {
+		return nil, err
+	}
+	key := reservation{tenant, name}
+	s.reserved.Store(key, size)
+	return func() { s.reserved.Delete(key) }, nil
 }
 
 // checkSnapshotQuota refuses one more snapshot of size bytes over the
@@ -98,6 +174,10 @@ func (s *Store) tenantGroups(ctx context.Context, tenant string) ([]btrfs.GroupI
 	}
 	group := btrfs.GroupFor(s.Base + "/" + tenant)
 	if _, done := s.groups.Load(group); !done {
+		defer s.locks.lock(".group/" + tenant)() // one maker; the others find it made
+		if _, done := s.groups.Load(group); done {
+			return []btrfs.GroupID{group}, nil
+		}
 		if err := s.FS.EnsureGroup(ctx, group, limit); err != nil {
 			return nil, fmt.Errorf("tenant %s: its quota group: %w", tenant, err)
 		}

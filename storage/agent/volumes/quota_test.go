@@ -3,6 +3,7 @@ package volumes_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -87,4 +88,37 @@ func writeFile(path string, size int64) error {
 		}
 	}
 	return f.Sync()
+}
+
+// Creates that run at once are counted against the quota while they are
+// being made, before their records exist: of ten 16 MiB creates under an
+// 80 MiB quota, five succeed and five are refused, whatever the order.
+func TestConcurrentCreatesDoNotOvershootTheQuota(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, nil)
+	s.Quotas = map[string]volumes.Quota{"t": {VolumeBytes: 80 * mib}}
+	errs := make(chan error, 10)
+	for i := range 10 {
+		go func() {
+			_, _, err := s.Create(ctx, "t", volumes.CreateRequest{Name: fmt.Sprintf("v%d", i), SizeBytes: 16 * mib})
+			errs <- err
+		}()
+	}
+	var made, refused int
+	for range 10 {
+		switch err := <-errs; {
+		case err == nil:
+			made++
+		case volumes.KindOf(err) == volumes.NoSpace:
+			refused++
+		default:
+			t.Error(err)
+		}
+	}
+	if made != 5 || refused != 5 {
+		t.Fatalf("%d made and %d refused, want 5 and 5", made, refused)
+	}
+	if vs, err := s.List("t"); err != nil || len(vs) != 5 {
+		t.Fatalf("List = %d volumes, %v; want 5", len(vs), err)
+	}
 }

@@ -18,6 +18,7 @@ func (s *Store) CreateSnapshot(ctx context.Context, tenant string, req SnapshotR
 	// The volume first, then the snapshot: the order Delete takes them in.
 	defer s.locks.lock(tenant + "/" + req.Volume)()
 	defer s.locks.lock(tenant + "/" + snapshotsDir + "/" + req.Name)()
+	defer s.settle(&err)
 	defer s.quotaLock(tenant)()
 	if have, err := s.getSnapshot(tenant, req.Name); err == nil {
 		if have.Volume != req.Volume {
@@ -39,7 +40,7 @@ func (s *Store) CreateSnapshot(ctx context.Context, tenant string, req SnapshotR
 		return Snapshot{}, false, err
 	}
 	snap = Snapshot{Name: req.Name, Volume: req.Volume, SizeBytes: v.SizeBytes, CreatedAt: time.Now().UTC()}
-	if err := s.recordNew(dir, snap); err != nil {
+	if err := recordNew(dir, snap); err != nil {
 		return Snapshot{}, false, err
 	}
 	return s.fillSnapshot(tenant, snap), true, nil
@@ -107,11 +108,12 @@ func (s *Store) ListSnapshots(tenant, volume string) ([]Snapshot, error) {
 }
 
 // DeleteSnapshot removes a snapshot; clones made from it stay.
-func (s *Store) DeleteSnapshot(ctx context.Context, tenant, name string) error {
+func (s *Store) DeleteSnapshot(ctx context.Context, tenant, name string) (err error) {
 	if err := CheckName("snapshot", name); err != nil {
 		return err
 	}
 	defer s.locks.lock(tenant + "/" + snapshotsDir + "/" + name)()
+	defer s.settle(&err)
 	dir := s.snapshotDir(tenant, name)
 	if _, err := s.getSnapshot(tenant, name); err != nil {
 		return err
@@ -134,7 +136,7 @@ func (s *Store) Clone(ctx context.Context, tenant string, req CloneRequest) (v V
 		return Volume{}, false, err
 	}
 	defer s.locks.lock(tenant + "/" + req.Name)()
-	defer s.quotaLock(tenant)()
+	defer s.settle(&err)
 	if have, err := s.get(tenant, req.Name); err == nil {
 		if have.Source == nil || *have.Source != req.Source || have.SizeBytes != size {
 			return Volume{}, false, newError(Conflict, "volume %s exists, not as a %d-byte clone of %s", req.Name, size, describe(req.Source))
@@ -146,9 +148,11 @@ func (s *Store) Clone(ctx context.Context, tenant string, req CloneRequest) (v V
 	if err := s.checkRoom(req.Name, size); err != nil {
 		return Volume{}, false, err
 	}
-	if err := s.checkVolumeQuota(tenant, req.Name, size); err != nil {
+	release, err := s.reserveVolume(tenant, req.Name, size)
+	if err != nil {
 		return Volume{}, false, err
 	}
+	defer release()
 	dir := s.volumeDir(tenant, req.Name)
 	if err := s.snapshotTo(ctx, tenant, src.Path, dir, false); err != nil {
 		return Volume{}, false, err
@@ -159,9 +163,10 @@ func (s *Store) Clone(ctx context.Context, tenant string, req CloneRequest) (v V
 	if err := s.apply(ctx, dir, &v, Tuning{Compression: src.Compression, CompressionLevel: src.CompressionLevel}, false); err != nil {
 		return Volume{}, false, err
 	}
-	if err := s.recordNew(dir, v); err != nil {
+	if err := recordNew(dir, v); err != nil {
 		return Volume{}, false, err
 	}
+	s.recordedSize(tenant, v.Name, v.SizeBytes)
 	return s.fill(tenant, v), true, nil
 }
 

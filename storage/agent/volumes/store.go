@@ -23,6 +23,7 @@ import (
 	"sync"
 
 	"github.com/strata-gitops/strata/internal/atomicfile"
+	"github.com/strata-gitops/strata/internal/groupcommit"
 	"github.com/strata-gitops/strata/storage/btrfs"
 	"github.com/strata-gitops/strata/storage/nfs"
 )
@@ -45,18 +46,24 @@ type Store struct {
 	Quotas map[string]Quota
 
 	// groups are the tenants' qgroups made so far; adopted, the nested
-	// subvolumes reported.
-	groups, adopted sync.Map
+	// subvolumes reported; reserved, the sizes of the volumes being made
+	// (reserveVolume).
+	groups, adopted, reserved sync.Map
+	// sizes are the tenants' recorded volume sizes (volumeSizes).
+	sizesMu sync.Mutex
+	sizes   map[string]map[string]int64
 
 	locks keyedMutex
-	// exports guards the export index and the sync counters below.
+	// exports guards the export index.
 	exports sync.Mutex
 	index   *exportIndex
-	// Export changes are served in batches: each change takes a ticket,
-	// and a sync serves every change ticketed before it started.
-	syncing        sync.Mutex // one Exporter.Sync at a time
-	ticket, synced uint64
-	lastSyncErr    error
+	// served batches export changes: each takes a ticket after changing
+	// the index, and one Exporter.Sync serves every change ticketed
+	// before it started.
+	served groupcommit.Group
+	// committed batches the filesystem commits that make changes
+	// durable before they are acknowledged (settle).
+	committed groupcommit.Group
 }
 
 // MarkerFile marks a base directory as the store's own. The store
@@ -100,7 +107,8 @@ func (s *Store) snapshotDir(tenant, name string) string {
 // readMetadata reads dir's metadata into v; NotFound when there is none.
 func readMetadata(dir, what string, v any) error {
 	data, err := os.ReadFile(filepath.Join(dir, metadataFile))
-	if errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, fs.ErrNotExist) || err == nil && len(data) == 0 {
+		// Empty, it is a record whose create crashed before its commit.
 		return newError(NotFound, "%s not found", what)
 	}
 	if err != nil {
@@ -112,39 +120,43 @@ func readMetadata(dir, what string, v any) error {
 	return nil
 }
 
-// recordNew writes a new volume's or snapshot's metadata, and waits
-// until the directories leading to it, which may be new too, are on
-// disk: a volume reported made must still be there after a power cut.
-func (s *Store) recordNew(dir string, v any) error {
-	if err := writeMetadata(dir, v); err != nil {
-		return err
-	}
-	var parents []string
-	for p := filepath.Dir(dir); ; p = filepath.Dir(p) {
-		parents = append(parents, p)
-		if p == s.Base || p == filepath.Dir(p) {
-			return atomicfile.SyncDir(parents...)
-		}
-	}
+// recordNew writes a new volume's, snapshot's or pair's record once what
+// it describes is made. It is not yet durable: the change's settle waits
+// for the commit that makes it so. A crash before that commit leaves the
+// record whole, empty (its name committed before its contents) or
+// absent; readMetadata takes an empty one for none.
+func recordNew(dir string, v any) error { return writeRecord(atomicfile.WriteCache, dir, v) }
+
+// removeRecord removes dir's metadata before what it describes goes.
+// No sync is needed between the two: btrfs commits its transactions
+// whole and in order, so no state after a power cut has the subvolume
+// gone and the record kept.
+func removeRecord(dir string) error {
+	return os.Remove(filepath.Join(dir, metadataFile))
 }
 
-// removeRecord removes dir's metadata, durably, before what it
-// describes goes: were the order lost in a power cut, a record could
-// outlive its subvolume.
-func removeRecord(dir string) error {
-	if err := os.Remove(filepath.Join(dir, metadataFile)); err != nil {
-		return err
+// settle, deferred by a change between taking its name's lock and its
+// tenant's quota lock, makes a change that succeeded durable before it is
+// acknowledged: it waits for a filesystem commit that began after the
+// change, one shared with every change made meanwhile (group commit). It
+// runs after the quota lock is let go, so that a tenant's changes share
+// commits, and before the name's lock is, so that a repeated request is
+// never answered with what is not yet on disk.
+func (s *Store) settle(err *error) {
+	if *err == nil {
+		*err = s.committed.Commit(s.FS.Commit)
 	}
-	return atomicfile.SyncDir(dir)
 }
 
 // writeMetadata replaces dir's metadata atomically and durably.
-func writeMetadata(dir string, v any) error {
+func writeMetadata(dir string, v any) error { return writeRecord(atomicfile.Write, dir, v) }
+
+func writeRecord(write func(path string, data []byte) error, dir string, v any) error {
 	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	return atomicfile.Write(filepath.Join(dir, metadataFile), append(data, '\n'))
+	return write(filepath.Join(dir, metadataFile), append(data, '\n'))
 }
 
 // claimBase writes the marker into an empty base, accepts a base that

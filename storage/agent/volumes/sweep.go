@@ -70,11 +70,11 @@ func (s *Store) sweepDir(dir, lockPrefix, kind string) error {
 
 func (s *Store) sweepOne(dir, key string) error {
 	defer s.locks.lock(key)()
-	_, err := os.Stat(filepath.Join(dir, metadataFile))
-	if !errors.Is(err, fs.ErrNotExist) {
+	st, err := os.Stat(filepath.Join(dir, metadataFile))
+	if err == nil && st.Size() > 0 || err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	return s.quarantine(dir)
+	return s.quarantine(dir) // no record, or one a crash left empty (recordNew)
 }
 
 // quarantine moves dir, which has no record, out of the layout into the

@@ -65,7 +65,7 @@ func (s *Store) Create(ctx context.Context, tenant string, req CreateRequest) (v
 		return Volume{}, false, err
 	}
 	defer s.locks.lock(tenant + "/" + req.Name)()
-	defer s.quotaLock(tenant)()
+	defer s.settle(&err)
 	if have, err := s.get(tenant, req.Name); err == nil {
 		if have.SizeBytes != req.SizeBytes {
 			return Volume{}, false, newError(Conflict, "volume %s exists with %d bytes, not %d", req.Name, have.SizeBytes, req.SizeBytes)
@@ -77,26 +77,30 @@ func (s *Store) Create(ctx context.Context, tenant string, req CreateRequest) (v
 	if err := s.checkRoom(req.Name, req.SizeBytes); err != nil {
 		return Volume{}, false, err
 	}
-	if err := s.checkVolumeQuota(tenant, req.Name, req.SizeBytes); err != nil {
+	release, err := s.reserveVolume(tenant, req.Name, req.SizeBytes)
+	if err != nil {
 		return Volume{}, false, err
 	}
+	defer release()
 	dir := s.volumeDir(tenant, req.Name)
 	if err := s.prepareDir(dir); err != nil {
 		return Volume{}, false, err
 	}
-	if err := s.FS.CreateSubvolume(ctx, filepath.Join(dir, dataDir)); err != nil {
+	groups, err := s.tenantGroups(ctx, tenant)
+	if err != nil {
 		return Volume{}, false, err
 	}
-	if err := s.joinTenantGroup(ctx, tenant, filepath.Join(dir, dataDir)); err != nil {
+	if err := s.FS.CreateSubvolume(ctx, filepath.Join(dir, dataDir), groups...); err != nil {
 		return Volume{}, false, err
 	}
 	v = Volume{Name: req.Name, SizeBytes: req.SizeBytes, CreatedAt: time.Now().UTC()}
 	if err := s.apply(ctx, dir, &v, req.Tuning, true); err != nil {
 		return Volume{}, false, err
 	}
-	if err := s.recordNew(dir, v); err != nil {
+	if err := recordNew(dir, v); err != nil {
 		return Volume{}, false, err
 	}
+	s.recordedSize(tenant, v.Name, v.SizeBytes)
 	return s.fill(tenant, v), true, nil
 }
 
@@ -284,6 +288,7 @@ func (s *Store) Update(ctx context.Context, tenant, name string, req UpdateReque
 	if err := writeMetadata(dir, stored(v)); err != nil {
 		return Volume{}, err
 	}
+	s.recordedSize(tenant, name, v.SizeBytes)
 	return s.fill(tenant, v), nil
 }
 
@@ -295,11 +300,12 @@ func stored(v Volume) Volume {
 
 // Delete removes a volume. One with snapshots or exports is refused
 // (InUse) unless cascade is set; then they go first.
-func (s *Store) Delete(ctx context.Context, tenant, name string, cascade bool) error {
+func (s *Store) Delete(ctx context.Context, tenant, name string, cascade bool) (err error) {
 	if err := CheckName("volume", name); err != nil {
 		return err
 	}
 	defer s.locks.lock(tenant + "/" + name)()
+	defer s.settle(&err)
 	v, err := s.get(tenant, name)
 	if err != nil {
 		return err
@@ -325,6 +331,7 @@ func (s *Store) Delete(ctx context.Context, tenant, name string, cascade bool) e
 	if err := removeRecord(dir); err != nil {
 		return err
 	}
+	s.recordedSize(tenant, name, 0)
 	return s.removeDir(ctx, dir)
 }
 
