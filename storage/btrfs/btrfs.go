@@ -303,12 +303,12 @@ const fsNoCOW = 0x00800000
 // The btrfs ioctls this package uses: _IOWR(0x94, 18, 4096),
 // _IOR(0x94, 31, 1024), _IOW(0x94, 14, 4096) and _IOR(0x94, 43, 48).
 const (
-	iocInoLookup    = 0xd0009412
-	iocFSInfo       = 0x8400941f
+	iocInoLookup      = 0xd0009412
+	iocFSInfo         = 0x8400941f
 	iocSubvolCreateV2 = 0x50009418
 
 	subvolQgroupInherit = 1 << 2
-	iocQgroupLimit  = 0x8030942b
+	iocQgroupLimit      = 0x8030942b
 
 	qgroupLimitMaxRfer = 1 << 0
 )
