@@ -301,7 +301,7 @@ func fsid(path string) (string, error) {
 const fsNoCOW = 0x00800000
 
 // The btrfs ioctls this package uses: _IOWR(0x94, 18, 4096),
-// _IOR(0x94, 31, 1024), _IOW(0x94, 14, 4096) and _IOR(0x94, 43, 48).
+// _IOR(0x94, 31, 1024), _IOW(0x94, 24, 4096) and _IOR(0x94, 43, 48).
 const (
 	iocInoLookup      = 0xd0009412
 	iocFSInfo         = 0x8400941f

@@ -2,6 +2,7 @@ package btrfsagent
 
 import (
 	"context"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -50,6 +51,7 @@ func OnLoop(dir, name string, size int64, tenant, token string) (*Node, error) {
 	}
 	server := volumeapi.New(n.Store, tenants)
 	n.Srv = httptest.NewTLSServer(server.Handler())
+	volumeapi.KeepConnections(n.Srv.Client().Transport.(*http.Transport))
 	server.PeerHTTP = n.Srv.Client()
 	n.Client = (&volumeapi.Client{URL: n.Srv.URL, Token: token, HTTP: n.Srv.Client()}).WithoutTimeout()
 	return n, nil

@@ -2,8 +2,6 @@ package csienv
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"net/http"
 	"os"
@@ -167,8 +165,12 @@ func (b *btrfsParts) sanityArgs() []string {
 
 // ready checks the agent's health endpoint.
 func (b *btrfsParts) ready(ctx context.Context) error {
-	api := &volumeapi.Client{URL: b.scheme + "://" + b.apiAddr, Token: b.token, HTTP: b.httpClient()}
-	_, err := api.Stats(ctx)
+	hc, err := b.httpClient()
+	if err != nil {
+		return err
+	}
+	api := &volumeapi.Client{URL: b.scheme + "://" + b.apiAddr, Token: b.token, HTTP: hc}
+	_, err = api.Stats(ctx)
 	return err
 }
 
@@ -188,13 +190,11 @@ func (b *btrfsParts) makeCA(dir string) (certFile, keyFile string, err error) {
 }
 
 // httpClient trusts the environment's CA, when it has one.
-func (b *btrfsParts) httpClient() *http.Client {
+func (b *btrfsParts) httpClient() (*http.Client, error) {
 	if b.caPEM == nil {
-		return http.DefaultClient
+		return http.DefaultClient, nil
 	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(b.caPEM)
-	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	return volumeapi.TrustingCA(b.caPEM, 0)
 }
 
 // stop ends the NFS server and unmounts the filesystem with everything

@@ -78,8 +78,14 @@ func TrustingCA(caPEM []byte, timeout time.Duration) (*http.Client, error) {
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	KeepConnections(transport)
 	return &http.Client{Timeout: timeout, Transport: transport}, nil
 }
+
+// KeepConnections lets a transport keep as many idle connections to an
+// agent as a CSI controller sends calls at once. Go's default keeps two:
+// every call past them paid a new TLS handshake.
+func KeepConnections(t *http.Transport) { t.MaxIdleConnsPerHost = 64 }
 
 // hostIdentity is what a serving certificate of this host names: its
 // host name, its node name, localhost, and every address of its

@@ -82,7 +82,9 @@ type Controller struct {
 
 // New is the btrfs backend; wait bounds each call to an agent.
 func New(c client.Client, cache client.Reader, wait time.Duration) *Controller {
-	return &Controller{Client: c, Cache: cache, http: &http.Client{Timeout: wait}}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	volumeapi.KeepConnections(transport)
+	return &Controller{Client: c, Cache: cache, http: &http.Client{Timeout: wait, Transport: transport}}
 }
 
 // btrfsCapabilities refuses what a btrfs volume cannot be: a block device.
