@@ -39,4 +39,4 @@ else
 fi
 # The Buildbarn controllers: 50 installations (250 components) to Ready.
 go run ./hack/bbbench -installations 50 -strata bin/strata
-go run ./hack/bench -flux bin/flux/kustomize-controller "$@"
+go run ./hack/bench -flux bin/flux/kustomize-controller -flux-defaults "$@"

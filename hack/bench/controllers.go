@@ -45,16 +45,30 @@ func (strataController) command(b *bench) *exec.Cmd {
 // is not on the module proxy), so strata's GitRepository reconciler, alone
 // on its shard, serves it the artifacts: the same tarball format and status
 // fields source-controller writes.
-type fluxController struct{ binary string }
+type fluxController struct {
+	binary string
+	// defaults runs Flux with its default flags (4 at a time, a
+	// dependency requeued after 30 s, its default client rate limits)
+	// instead of the tuned ones.
+	defaults bool
+}
 
-func (fluxController) name() string         { return "flux" }
+func (f fluxController) name() string {
+	if f.defaults {
+		return "flux (default flags)"
+	}
+	return "flux (tuned: --concurrent=20 --requeue-dependency=5s)"
+}
 func (fluxController) userAgent() string    { return "kustomize-controller/" }
 func (fluxController) servesReceiver() bool { return false }
 
 func (f fluxController) command(b *bench) *exec.Cmd {
-	cmd := exec.Command(f.binary, "--metrics-addr", b.metrics, "--health-addr", freeAddr(),
-		"--enable-leader-election=false", fmt.Sprintf("--concurrent=%d", b.concurrent), "--requeue-dependency=5s",
-		fmt.Sprintf("--kube-api-qps=%g", b.qps), fmt.Sprintf("--kube-api-burst=%d", b.burst))
+	args := []string{"--metrics-addr", b.metrics, "--health-addr", freeAddr(), "--enable-leader-election=false"}
+	if !f.defaults {
+		args = append(args, fmt.Sprintf("--concurrent=%d", b.concurrent), "--requeue-dependency=5s",
+			fmt.Sprintf("--kube-api-qps=%g", b.qps), fmt.Sprintf("--kube-api-burst=%d", b.burst))
+	}
+	cmd := exec.Command(f.binary, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+b.kubeconfig, "RUNTIME_NAMESPACE=flux-system")
 	return cmd
 }

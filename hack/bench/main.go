@@ -24,7 +24,7 @@ type config struct {
 	qps                                       float64
 	burst                                     int
 	strata, flux, root                        string
-	requests                                  bool
+	requests, fluxDefaults                    bool
 }
 
 func main() {
@@ -37,6 +37,7 @@ func main() {
 	flag.IntVar(&c.pushes, "pushes", 20, "pushes measured through the receiver")
 	flag.StringVar(&c.strata, "strata", "bin/strata", "strata binary")
 	flag.StringVar(&c.flux, "flux", "", "Flux kustomize-controller binary to measure as the reference (empty: strata only)")
+	flag.BoolVar(&c.fluxDefaults, "flux-defaults", false, "with -flux, also run Flux with its default flags (slow: 4 at a time, dependencies requeued after 30 s)")
 	flag.StringVar(&c.root, "root", ".", "repository root (for bin/k8s and the CRDs)")
 	flag.BoolVar(&c.requests, "requests", false, "log every request and print the controller's first-pass requests by verb and resource (slows the API server)")
 	flag.Parse()
@@ -69,25 +70,37 @@ const secondPassLimit = 5 * time.Minute
 func run(cfg config) error {
 	fmt.Printf("bench: %d Kustomizations (%d infrastructure), --concurrent=%d --kube-api-qps=%g --kube-api-burst=%d\n",
 		cfg.kustomizations, cfg.infra, cfg.concurrent, cfg.qps, cfg.burst)
+	floor, err := measureFloor(cfg)
+	if err != nil {
+		return fmt.Errorf("floor: %w", err)
+	}
+	fmt.Printf("floor: the same %d objects as bare server-side apply patches, %d at a time: %.1f s\n",
+		4*cfg.kustomizations, floorWorkers, floor.Seconds())
 	s, err := measure(cfg, strataController{})
 	if err != nil {
 		return fmt.Errorf("strata: %w", err)
 	}
 	s.print()
+	fmt.Printf("ratio strata/floor: first pass %.2fx (target 2x)\n", s.firstPass.Seconds()/floor.Seconds())
 	if cfg.flux == "" {
 		return nil
 	}
-	f, err := measure(cfg, fluxController{binary: cfg.flux})
-	if err != nil {
-		return fmt.Errorf("flux: %w", err)
+	for _, defaults := range []bool{false, true} {
+		if defaults && !cfg.fluxDefaults {
+			continue
+		}
+		f, err := measure(cfg, fluxController{binary: cfg.flux, defaults: defaults})
+		if err != nil {
+			return fmt.Errorf("flux: %w", err)
+		}
+		f.print()
+		second := fmt.Sprintf("%.2fx", s.secondPass.Seconds()/f.secondPass.Seconds())
+		if f.secondPassUnfinished != "" {
+			second = fmt.Sprintf("under %.2fx", s.secondPass.Seconds()/secondPassLimit.Seconds())
+		}
+		fmt.Printf("ratio strata/%s: first pass %.2fx, peak RSS %.2fx, no-change pass %s\n",
+			f.name, s.firstPass.Seconds()/f.firstPass.Seconds(), float64(s.peakRSS)/float64(f.peakRSS), second)
 	}
-	f.print()
-	second := fmt.Sprintf("%.1fx", f.secondPass.Seconds()/s.secondPass.Seconds())
-	if f.secondPassUnfinished != "" {
-		second = fmt.Sprintf("over %.0fx", secondPassLimit.Seconds()/s.secondPass.Seconds())
-	}
-	fmt.Printf("ratio flux/strata: first pass %.1fx, peak RSS %.1fx, no-change pass %s\n",
-		f.firstPass.Seconds()/s.firstPass.Seconds(), float64(f.peakRSS)/float64(s.peakRSS), second)
 	return nil
 }
 
