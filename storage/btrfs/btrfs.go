@@ -87,7 +87,7 @@ func (f *Filesystem) CreateSubvolume(_ context.Context, path string, groups ...G
 	inherit := make([]uint64, 9, 9+len(groups))
 	inherit[1] = uint64(len(groups))
 	for _, g := range groups {
-		inherit = append(inherit, uint64(g)|1<<48) // level 1
+		inherit = append(inherit, g.qgroupID())
 	}
 	if len(groups) > 0 {
 		args.Flags = subvolQgroupInherit
@@ -140,9 +140,21 @@ func (f *Filesystem) DeleteSubvolume(ctx context.Context, path string) error {
 // SetLimit sets the subvolume's quota: at most bytes referenced, as
 // `btrfs qgroup limit` does (BTRFS_IOC_QGROUP_LIMIT on the subvolume).
 func (f *Filesystem) SetLimit(_ context.Context, path string, bytes int64) error {
-	// struct btrfs_ioctl_qgroup_limit_args: qgroupid (0: the subvolume
-	// of the file), then struct btrfs_qgroup_limit: flags, max_rfer,
-	// max_excl, rsv_rfer, rsv_excl.
+	if err := limitQgroup(path, 0, uint64(bytes)); err != nil {
+		return fmt.Errorf("limiting subvolume %s to %d bytes: %w", path, bytes, err)
+	}
+	return nil
+}
+
+// noLimit, as a qgroup's limit, takes the limit away.
+const noLimit = ^uint64(0)
+
+// limitQgroup sets the limit on referenced bytes of a qgroup through the
+// filesystem at path (BTRFS_IOC_QGROUP_LIMIT); qgroup 0 is the subvolume
+// of path itself.
+func limitQgroup(path string, qgroup, bytes uint64) error {
+	// struct btrfs_ioctl_qgroup_limit_args: qgroupid, then struct
+	// btrfs_qgroup_limit: flags, max_rfer, max_excl, rsv_rfer, rsv_excl.
 	args := struct {
 		QgroupID uint64
 		Flags    uint64
@@ -150,11 +162,8 @@ func (f *Filesystem) SetLimit(_ context.Context, path string, bytes int64) error
 		MaxExcl  uint64
 		RsvRfer  uint64
 		RsvExcl  uint64
-	}{Flags: qgroupLimitMaxRfer, MaxRfer: uint64(bytes)}
-	if err := ioctl(path, iocQgroupLimit, unsafe.Pointer(&args)); err != nil {
-		return fmt.Errorf("limiting subvolume %s to %d bytes: %w", path, bytes, err)
-	}
-	return nil
+	}{QgroupID: qgroup, Flags: qgroupLimitMaxRfer, MaxRfer: bytes}
+	return ioctl(path, iocQgroupLimit, unsafe.Pointer(&args))
 }
 
 // SetCompression sets the compression of new writes to the subvolume:
@@ -309,6 +318,7 @@ const (
 
 	subvolQgroupInherit = 1 << 2
 	iocQgroupLimit      = 0x8030942b
+	iocQgroupCreate     = 0x4010942a
 
 	qgroupLimitMaxRfer = 1 << 0
 )

@@ -196,6 +196,13 @@ func TestASubvolumeMadeInAGroupCountsAgainstItsLimit(t *testing.T) {
 	if !errors.Is(err, syscall.EDQUOT) {
 		t.Fatalf("writing 16 MiB under the group's 8 MiB limit: %v, want EDQUOT", err)
 	}
+	// Ensured again with no limit, the group lets the write through.
+	if err := fs.EnsureGroup(ctx, g, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeSynced(filepath.Join(vol, "big"), make([]byte, 16<<20)); err != nil {
+		t.Fatalf("writing 16 MiB once the group's limit is lifted: %v", err)
+	}
 }
 
 // hasParent says whether `btrfs qgroup show -p` lists parent for child.
