@@ -35,14 +35,15 @@ const (
 
 var counter atomic.Int32
 
-// start runs the five controllers against the test API server, with
+// start runs the five controllers against the test API server, as
+// `strata controller` registers them (from the first component on), with
 // Kubernetes' garbage collector, which deletes what a deleted component
 // owned and finishes the orphaning deletion of a StatefulSet.
 func start(t *testing.T) client.Client {
 	env := testenv.Get(t)
 	env.GarbageCollector(t)
 	testenv.RunManager(t, env, func(mgr manager.Manager) error {
-		return controller.SetupAll(mgr, mgr.GetEventRecorder("strata-buildbarn"), mirror)
+		return controller.SetupWhenUsed(mgr, mgr.GetEventRecorder("strata-buildbarn"), mirror)
 	})
 	return env.Client
 }

@@ -269,13 +269,13 @@ func registerStorage(ctx context.Context, mgr manager.Manager, o Options) error 
 }
 
 // registerBuildbarn runs the Buildbarn controllers where the cluster
-// serves their kinds (the chart's CRDs).
+// serves their kinds (the chart's CRDs), from the first component on.
 func registerBuildbarn(ctx context.Context, mgr manager.Manager, o Options) error {
 	if _, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: buildbarnv1alpha1.GroupVersion.Group, Kind: "BuildbarnStorage"}); err != nil {
 		log.FromContext(ctx).Info("the Buildbarn kinds are not served: Buildbarn is off", "reason", err.Error())
 		return nil
 	}
-	return buildbarn.SetupAll(mgr, mgr.GetEventRecorder("strata-buildbarn"), o.BuildbarnImageRepository)
+	return buildbarn.SetupWhenUsed(mgr, mgr.GetEventRecorder("strata-buildbarn"), o.BuildbarnImageRepository)
 }
 
 // register runs the image populator, when it has an image to run.
