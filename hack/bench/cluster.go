@@ -46,13 +46,14 @@ type bench struct {
 	hookURL    atomic.Value
 	receiver   string
 	metrics    string
+	pprof      string
 
 	lastRevision   string
 	fetchLatencies []time.Duration
 }
 
 func newBench(cfg config) (*bench, error) {
-	b := &bench{config: cfg, receiver: freeAddr(), metrics: freeAddr()}
+	b := &bench{config: cfg, receiver: freeAddr(), metrics: freeAddr(), pprof: freeAddr()}
 	var err error
 	if b.dir, err = os.MkdirTemp("", "strata-bench-"); err != nil {
 		return nil, err
@@ -274,16 +275,20 @@ func (b *bench) waitAllReady(rev string, limit time.Duration) error {
 }
 
 // waitReconciles polls the controller's metrics until n Kustomization
-// reconciles have finished.
-func (b *bench) waitReconciles(n int, limit time.Duration) error {
+// reconciles have finished, and says when the first had (zero when none).
+func (b *bench) waitReconciles(n int, limit time.Duration) (first time.Time, err error) {
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
-		if reconciles(b.metrics) >= n {
-			return nil
+		done := reconciles(b.metrics)
+		if done > 0 && first.IsZero() {
+			first = time.Now()
 		}
-		time.Sleep(100 * time.Millisecond)
+		if done >= n {
+			return first, nil
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	return fmt.Errorf("not finished within %s: %d of %d reconciles", limit, reconciles(b.metrics), n)
+	return first, fmt.Errorf("not finished within %s: %d of %d reconciles", limit, reconciles(b.metrics), n)
 }
 
 func reconciles(addr string) int {

@@ -32,11 +32,15 @@ func (strataController) userAgent() string              { return "strata/" }
 func (strataController) servesReceiver() bool           { return true }
 
 func (strataController) command(b *bench) *exec.Cmd {
-	return exec.Command(b.strata, "controller", "--kubeconfig", b.kubeconfig,
+	args := []string{"controller", "--kubeconfig", b.kubeconfig,
 		"--artifact-dir", filepath.Join(b.dir, "artifacts"), "--artifact-bind-address", "0",
 		"--metrics-bind-address", b.metrics, "--health-probe-bind-address", "0",
 		"--receiver-bind-address", b.receiver, fmt.Sprintf("--concurrent=%d", b.concurrent),
-		fmt.Sprintf("--kube-api-qps=%g", b.qps), fmt.Sprintf("--kube-api-burst=%d", b.burst))
+		fmt.Sprintf("--kube-api-qps=%g", b.qps), fmt.Sprintf("--kube-api-burst=%d", b.burst)}
+	if b.profile != "" {
+		args = append(args, "--pprof-bind-address", b.pprof)
+	}
+	return exec.Command(b.strata, args...)
 }
 
 // fluxController is Flux's kustomize-controller with the same concurrency

@@ -2,6 +2,11 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"time"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -80,5 +85,27 @@ func send(ctx context.Context, out chan<- client.Object, obj client.Object) {
 	select {
 	case out <- obj:
 	case <-ctx.Done():
+	}
+}
+
+// cpuProfile writes a CPU profile of the controller's first d to file,
+// from its profiler, polled until it answers.
+func (b *bench) cpuProfile(file string, d time.Duration) error {
+	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", b.pprof, int(d.Seconds()))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(url) //nolint:noctx,gosec // a loopback address of the bench's own
+		if err == nil {
+			defer resp.Body.Close()
+			data, err := io.ReadAll(resp.Body)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(file, data, 0o644)
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -167,16 +167,22 @@ func (r *Reconciler) reconcile(ctx context.Context, obj, before *kustomizev1.Kus
 	if r.untouchedSource(ctx, obj, rec, src) {
 		return r.succeed(obj, before, src, ssa.NewChangeSet())
 	}
-	objects, err := build.Render(ctx, src.dir, obj, r.Direct)
+	if r.sameArtifact(ctx, obj, rec, src) {
+		return r.succeedUnchanged(ctx, obj, before, src)
+	}
+	dir, err := src.dir()
+	if err != nil {
+		return r.failure(obj, meta.ArtifactFailedReason, err)
+	}
+	renders.Inc()
+	objects, err := build.Render(ctx, dir, obj, r.Direct)
 	if err != nil {
 		return r.failure(obj, meta.BuildFailedReason, err)
 	}
 	digest := renderDigest(objects)
 	if r.unchangedRender(ctx, obj, rec, digest) {
-		if err := r.checkHealthChecks(ctx, obj); err != nil {
-			return r.failure(obj, meta.HealthCheckFailedReason, err)
-		}
-		return r.succeed(obj, before, src, ssa.NewChangeSet())
+		r.noteArtifact(ctx, obj, rec, src)
+		return r.succeedUnchanged(ctx, obj, before, src)
 	}
 	if src.revision != obj.Status.LastAppliedRevision {
 		defer r.announceProgress(ctx, obj, before, src.revision)()
@@ -200,8 +206,17 @@ func (r *Reconciler) reconcile(ctx context.Context, obj, before *kustomizev1.Kus
 	if err := r.checkHealth(ctx, engine, obj, objects); err != nil {
 		return r.failure(obj, meta.HealthCheckFailedReason, err)
 	}
-	r.remember(ctx, engine, obj, digest, objects)
+	r.remember(ctx, engine, obj, src, digest, objects)
 	return r.succeed(obj, before, src, changeSet)
+}
+
+// succeedUnchanged ends a reconcile that had nothing to apply: the
+// Kustomization's health checks still decide whether it is Ready.
+func (r *Reconciler) succeedUnchanged(ctx context.Context, obj, before *kustomizev1.Kustomization, src *source) ctrl.Result {
+	if err := r.checkHealthChecks(ctx, obj); err != nil {
+		return r.failure(obj, meta.HealthCheckFailedReason, err)
+	}
+	return r.succeed(obj, before, src, ssa.NewChangeSet())
 }
 
 // progressDelay is how long an apply of a new revision runs before the
@@ -235,13 +250,14 @@ func (r *Reconciler) announceProgress(ctx context.Context, obj, before *kustomiz
 // remember records what this apply left in the cluster. Without a record
 // the next reconcile dry-runs every object, so a failure here costs time,
 // never correctness.
-func (r *Reconciler) remember(ctx context.Context, e *engine, obj *kustomizev1.Kustomization, digest string, objects []*unstructured.Unstructured) {
+func (r *Reconciler) remember(ctx context.Context, e *engine, obj *kustomizev1.Kustomization, src *source, digest string, objects []*unstructured.Unstructured) {
 	key := client.ObjectKeyFromObject(obj)
 	rec, ok := e.versions.record(obj, digest, objects)
 	if !ok {
 		r.records.forget(key)
 		return
 	}
+	stampRender(&rec, obj, src)
 	if err := r.records.save(key, rec); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "the next reconcile will dry-run every object")
 	}

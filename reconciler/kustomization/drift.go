@@ -82,9 +82,26 @@ func (r *Reconciler) unchangedRender(ctx context.Context, obj *kustomizev1.Kusto
 // path, and the cluster still holds what that apply left.
 func (r *Reconciler) untouchedSource(ctx context.Context, obj *kustomizev1.Kustomization, rec appliedRecord, src *source) bool {
 	return src.revision != obj.Status.LastAppliedRevision && r.applyUnneeded(obj, rec) &&
-		build.ReadsOnlyItsPath(obj, src.dir) &&
+		readsOnlyItsPath(obj, src) &&
 		r.Storage.Untouched(src.digest, obj.Status.LastAppliedRevision, obj.Spec.Path) &&
 		r.inSync(ctx, rec)
+}
+
+// sameArtifact reports, without building or even extracting the
+// artifact, that obj renders what it last applied: its source's artifact
+// is byte for byte the one that render was made from, by this same
+// program, with the same spec, and that render read nothing but the
+// artifact; and the cluster still holds what the apply left.
+func (r *Reconciler) sameArtifact(ctx context.Context, obj *kustomizev1.Kustomization, rec appliedRecord, src *source) bool {
+	return rec.SelfContained && rec.Artifact != "" && rec.Artifact == src.digest && rec.Renderer != "" && rec.Renderer == build.Renderer() &&
+		r.applyUnneeded(obj, rec) && r.inSync(ctx, rec)
+}
+
+// readsOnlyItsPath is build.ReadsOnlyItsPath on src, false when src
+// cannot be extracted (the render then says why).
+func readsOnlyItsPath(obj *kustomizev1.Kustomization, src *source) bool {
+	dir, err := src.dir()
+	return err == nil && build.ReadsOnlyItsPath(obj, dir)
 }
 
 // applyUnneeded holds when obj's last reconcile succeeded with its current

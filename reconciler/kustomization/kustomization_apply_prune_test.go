@@ -146,6 +146,51 @@ func TestUnchangedObjectsAreNotDryRun(t *testing.T) {
 	})
 }
 
+// TestASameArtifactIsNotRenderedAgain: a reconcile of the artifact the
+// last apply was rendered from, with nothing moved in the cluster, makes
+// no render at all; a new revision touching the path renders again.
+func TestASameArtifactIsNotRenderedAgain(t *testing.T) {
+	s := newStack(t)
+	rev := s.push(map[string]string{"a/cm.yaml": configMap("a", "key", "one")})
+	s.source(rev)
+	s.kustomization("a", "./a", nil)
+	s.waitReady("a", rev)
+
+	before := rendered(t)
+	s.waitHandled("a", s.request(s.get("a")))
+	if n := rendered(t) - before; n != 0 {
+		t.Errorf("a reconcile of the artifact already applied rendered %.0f times, want 0", n)
+	}
+
+	rev = s.push(map[string]string{"a/cm.yaml": configMap("a", "key", "two")})
+	before = rendered(t)
+	s.refresh(rev)
+	s.waitReady("a", rev)
+	if n := rendered(t) - before; n == 0 {
+		t.Error("a new revision changing the path was not rendered")
+	}
+	a := cm("a")
+	if s.exists(a); a.Data["key"] != "two" {
+		t.Fatalf("the new revision was not applied: %v", a.Data)
+	}
+}
+
+// rendered is the renders this process's reconcilers made.
+func rendered(t *testing.T) float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "strata_kustomization_renders_total" {
+			return f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatal("strata_kustomization_renders_total is not registered")
+	return 0
+}
+
 // patchRequests counts the PATCH requests this process's clients sent,
 // from client-go's request metric.
 func patchRequests(t *testing.T) float64 {

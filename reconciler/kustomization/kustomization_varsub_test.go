@@ -37,6 +37,32 @@ func TestPostBuildSubstitution(t *testing.T) {
 	}
 }
 
+// TestAChangedSubstituteFromIsAppliedOnRequest: values read from the
+// cluster are part of the render, so a reconcile of the same artifact
+// renders again and applies them.
+func TestAChangedSubstituteFromIsAppliedOnRequest(t *testing.T) {
+	s := newStack(t)
+	rev := s.push(map[string]string{"app/cm.yaml": configMap("vars", "region", "${region}")})
+	s.source(rev)
+	vars := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cluster-vars", Namespace: s.ns}, Data: map[string]string{"region": "eu-west"}}
+	if err := s.c.Create(context.Background(), vars); err != nil {
+		t.Fatal(err)
+	}
+	s.kustomization("app", "./app", func(k *kustomizev1.Kustomization) {
+		k.Spec.PostBuild = &kustomizev1.PostBuild{SubstituteFrom: []kustomizev1.SubstituteReference{{Kind: "ConfigMap", Name: "cluster-vars"}}}
+	})
+	s.waitReady("app", rev)
+	vars.Data["region"] = "us-east"
+	if err := s.c.Update(context.Background(), vars); err != nil {
+		t.Fatal(err)
+	}
+	s.waitHandled("app", s.request(s.get("app")))
+	applied := cm("vars")
+	if s.exists(applied); applied.Data["region"] != "us-east" {
+		t.Fatalf("region = %q after the request, want the changed value us-east", applied.Data["region"])
+	}
+}
+
 func TestFailedSubstitutionChangesNothing(t *testing.T) {
 	s := newStack(t)
 	rev := s.push(map[string]string{"app/cm.yaml": configMap("vars", "region", "${region}"), "app/b.yaml": configMap("b")})

@@ -1,6 +1,7 @@
 package kustomization
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -9,10 +10,16 @@ import (
 	"path/filepath"
 	"sync"
 
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/strata-gitops/strata/internal/atomicfile"
+	"github.com/strata-gitops/strata/reconciler/build"
 )
 
 // appliedRecord is what the last successful apply of a Kustomization left
@@ -26,6 +33,15 @@ type appliedRecord struct {
 	Generation int64        `json:"generation"`
 	Digest     string       `json:"digest"`
 	Objects    []objVersion `json:"objects"`
+	// Artifact is the digest of the source artifact the render was made
+	// from, and Renderer the program that made it (build.Renderer): while
+	// both are the same, a render that reads only the artifact is the same
+	// render, and is not made again.
+	Artifact string `json:"artifact,omitempty"`
+	Renderer string `json:"renderer,omitempty"`
+	// SelfContained says the render read nothing but the artifact's files
+	// (build.ReadsOnlyItsPath): no values from the cluster, no remote base.
+	SelfContained bool `json:"selfContained,omitempty"`
 }
 
 // objVersion is one applied object and its resourceVersion after the apply.
@@ -36,6 +52,16 @@ type objVersion struct {
 	Name            string `json:"name"`
 	ResourceVersion string `json:"resourceVersion"`
 }
+
+// renders counts the Kustomizations rendered (kustomize build and
+// substitution), in the controller's metrics: a reconcile that finds its
+// render recorded makes none.
+var renders = prometheus.NewCounter(prometheus.CounterOpts{
+	Name: "strata_kustomization_renders_total",
+	Help: "Kustomization renders (kustomize build and post-build substitution); reconciles that know their render is unchanged make none.",
+})
+
+func init() { metrics.Registry.MustRegister(renders) }
 
 // renderDigest identifies a render: the same objects give the same digest.
 func renderDigest(objects []*unstructured.Unstructured) string {
@@ -93,6 +119,27 @@ func (s *recordStore) save(key types.NamespacedName, rec appliedRecord) error {
 		return fmt.Errorf("recording the apply of %s: %w", key, err)
 	}
 	return nil
+}
+
+// noteArtifact records that rec's render is also what src renders to, by
+// this program, as a render just showed, so that the next reconcile of
+// the same artifact need not render.
+func (r *Reconciler) noteArtifact(ctx context.Context, obj *kustomizev1.Kustomization, rec appliedRecord, src *source) {
+	if rec.Artifact == src.digest && rec.Renderer == build.Renderer() {
+		return
+	}
+	stampRender(&rec, obj, src)
+	if err := r.records.save(client.ObjectKeyFromObject(obj), rec); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "the next reconcile will render again")
+	}
+}
+
+// stampRender says in rec what its render was made from: the artifact,
+// the program, and whether the render read only the artifact's files.
+// Called once the artifact is extracted.
+func stampRender(rec *appliedRecord, obj *kustomizev1.Kustomization, src *source) {
+	rec.Artifact, rec.Renderer = src.digest, build.Renderer()
+	rec.SelfContained = readsOnlyItsPath(obj, src)
 }
 
 func (s *recordStore) forget(key types.NamespacedName) {

@@ -3,6 +3,7 @@ package kustomization
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
@@ -16,9 +17,16 @@ type source struct {
 	revision       string
 	originRevision string
 	digest         string
-	// dir is the extracted artifact, shared and read only.
-	dir string
+	// unpack extracts the artifact, or finds it extracted, once; its
+	// directory is shared and read only.
+	unpack func() (string, error)
 }
+
+// dir is the extracted artifact. It is extracted on first use, not on
+// every reconcile: after a restart the first extraction checks the
+// artifact's digest and unpacks it again, and a reconcile that knows
+// its render (sameArtifact) reads no file of it.
+func (s *source) dir() (string, error) { return s.unpack() }
 
 // getSource resolves spec.sourceRef to its current artifact on local disk.
 func (r *Reconciler) getSource(ctx context.Context, obj *kustomizev1.Kustomization) (*source, error) {
@@ -42,15 +50,18 @@ func (r *Reconciler) getSource(ctx context.Context, obj *kustomizev1.Kustomizati
 		}
 		return nil, err
 	}
-	dir, err := r.Storage.Dir(a)
-	if err != nil {
-		return nil, fmt.Errorf("source '%s/%s' artifact for revision %s is unavailable: %w", ref.Kind, key, a.Revision, err)
-	}
+	unpack := sync.OnceValues(func() (string, error) {
+		dir, err := r.Storage.Dir(a)
+		if err != nil {
+			return "", fmt.Errorf("source '%s/%s' artifact for revision %s is unavailable: %w", ref.Kind, key, a.Revision, err)
+		}
+		return dir, nil
+	})
 	origin := ""
 	if a.Metadata != nil {
 		origin = a.Metadata["org.opencontainers.image.revision"]
 	}
-	return &source{revision: a.Revision, originRevision: origin, digest: a.Digest, dir: dir}, nil
+	return &source{revision: a.Revision, originRevision: origin, digest: a.Digest, unpack: unpack}, nil
 }
 
 // firstFetchError says the source has no artifact because its first fetch
