@@ -93,6 +93,12 @@ func run(cfg config) error {
 			continue
 		}
 		f, err := measure(cfg, fluxController{binary: cfg.flux, defaults: defaults})
+		if err != nil && defaults {
+			// Four at a time with 30 s requeues may not finish in the
+			// bench's limit: that is the figure.
+			fmt.Printf("%s: %v\n", f.name, err)
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("flux: %w", err)
 		}
