@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/strata-gitops/strata/internal/finalizer"
@@ -83,6 +84,9 @@ type Reconciler struct {
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
 	r.records.dir = r.RecordDir
 	if err := indexFields(ctx, mgr); err != nil {
+		return err
+	}
+	if err := mgr.Add(manager.RunnableFunc(r.warmLive)); err != nil {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).

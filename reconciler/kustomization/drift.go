@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/strata-gitops/strata/internal/status"
 	"github.com/strata-gitops/strata/reconciler/apply"
@@ -40,6 +41,25 @@ func NewLiveCache(cfg *rest.Config, opts cache.Options) (cache.Cache, error) {
 	opts.DefaultLabelSelector = labels.NewSelector().Add(*owned)
 	opts.DefaultTransform = cache.TransformStripManagedFields()
 	return cache.New(cfg, opts)
+}
+
+// warmLive loads every stored record and starts, at once and side by
+// side, the metadata informers of the kinds they list. Otherwise the
+// first reconciles after a start read the records one file at a time and
+// start each informer as they first need it, one after another.
+func (r *Reconciler) warmLive(ctx context.Context) error {
+	informers, ok := r.Live.(cache.Informers)
+	if !ok {
+		return nil
+	}
+	for _, gvk := range r.records.loadAll() {
+		live := &metav1.PartialObjectMetadata{}
+		live.SetGroupVersionKind(gvk)
+		if _, err := informers.GetInformer(ctx, live, cache.BlockUntilSynced(false)); err != nil {
+			log.FromContext(ctx).Info("not watching a recorded kind ahead; its first reconcile will", "kind", gvk.String(), "reason", err.Error())
+		}
+	}
+	return nil
 }
 
 // inSync reports whether every object rec lists still has the

@@ -6,13 +6,17 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -102,6 +106,24 @@ func (s *recordStore) load(key types.NamespacedName) (appliedRecord, bool) {
 	}
 	s.mem.Store(key, rec)
 	return rec, true
+}
+
+// loadAll reads every stored record into memory and returns the kinds
+// they list.
+func (s *recordStore) loadAll() []schema.GroupVersionKind {
+	kinds := map[schema.GroupVersionKind]bool{}
+	if s.dir == "" {
+		return nil
+	}
+	files, _ := filepath.Glob(filepath.Join(s.dir, "*", "*.json"))
+	for _, f := range files {
+		key := types.NamespacedName{Namespace: filepath.Base(filepath.Dir(f)), Name: strings.TrimSuffix(filepath.Base(f), ".json")}
+		rec, _ := s.load(key) // an unreadable record lists nothing
+		for _, o := range rec.Objects {
+			kinds[schema.FromAPIVersionAndKind(o.APIVersion, o.Kind)] = true
+		}
+	}
+	return slices.Collect(maps.Keys(kinds))
 }
 
 // save stores rec. The file is a cache: it is replaced atomically but not
