@@ -147,13 +147,13 @@ const (
 )
 
 // syncKilledHalfway writes a large file into the primary's volume and
-// kills the backup's agent while it receives the sync: its newest
-// complete replica stays as it was, and the next sync, once the agent is
+// kills the backup's agent while it receives the sync: the half-received
+// stream never becomes a replica, and the next sync, once the agent is
 // back, carries the file whole and leaves nothing half received.
 func (l *ledger) syncKilledHalfway() {
 	l.t.Helper()
 	l.sync("before-cut", l.a)
-	kept, keptLines := l.newestReplica(l.b)
+	kept, _ := l.newestReplica(l.b)
 	volume := "$(dirname $(ls " + filepath.Join(btrfsHost.Base, btrfsHost.Tenant, "*", "data", "sequence") + "))"
 	write := fmt.Sprintf("dd if=/dev/urandom of=%s/big bs=1M count=%d conv=fsync status=none && sha256sum < %s/big", volume, killedSyncMiB, volume)
 	sum, err := l.a.Command("sh", "-c", write).Output()
@@ -173,15 +173,30 @@ func (l *ledger) syncKilledHalfway() {
 	if err := l.b.Slow(0); err != nil {
 		l.t.Fatal(err)
 	}
-	if seq, lines := l.newestReplica(l.b); seq != kept || lines != keptLines {
-		l.t.Fatalf("after the receiving agent was killed, %s's newest replica is %d (%d lines), not %d (%d lines)", l.b.Name(), seq, lines, kept, keptLines)
-	}
+	// The source retries the sync once the agent is back, and the retry
+	// may finish before anything here looks. What must hold is that the
+	// killed stream never became a replica: every replica newer than the
+	// kept one holds the whole file, and nothing half received is left.
 	volsynctest.Synced(l.t, l.cl, l.ns, "ledger", "cut")
-	seq, _ := l.newestReplica(l.b)
-	check := fmt.Sprintf("cd %s && ls -a && sha256sum < %d/data/big", l.pairDir(), seq)
-	out, err := l.b.Command("sh", "-c", check).Output()
-	if err != nil || !strings.HasSuffix(string(out), string(sum)) || strings.Contains(string(out), ".part") || strings.Contains(string(out), ".new") {
-		l.t.Fatalf("after the next sync %s holds (%v):\n%s\nwant replica %d with the file's digest %s and nothing half received", l.b.Name(), err, out, seq, sum)
+	out, err := l.b.Command("ls", "-a", l.pairDir()).Output()
+	if err != nil || strings.Contains(string(out), ".part") || strings.Contains(string(out), ".new") {
+		l.t.Fatalf("after the next sync %s holds (%v):\n%s\nwant nothing half received", l.b.Name(), err, out)
+	}
+	newer := 0
+	for _, name := range strings.Fields(string(out)) {
+		seq, err := strconv.Atoi(name)
+		if err != nil || seq <= kept {
+			continue
+		}
+		newer++
+		got, err := l.b.Command("sh", "-c", fmt.Sprintf("sha256sum < %s/%d/data/big", l.pairDir(), seq)).Output()
+		if err != nil || string(got) != string(sum) {
+			l.t.Fatalf("replica %d on %s, newer than the kept %d, holds %q (%v), not the whole file (%s): the killed stream became a replica",
+				seq, l.b.Name(), kept, got, err, sum)
+		}
+	}
+	if newer == 0 {
+		l.t.Fatalf("after the next sync %s has no replica newer than %d:\n%s", l.b.Name(), kept, out)
 	}
 }
 
