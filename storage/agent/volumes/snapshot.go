@@ -114,6 +114,13 @@ func (s *Store) DeleteSnapshot(ctx context.Context, tenant, name string) (err er
 	}
 	defer s.locks.lock(tenant + "/" + snapshotsDir + "/" + name)()
 	defer s.settle(&err)
+	return s.deleteSnapshot(ctx, tenant, name)
+}
+
+// deleteSnapshot is DeleteSnapshot without its lock and without waiting
+// for the commit: a volume's cascading delete holds the volume's lock and
+// removes all its snapshots under its own one commit.
+func (s *Store) deleteSnapshot(ctx context.Context, tenant, name string) error {
 	dir := s.snapshotDir(tenant, name)
 	if _, err := s.getSnapshot(tenant, name); err != nil {
 		return err

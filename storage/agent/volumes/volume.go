@@ -318,7 +318,10 @@ func (s *Store) Delete(ctx context.Context, tenant, name string, cascade bool) (
 		return newError(InUse, "volume %s %s; remove them first, or delete with cascade", name, dependents(snaps, v.Clients))
 	}
 	for _, snap := range snaps {
-		if err := s.DeleteSnapshot(ctx, tenant, snap.Name); err != nil {
+		unlock := s.locks.lock(tenant + "/" + snapshotsDir + "/" + snap.Name)
+		err := s.deleteSnapshot(ctx, tenant, snap.Name)
+		unlock()
+		if err != nil {
 			return err
 		}
 	}
