@@ -388,21 +388,41 @@ func (s *Storage) digestLock(key string) *sync.Mutex {
 }
 
 func extract(tarball, dest string, b *budget) (manifest, error) {
+	tree := newTreeWriter(dest)
+	if err := eachFile(tarball, b, tree.add); err != nil {
+		_ = tree.wait()
+		return nil, err
+	}
+	return tree.out, tree.wait()
+}
+
+// manifestOf lists what the tree extracted from tarball holds, without
+// writing anything.
+func manifestOf(tarball string, limits Limits) (manifest, error) {
+	m := manifest{}
+	err := eachFile(tarball, &budget{Limits: limits}, func(name string, data []byte, mode os.FileMode) error {
+		m[name] = sumOf(data, mode)
+		return nil
+	})
+	return m, err
+}
+
+// eachFile calls add for every regular file of tarball, within the budget.
+func eachFile(tarball string, b *budget, add func(name string, data []byte, mode os.FileMode) error) error {
 	f, err := os.Open(tarball)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer f.Close()
 	gz, err := gzip.NewReader(f)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	tree := newTreeWriter(dest)
 	tr := tar.NewReader(gz)
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
-			return tree.out, tree.wait()
+			return nil
 		}
 		if err == nil && hdr.Typeflag == tar.TypeReg {
 			err = b.take(hdr.Name, hdr.Size)
@@ -410,12 +430,11 @@ func extract(tarball, dest string, b *budget) (manifest, error) {
 		if err == nil && hdr.Typeflag == tar.TypeReg {
 			var data []byte
 			if data, err = readLimited(tr, b.File); err == nil {
-				err = tree.add(hdr.Name, data, os.FileMode(hdr.Mode)&0o755)
+				err = add(hdr.Name, data, os.FileMode(hdr.Mode)&0o755)
 			}
 		}
 		if err != nil {
-			_ = tree.wait()
-			return nil, err
+			return err
 		}
 	}
 }
@@ -460,7 +479,16 @@ func (s *Storage) GarbageCollect(objectDir string, keep ...*meta.Artifact) error
 func (s *Storage) setAside(dir, tree string) bool {
 	m, ok := s.manifests.LoadAndDelete(tree)
 	if !ok {
-		return false
+		// Written by an earlier process of this boot: its tarball says
+		// what it holds. Without this, the first pushes after a restart
+		// each wrote the whole tree (0.4-0.6 s for 4000 files).
+		if !s.writtenThisBoot(tree) {
+			return false
+		}
+		var err error
+		if m, err = manifestOf(tree+".tar.gz", s.Limits); err != nil {
+			return false
+		}
 	}
 	spare := filepath.Join(dir, spareTree)
 	if _, err := os.Lstat(spare); err == nil {

@@ -148,14 +148,27 @@ func TestDamageFromAPowerFailureIsNeverUsed(t *testing.T) {
 // and the next Store rewrites only what differs in it. The result is
 // exactly what extracting the new tarball gives, whatever changed: a file
 // removed, a directory emptied, a file become a directory, a mode.
-func TestGarbageTreeIsRecycled(t *testing.T) {
-	s, err := NewStorage(t.TempDir(), "http://localhost")
+func TestGarbageTreeIsRecycled(t *testing.T) { testRecycling(t, false) }
+
+// A tree written before the controller restarted is recycled as well: its
+// tarball says what it holds. The first pushes after a restart had each
+// written the whole tree.
+func TestATreeOfAnEarlierProcessIsRecycled(t *testing.T) { testRecycling(t, true) }
+
+func testRecycling(t *testing.T, restart bool) {
+	root := t.TempDir()
+	s, err := NewStorage(root, "http://localhost")
 	if err != nil {
 		t.Fatal(err)
 	}
 	first := map[string]string{"keep.yaml": "k: 1\n", "a.yaml": "a: 1\n", "d/b.yaml": "b: 1\n", "d/e/c.yaml": "c: 1\n",
 		"x": "file\n", "run": "#!/bin/sh\n"}
 	_, dir1 := storeAndOpen(t, s, first)
+	if restart {
+		if s, err = NewStorage(root, "http://localhost"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// Held open, the file's inode cannot be reused by a rewrite.
 	f, err := os.Open(filepath.Join(dir1, "keep.yaml"))
 	if err != nil {

@@ -40,6 +40,10 @@ type fileSum struct {
 	mode os.FileMode
 }
 
+func sumOf(data []byte, mode os.FileMode) fileSum {
+	return fileSum{sum: sha256.Sum256(data), mode: mode}
+}
+
 type treeFile struct {
 	name    string
 	data    []byte
@@ -79,7 +83,7 @@ func (t *treeWriter) add(name string, data []byte, mode os.FileMode) error {
 	if err := t.failed(); err != nil {
 		return err
 	}
-	sum := fileSum{sum: sha256.Sum256(data), mode: mode}
+	sum := sumOf(data, mode)
 	t.out[name] = sum
 	old, had := t.base[name]
 	if had && old == sum {
