@@ -2,23 +2,19 @@ package controller
 
 import (
 	"context"
-	"fmt"
-	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/log"
-	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/strata-gitops/strata/buildbarn/objects"
 	"github.com/strata-gitops/strata/internal/finalizer"
+	"github.com/strata-gitops/strata/internal/whenused"
 )
 
 // setup watches the kind, what it owns, the other components of its
@@ -103,25 +99,9 @@ func (r *Reconciler) handleDeletion(ctx context.Context, obj Object) (done bool,
 // where no Buildbarn runs, they cost the API server and the controller
 // on every object the engine applies (docs/buildbarn.md) for nothing.
 func SetupWhenUsed(mgr ctrl.Manager, events events.EventRecorder, imageRepository string) error {
-	return mgr.Add(ctrlmanager.RunnableFunc(func(ctx context.Context) error {
-		used := make(chan struct{})
-		var once sync.Once
-		seen := toolscache.ResourceEventHandlerFuncs{AddFunc: func(any) { once.Do(func() { close(used) }) }}
-		for _, k := range kinds {
-			informer, err := mgr.GetCache().GetInformer(ctx, k.newObject())
-			if err != nil {
-				return fmt.Errorf("watching %s: %w", k.kindName, err)
-			}
-			if _, err := informer.AddEventHandler(seen); err != nil {
-				return fmt.Errorf("watching %s: %w", k.kindName, err)
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-used:
-		}
-		log.FromContext(ctx).Info("a Buildbarn component exists: starting the Buildbarn controllers")
-		return SetupAll(mgr, events, imageRepository)
-	}))
+	var objects []client.Object
+	for _, k := range kinds {
+		objects = append(objects, k.newObject())
+	}
+	return whenused.Setup(mgr, "Buildbarn", objects, func() error { return SetupAll(mgr, events, imageRepository) })
 }

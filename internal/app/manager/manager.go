@@ -15,11 +15,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	buildbarnv1alpha1 "github.com/strata-gitops/strata/api/buildbarn/v1alpha1"
+	failoverv1alpha1 "github.com/strata-gitops/strata/api/failover/v1alpha1"
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
 	buildbarn "github.com/strata-gitops/strata/buildbarn/controller"
 	failovercontroller "github.com/strata-gitops/strata/failover/controller"
 	"github.com/strata-gitops/strata/failover/lvmagents"
 	"github.com/strata-gitops/strata/failover/replication"
+	"github.com/strata-gitops/strata/internal/whenused"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 	"github.com/strata-gitops/strata/storage/csi/btrfsbackend"
 	"github.com/strata-gitops/strata/storage/imagepopulator"
@@ -300,13 +302,18 @@ func registerFailover(ctx context.Context, mgr manager.Manager, o Options) error
 	if err != nil {
 		return err
 	}
-	if err := (&replication.DestinationReconciler{Client: mgr.GetClient(), Agents: agents, Refresh: 30 * time.Second}).SetupWithManager(mgr); err != nil {
-		return err
-	}
-	if err := (&replication.SourceReconciler{Client: mgr.GetClient(), Agents: agents, Continuous: 10 * time.Second,
-		SyncTimeout: time.Hour, Now: time.Now}).SetupWithManager(mgr); err != nil {
-		return err
-	}
-	return (&failovercontroller.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Agents: agents, LeaseNamespace: o.LeaseNamespace,
-		SelfFenceAfter: o.SelfFenceAfter, Events: mgr.GetEventRecorder("strata-failover"), Now: time.Now}).SetupWithManager(mgr)
+	// Their watches take in every Deployment, StatefulSet and Secret of
+	// the cluster: they start with the first replication or Failover.
+	used := []client.Object{&volsyncv1alpha1.ReplicationSource{}, &volsyncv1alpha1.ReplicationDestination{}, &failoverv1alpha1.Failover{}}
+	return whenused.Setup(mgr, "replication or failover", used, func() error {
+		if err := (&replication.DestinationReconciler{Client: mgr.GetClient(), Agents: agents, Refresh: 30 * time.Second}).SetupWithManager(mgr); err != nil {
+			return err
+		}
+		if err := (&replication.SourceReconciler{Client: mgr.GetClient(), Agents: agents, Continuous: 10 * time.Second,
+			SyncTimeout: time.Hour, Now: time.Now}).SetupWithManager(mgr); err != nil {
+			return err
+		}
+		return (&failovercontroller.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Agents: agents, LeaseNamespace: o.LeaseNamespace,
+			SelfFenceAfter: o.SelfFenceAfter, Events: mgr.GetEventRecorder("strata-failover"), Now: time.Now}).SetupWithManager(mgr)
+	})
 }
