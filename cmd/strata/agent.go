@@ -13,7 +13,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/strata-gitops/strata/failover/lease"
@@ -36,7 +35,7 @@ func agentCommand() *cobra.Command {
 		Use:   "agent",
 		Short: "Run a node's storage agent: volume groups and logical volumes (LVM), and the btrfs volume API with NFS exports",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctrl.SetLogger(zap.New())
+			ctrl.SetLogger(newLogger())
 			ctx := ctrl.SetupSignalHandler()
 			if vo.Node == "" {
 				vo.Node = o.NodeName

@@ -5,7 +5,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/strata-gitops/strata/internal/app/manager"
 )
@@ -19,7 +18,7 @@ func controllerCommand() *cobra.Command {
 		Use:   "controller",
 		Short: "Run the GitOps controllers (GitRepository, Kustomization, Receiver)",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctrl.SetLogger(zap.New())
+			ctrl.SetLogger(newLogger())
 			cfg, err := restConfig(kubeconfig)
 			if err != nil {
 				return err

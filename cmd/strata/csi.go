@@ -3,7 +3,6 @@ package main
 import (
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/strata-gitops/strata/storage/csi"
 )
@@ -15,7 +14,7 @@ func csiCommand() *cobra.Command {
 		Use:   "csi",
 		Short: "Run the CSI driver " + csi.DriverName + " (--mode controller once per cluster, --mode node on every node)",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctrl.SetLogger(zap.New())
+			ctrl.SetLogger(newLogger())
 			o.Version = version
 			// The node service reads pods' fsGroupChangePolicy through the
 			// API when it can; the controller service cannot do without it.
