@@ -215,3 +215,17 @@ func hasParent(show, child, parent string) bool {
 	}
 	return false
 }
+
+// A qgroup the kernel refuses is reported with the filesystem and what to
+// do, not as a bare errno.
+func TestAGroupOnAFilesystemWithoutQuotasSaysHowToTurnThemOn(t *testing.T) {
+	ctx := context.Background()
+	fs := open(t)
+	if _, err := fs.Runner.Run(ctx, "btrfs", "quota", "disable", fs.Path); err != nil {
+		t.Fatal(err)
+	}
+	err := fs.EnsureGroup(ctx, btrfs.GroupFor("tenant"), 8<<20)
+	if err == nil || !strings.Contains(err.Error(), "btrfs quota enable "+fs.Path) {
+		t.Fatalf("EnsureGroup with quotas off = %v, want an error that says to run btrfs quota enable %s", err, fs.Path)
+	}
+}

@@ -38,7 +38,7 @@ func (f *Filesystem) EnsureGroup(_ context.Context, g GroupID, limit int64) erro
 		// struct btrfs_ioctl_qgroup_create_args: create (1) or remove, qgroupid.
 		args := struct{ Create, QgroupID uint64 }{1, g.qgroupID()}
 		if err := ioctl(f.Path, iocQgroupCreate, unsafe.Pointer(&args)); err != nil && !errors.Is(err, unix.EEXIST) {
-			return fmt.Errorf("creating qgroup %s: %w", g, err)
+			return f.qgroupError(fmt.Sprintf("creating qgroup %s", g), err)
 		}
 	}
 	value := noLimit
@@ -46,9 +46,24 @@ func (f *Filesystem) EnsureGroup(_ context.Context, g GroupID, limit int64) erro
 		value = uint64(limit)
 	}
 	if err := limitQgroup(f.Path, g.qgroupID(), value); err != nil {
-		return fmt.Errorf("limiting qgroup %s to %d bytes: %w", g, limit, err)
+		return f.qgroupError(fmt.Sprintf("limiting qgroup %s to %d bytes", g, limit), err)
 	}
 	return nil
+}
+
+// qgroupError names the filesystem and says what to do about the
+// kernel's answer to a qgroup ioctl, which alone is a bare errno.
+func (f *Filesystem) qgroupError(action string, err error) error {
+	var hint string
+	switch {
+	case errors.Is(err, unix.ENOTCONN):
+		hint = fmt.Sprintf("quotas were turned off on it: run `btrfs quota enable %s` (the agent turns them on when it starts)", f.Path)
+	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
+		hint = "managing quotas needs root (CAP_SYS_ADMIN): run the agent as root"
+	default:
+		hint = fmt.Sprintf("check `btrfs qgroup show %s` and the kernel log (dmesg) for errors of this filesystem", f.Path)
+	}
+	return fmt.Errorf("%s on %s: %w; %s", action, f.Path, err, hint)
 }
 
 // qgroupID is the group's ID as the kernel takes it: the level in the
