@@ -103,12 +103,15 @@ func run(cfg config) error {
 			return fmt.Errorf("flux: %w", err)
 		}
 		f.print()
-		second := fmt.Sprintf("%.2fx", s.secondPass.Seconds()/f.secondPass.Seconds())
+		// Three significant digits: strata's share of Flux's time is a
+		// few hundredths.
+		second := fmt.Sprintf("%.3gx", s.secondPass.Seconds()/f.secondPass.Seconds())
 		if f.secondPassUnfinished != "" {
-			second = fmt.Sprintf("under %.2fx", s.secondPass.Seconds()/secondPassLimit.Seconds())
+			second = fmt.Sprintf("under %.3gx", s.secondPass.Seconds()/secondPassLimit.Seconds())
 		}
-		fmt.Printf("ratio strata/%s: first pass %.2fx, peak RSS %.2fx, no-change pass %s\n",
-			f.name, s.firstPass.Seconds()/f.firstPass.Seconds(), float64(s.peakRSS)/float64(f.peakRSS), second)
+		fmt.Printf("ratio strata/%s: first pass %.3gx (Flux %.1fx as long), peak RSS %.2fx, no-change pass %s\n",
+			f.name, s.firstPass.Seconds()/f.firstPass.Seconds(), f.firstPass.Seconds()/s.firstPass.Seconds(),
+			float64(s.peakRSS)/float64(f.peakRSS), second)
 	}
 	return nil
 }
