@@ -28,7 +28,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/strata-gitops/strata/internal/finalizer"
@@ -93,9 +92,11 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	if _, err := mgr.GetCache().GetInformer(ctx, &sourcev1.GitRepository{}); err != nil {
 		return err
 	}
-	if err := mgr.Add(manager.RunnableFunc(r.warmLive)); err != nil {
-		return err
-	}
+	// Registered before the manager starts, the recorded kinds' informers
+	// start with the live cache and list beside the Kustomizations.
+	// Registered by a runnable, they began only once the manager's caches
+	// had synced, and the first reconciles waited for them.
+	r.warmLive(ctx)
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&kustomizev1.Kustomization{}, builder.WithPredicates(
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicates.ReconcileRequestedPredicate{}))).

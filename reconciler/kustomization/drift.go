@@ -43,14 +43,14 @@ func NewLiveCache(cfg *rest.Config, opts cache.Options) (cache.Cache, error) {
 	return cache.New(cfg, opts)
 }
 
-// warmLive loads every stored record and starts, at once and side by
+// warmLive loads every stored record and registers, to start side by
 // side, the metadata informers of the kinds they list. Otherwise the
 // first reconciles after a start read the records one file at a time and
 // start each informer as they first need it, one after another.
-func (r *Reconciler) warmLive(ctx context.Context) error {
+func (r *Reconciler) warmLive(ctx context.Context) {
 	informers, ok := r.Live.(cache.Informers)
 	if !ok {
-		return nil
+		return
 	}
 	for _, gvk := range r.records.loadAll() {
 		live := &metav1.PartialObjectMetadata{}
@@ -59,7 +59,6 @@ func (r *Reconciler) warmLive(ctx context.Context) error {
 			log.FromContext(ctx).Info("not watching a recorded kind ahead; its first reconcile will", "kind", gvk.String(), "reason", err.Error())
 		}
 	}
-	return nil
 }
 
 // inSync reports whether every object rec lists still has the
