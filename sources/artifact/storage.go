@@ -4,15 +4,12 @@
 package artifact
 
 import (
-	"archive/tar"
-	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -251,77 +248,6 @@ func (s *Storage) Has(a *meta.Artifact) bool {
 	return err == nil
 }
 
-func writeTarball(w io.Writer, files []File, tree *treeWriter, b *budget) (int64, error) {
-	counter := &countingWriter{w: w}
-	// Speed over size: the tarball stays on local disk and loopback.
-	gz, err := gzip.NewWriterLevel(counter, gzip.BestSpeed)
-	if err != nil {
-		return 0, err
-	}
-	tw := tar.NewWriter(gz)
-	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
-	for _, f := range files {
-		if err := addFile(tw, f, tree, b); err != nil {
-			return 0, err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return 0, err
-	}
-	if err := gz.Close(); err != nil {
-		return 0, err
-	}
-	return counter.n, nil
-}
-
-func addFile(tw *tar.Writer, f File, tree *treeWriter, b *budget) error {
-	r, err := f.Open()
-	if err != nil {
-		return fmt.Errorf("reading %s: %w", f.Path, err)
-	}
-	defer r.Close()
-	data, err := readLimited(r, b.File)
-	if err != nil {
-		return fmt.Errorf("reading %s: %w", f.Path, err)
-	}
-	if err := b.take(f.Path, int64(len(data))); err != nil {
-		return err
-	}
-	mode := int64(0o644)
-	if f.Executable {
-		mode = 0o755
-	}
-	// Fixed header fields keep the digest a function of content alone.
-	hdr := &tar.Header{Name: f.Path, Mode: mode, Size: int64(len(data)), Typeflag: tar.TypeReg, Format: tar.FormatPAX}
-	if err := tw.WriteHeader(hdr); err != nil {
-		return err
-	}
-	if _, err := tw.Write(data); err != nil {
-		return err
-	}
-	return tree.add(f.Path, data, os.FileMode(mode))
-}
-
-// readLimited reads all of r, but never more than one byte past limit:
-// enough to tell that it is over.
-func readLimited(r io.Reader, limit int64) ([]byte, error) {
-	if limit <= 0 {
-		return io.ReadAll(r)
-	}
-	return io.ReadAll(io.LimitReader(r, limit+1))
-}
-
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
-}
-
 // Dir returns a directory holding the artifact's files, extracting the
 // tarball the first time. Readers must not modify it: it is shared by every
 // build of the same revision.
@@ -359,23 +285,6 @@ func (s *Storage) Dir(a *meta.Artifact) (string, error) {
 	return dir, s.markWritten(dir)
 }
 
-// verifyDigest checks a tarball against its "sha256:<hex>" digest.
-func verifyDigest(tarball, digest string) error {
-	f, err := os.Open(tarball)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	hash := sha256.New()
-	if _, err := io.Copy(hash, f); err != nil {
-		return err
-	}
-	if got := "sha256:" + hex.EncodeToString(hash.Sum(nil)); got != digest {
-		return fmt.Errorf("its content has digest %s, not %s", got, digest)
-	}
-	return nil
-}
-
 func (s *Storage) digestLock(key string) *sync.Mutex {
 	s.extractMu.Lock()
 	defer s.extractMu.Unlock()
@@ -385,58 +294,6 @@ func (s *Storage) digestLock(key string) *sync.Mutex {
 		s.extracting[key] = l
 	}
 	return l
-}
-
-func extract(tarball, dest string, b *budget) (manifest, error) {
-	tree := newTreeWriter(dest)
-	if err := eachFile(tarball, b, tree.add); err != nil {
-		_ = tree.wait()
-		return nil, err
-	}
-	return tree.out, tree.wait()
-}
-
-// manifestOf lists what the tree extracted from tarball holds, without
-// writing anything.
-func manifestOf(tarball string, limits Limits) (manifest, error) {
-	m := manifest{}
-	err := eachFile(tarball, &budget{Limits: limits}, func(name string, data []byte, mode os.FileMode) error {
-		m[name] = sumOf(data, mode)
-		return nil
-	})
-	return m, err
-}
-
-// eachFile calls add for every regular file of tarball, within the budget.
-func eachFile(tarball string, b *budget, add func(name string, data []byte, mode os.FileMode) error) error {
-	f, err := os.Open(tarball)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	gz, err := gzip.NewReader(f)
-	if err != nil {
-		return err
-	}
-	tr := tar.NewReader(gz)
-	for {
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			return nil
-		}
-		if err == nil && hdr.Typeflag == tar.TypeReg {
-			err = b.take(hdr.Name, hdr.Size)
-		}
-		if err == nil && hdr.Typeflag == tar.TypeReg {
-			var data []byte
-			if data, err = readLimited(tr, b.File); err == nil {
-				err = add(hdr.Name, data, os.FileMode(hdr.Mode)&0o755)
-			}
-		}
-		if err != nil {
-			return err
-		}
-	}
 }
 
 // GarbageCollect removes every artifact of the object directory that is not
