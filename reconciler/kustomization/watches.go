@@ -61,9 +61,16 @@ func dependentsOf(c client.Client, storage *artifact.Storage) handler.EventHandl
 			ctrl.LoggerFrom(ctx).Error(err, "listing dependents", "kustomization", client.ObjectKeyFromObject(o))
 			return
 		}
+		// A dependency's hundred dependents mostly share one source:
+		// read it once.
+		touches := map[types.NamespacedName]func(path string) bool{}
 		for i := range list.Items {
 			ks := &list.Items[i]
-			touched := touchedBySource(ctx, c, storage, ks)
+			src := sourceKey(ks)
+			if touches[src] == nil {
+				touches[src] = touchedBySource(ctx, c, storage, src)
+			}
+			touched := touches[src](ks.Spec.Path)
 			add(q, client.ObjectKeyFromObject(ks), touched, dependentDelay(ks, touched))
 		}
 	}
@@ -84,14 +91,15 @@ func dependentDelay(ks *kustomizev1.Kustomization, touched bool) time.Duration {
 	return 0
 }
 
-// touchedBySource reports whether the current artifact of the
-// Kustomization's source changed files under its path.
-func touchedBySource(ctx context.Context, c client.Client, storage *artifact.Storage, ks *kustomizev1.Kustomization) bool {
+// touchedBySource returns whether the current artifact of the source
+// changed files under a path.
+func touchedBySource(ctx context.Context, c client.Client, storage *artifact.Storage, src types.NamespacedName) func(path string) bool {
 	repo := &sourcev1.GitRepository{}
-	if err := c.Get(ctx, sourceKey(ks), repo); err != nil || repo.Status.Artifact == nil {
-		return false
+	if err := c.Get(ctx, src, repo); err != nil || repo.Status.Artifact == nil {
+		return func(string) bool { return false }
 	}
-	return storage.Touches(repo.Status.Artifact.Digest, ks.Spec.Path)
+	digest := repo.Status.Artifact.Digest
+	return func(path string) bool { return storage.Touches(digest, path) }
 }
 
 type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]

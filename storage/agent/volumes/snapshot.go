@@ -17,7 +17,7 @@ func (s *Store) CreateSnapshot(ctx context.Context, tenant string, req SnapshotR
 	}
 	// The volume first, then the snapshot: the order Delete takes them in.
 	defer s.locks.lock(tenant + "/" + req.Volume)()
-	defer s.locks.lock(tenant + "/" + snapshotsDir + "/" + req.Name)()
+	defer s.lockSnapshot(tenant, req.Name)()
 	defer s.settle(&err)
 	defer s.quotaLock(tenant)()
 	if have, err := s.getSnapshot(tenant, req.Name); err == nil {
@@ -112,7 +112,7 @@ func (s *Store) DeleteSnapshot(ctx context.Context, tenant, name string) (err er
 	if err := CheckName("snapshot", name); err != nil {
 		return err
 	}
-	defer s.locks.lock(tenant + "/" + snapshotsDir + "/" + name)()
+	defer s.lockSnapshot(tenant, name)()
 	defer s.settle(&err)
 	return s.deleteSnapshot(ctx, tenant, name)
 }
@@ -220,4 +220,9 @@ func describe(src Source) string {
 		return "snapshot " + src.Snapshot
 	}
 	return "volume " + src.Volume
+}
+
+// lockSnapshot takes a snapshot's name lock and returns its release.
+func (s *Store) lockSnapshot(tenant, name string) func() {
+	return s.locks.lock(tenant + "/" + snapshotsDir + "/" + name)
 }

@@ -318,7 +318,7 @@ func (s *Store) Delete(ctx context.Context, tenant, name string, cascade bool) (
 		return newError(InUse, "volume %s %s; remove them first, or delete with cascade", name, dependents(snaps, v.Clients))
 	}
 	for _, snap := range snaps {
-		unlock := s.locks.lock(tenant + "/" + snapshotsDir + "/" + snap.Name)
+		unlock := s.lockSnapshot(tenant, snap.Name)
 		err := s.deleteSnapshot(ctx, tenant, snap.Name)
 		unlock()
 		if err != nil {
