@@ -28,7 +28,8 @@ func Setup(mgr ctrl.Manager, feature string, kinds []client.Object, setup func()
 	return mgr.Add(ctrlmanager.RunnableFunc(func(ctx context.Context) error {
 		used, err := watch(ctx, mgr.GetCache(), kinds)
 		if err != nil {
-			return fmt.Errorf("watching for %s: %w", feature, err)
+			return fmt.Errorf("the %s controllers start with the first object of their kinds, but watching for one failed: %w; "+
+				"check that the cluster serves the kind (strata's chart installs its CRDs) and that strata may list and watch it", feature, err)
 		}
 		select {
 		case <-ctx.Done():
