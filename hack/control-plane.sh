@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the control-plane binaries that envtest and `strata up` use:
-# etcd from Debian's etcd-server package and kube-apiserver built from the Go
-# module proxy (no release downloads are reachable here). Idempotent: every
-# step is skipped when its result is already present.
+# kube-apiserver built from the Go module proxy (no release downloads are
+# reachable here) and etcd built the same way, at the version that
+# Kubernetes release pins. Idempotent: every step is skipped when its result
+# is already present.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -16,28 +17,36 @@ mkdir -p "$BIN"
 
 say() { echo "control-plane: $*" >&2; }
 
-as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
+# etcd is built at the version k8s.io/kubernetes itself requires: the API
+# server's watch cache needs an etcd that sends progress notifications
+# (3.4.31 or 3.5.13 and later), which Debian's 3.4.23 does not, and the
+# cache is what every real cluster runs with (docs/development.md).
 install_etcd() {
-  if [ -x "$BIN/etcd" ]; then return; fi
-  if ! command -v etcd >/dev/null && [ ! -x /usr/bin/etcd ]; then
-    say "installing Debian package etcd-server"
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q etcd-server >/dev/null ||
-      { as_root apt-get update -q >/dev/null && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q etcd-server >/dev/null; }
-    # The package starts a system etcd on :2379; tests run their own.
-    as_root systemctl disable --now etcd >/dev/null 2>&1 || true
-    as_root pkill -x etcd >/dev/null 2>&1 || true
-  fi
-  ln -sf "$(command -v etcd || echo /usr/bin/etcd)" "$BIN/etcd"
-  say "etcd ready: $("$BIN/etcd" --version | head -1)"
+  local version
+  version="$(kubernetes_requires go.etcd.io/etcd/server/v3 "$K8S_VERSION")"
+  if [ -x "$BIN/etcd" ] && ! [ -L "$BIN/etcd" ] && "$BIN/etcd" --version | grep -qx "etcd Version: ${version#v}"; then return; fi
+  # A link to a distribution's etcd, left by an earlier version of this script.
+  rm -f "$BIN/etcd"
+  build_go etcd go.etcd.io/etcd/server/v3 "${version#v}" go.etcd.io/etcd/server/v3 "$BIN/etcd"
+}
+
+# kubernetes_go_mod prints the path of k8s.io/kubernetes's go.mod at VERSION.
+kubernetes_go_mod() {
+  go mod download -json "k8s.io/kubernetes@v$1" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p'
+}
+
+# kubernetes_requires MODULE VERSION prints the version of MODULE that
+# k8s.io/kubernetes@VERSION requires.
+kubernetes_requires() {
+  awk -v m="$1" '$1 == m { print $2; exit }' "$(kubernetes_go_mod "$2")"
 }
 
 # k8s.io/kubernetes replaces its staging modules with ./staging/... paths,
 # which do not exist in the module cache; point each at its published version.
 staging_replaces() {
-  local version="$1" gomod
-  gomod="$(go mod download -json "k8s.io/kubernetes@v$version" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
-  grep -E '^\s*k8s.io/[a-z0-9-]+ => ./staging/' "$gomod" | awk '{print $1}' |
+  local version="$1"
+  grep -E '^\s*k8s.io/[a-z0-9-]+ => ./staging/' "$(kubernetes_go_mod "$version")" | awk '{print $1}' |
     while read -r m; do echo "replace $m => $m v0.${version#1.}"; done
 }
 
@@ -46,8 +55,12 @@ build_k8s_cmd() { build_k8s "$1" "${2:-$K8S_VERSION}" "k8s.io/kubernetes/cmd/$1"
 
 # build_k8s NAME VERSION PACKAGE OUT builds a package of k8s.io/kubernetes
 # into OUT: a command, or with TEST=1 a test binary (go test -c).
-build_k8s() {
-  local name="$1" version="$2" pkg="$3" out="$4"
+build_k8s() { build_go "$1" k8s.io/kubernetes "$2" "$3" "$4"; }
+
+# build_go NAME MODULE VERSION PACKAGE OUT builds PACKAGE of MODULE at
+# VERSION into OUT, in a module of its own that requires it.
+build_go() {
+  local name="$1" module="$2" version="$3" pkg="$4" out="$5"
   if [ -x "$out" ]; then return; fi
   mkdir -p "$(dirname "$out")"
   say "building $name v$version from the Go module proxy (first time only, several minutes on 2 cores)"
@@ -56,16 +69,18 @@ build_k8s() {
   (
     cd "$work"
     go mod init "strata.local/$name" >/dev/null 2>&1
-    go mod edit -require "k8s.io/kubernetes@v$version"
-    staging_replaces "$version" >>go.mod
+    go mod edit -require "$module@v$version"
+    if [ "$module" = k8s.io/kubernetes ]; then staging_replaces "$version" >>go.mod; fi
     printf 'package main\nimport _ "%s"\nfunc main() {}\n' "$pkg" >tools.go
     GOFLAGS=-mod=mod go mod tidy >/dev/null 2>&1 || true
     # The node's components say their version (kubectl get nodes shows the
     # kubelet's); the API server keeps the build's own, which envtest reads.
     local ldflags=""
-    case "$name" in kube-apiserver | kubectl) ;; *)
-      ldflags="-X k8s.io/component-base/version.gitVersion=v$version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$version" | cut -d. -f2)" ;;
-    esac
+    if [ "$module" = k8s.io/kubernetes ]; then
+      case "$name" in kube-apiserver | kubectl) ;; *)
+        ldflags="-X k8s.io/component-base/version.gitVersion=v$version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$version" | cut -d. -f2)" ;;
+      esac
+    fi
     if [ "${TEST:-}" = 1 ]; then
       GOFLAGS=-mod=mod go test -c -o "$out.tmp" "$pkg"
     else

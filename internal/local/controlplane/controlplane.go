@@ -48,6 +48,9 @@ type ControlPlane struct {
 
 // Start starts etcd and kube-apiserver and installs the CRDs.
 func Start(o Options) (*ControlPlane, error) {
+	if err := checkEtcdData(o.EtcdDataDir); err != nil {
+		return nil, err
+	}
 	if _, err := os.Stat(filepath.Join(o.AssetsDir, "kube-apiserver")); err != nil {
 		return nil, ErrNoBinaries
 	}
@@ -68,11 +71,6 @@ func Start(o Options) (*ControlPlane, error) {
 		env.ControlPlane.APIServer.CA = o.ServingCA
 	}
 	args := env.ControlPlane.GetAPIServer().Configure()
-	// kube-apiserver 1.36's watch cache waits for etcd progress notifications
-	// that Debian's etcd 3.4 does not send, so new watches fail with "Too
-	// large resource version" until the cache catches up. Watches served
-	// straight from etcd have no such delay.
-	args.Set("watch-cache", "false")
 	for k, v := range o.APIServerFlags {
 		args.Set(k, v)
 	}
@@ -84,7 +82,37 @@ func Start(o Options) (*ControlPlane, error) {
 		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", o.AssetsDir, err)
 	}
 	cfg.QPS, cfg.Burst = 500, 1000
+	if o.EtcdDataDir != "" {
+		if err := os.WriteFile(etcdMarker(o.EtcdDataDir), []byte(etcdGeneration+"\n"), 0o600); err != nil {
+			_ = env.Stop()
+			return nil, err
+		}
+	}
 	return &ControlPlane{Config: cfg, env: env}, nil
+}
+
+// etcdGeneration names the etcd whose data this package keeps. Until
+// 2026-11-25 it ran Debian's etcd 3.4, whose data the etcd 3.6 it runs now
+// cannot read: 3.6 stops with "removed all voters".
+const etcdGeneration = "etcd 3.6"
+
+// etcdMarker is the file beside an etcd data directory that says which
+// etcd wrote it; a file inside would be etcd's to complain about.
+func etcdMarker(dir string) string { return filepath.Clean(dir) + ".written-by" }
+
+// checkEtcdData refuses a data directory that an older etcd wrote, with
+// what to do, before etcd is started on it and fails less clearly.
+func checkEtcdData(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(dir, "member")); err != nil {
+		return nil
+	}
+	if b, err := os.ReadFile(etcdMarker(dir)); err == nil && strings.TrimSpace(string(b)) == etcdGeneration {
+		return nil
+	}
+	return fmt.Errorf("etcd data directory %s was written by the etcd 3.4 this control plane ran before 2026-11-25, which %s cannot read: remove it (make clean removes .strata) to start afresh", dir, etcdGeneration)
 }
 
 // Stop stops kube-apiserver and etcd.
