@@ -2,7 +2,7 @@
 # Installs the control-plane binaries that envtest and `strata up` use:
 # kube-apiserver built from the Go module proxy (no release downloads are
 # reachable here) and etcd built the same way, at the version that
-# Kubernetes release pins. Idempotent: every step is skipped when its result
+# Kubernetes release requires. Idempotent: every step is skipped when its result
 # is already present.
 set -euo pipefail
 
@@ -17,7 +17,6 @@ mkdir -p "$BIN"
 
 say() { echo "control-plane: $*" >&2; }
 
-
 # etcd is built at the version k8s.io/kubernetes itself requires: the API
 # server's watch cache needs an etcd that sends progress notifications
 # (3.4.31 or 3.5.13 and later), which Debian's 3.4.23 does not, and the
@@ -25,6 +24,10 @@ say() { echo "control-plane: $*" >&2; }
 install_etcd() {
   local version
   version="$(kubernetes_requires go.etcd.io/etcd/server/v3 "$K8S_VERSION")"
+  if [ -z "$version" ]; then
+    say "cannot tell which etcd k8s.io/kubernetes v$K8S_VERSION requires: its go.mod did not download or names no go.etcd.io/etcd/server/v3"
+    exit 1
+  fi
   if [ -x "$BIN/etcd" ] && ! [ -L "$BIN/etcd" ] && "$BIN/etcd" --version | grep -qx "etcd Version: ${version#v}"; then return; fi
   # A link to a distribution's etcd, left by an earlier version of this script.
   rm -f "$BIN/etcd"
