@@ -28,8 +28,9 @@ install_etcd() {
     say "cannot tell which etcd k8s.io/kubernetes v$K8S_VERSION requires: its go.mod did not download or names no go.etcd.io/etcd/server/v3"
     exit 1
   fi
-  if [ -x "$BIN/etcd" ] && ! [ -L "$BIN/etcd" ] && "$BIN/etcd" --version | grep -qx "etcd Version: ${version#v}"; then return; fi
-  # A link to a distribution's etcd, left by an earlier version of this script.
+  if [ -x "$BIN/etcd" ] && "$BIN/etcd" --version | grep -qx "etcd Version: ${version#v}"; then return; fi
+  # Another version: a link to Debian's etcd that an earlier version of this
+  # script made, or a build for another Kubernetes release.
   rm -f "$BIN/etcd"
   build_go etcd go.etcd.io/etcd/server/v3 "${version#v}" go.etcd.io/etcd/server/v3 "$BIN/etcd"
 }

@@ -313,8 +313,6 @@ func reconciles(addr string) int {
 	return total
 }
 
-// revision is the current etcd revision: a list served from etcd returns it
-// as its resourceVersion, and any write anywhere raises it.
 // freeAddr is a free loopback address; the bench cannot go on without one.
 func freeAddr() string {
 	addr, err := netaddr.Free()

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,7 +49,7 @@ type ControlPlane struct {
 
 // Start starts etcd and kube-apiserver and installs the CRDs.
 func Start(o Options) (*ControlPlane, error) {
-	if err := checkEtcdData(o.EtcdDataDir); err != nil {
+	if err := claimEtcdData(o.EtcdDataDir); err != nil {
 		return nil, err
 	}
 	if _, err := os.Stat(filepath.Join(o.AssetsDir, "kube-apiserver")); err != nil {
@@ -82,12 +83,6 @@ func Start(o Options) (*ControlPlane, error) {
 		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", o.AssetsDir, err)
 	}
 	cfg.QPS, cfg.Burst = 500, 1000
-	if o.EtcdDataDir != "" {
-		if err := os.WriteFile(etcdMarker(o.EtcdDataDir), []byte(etcdGeneration+"\n"), 0o600); err != nil {
-			_ = env.Stop()
-			return nil, err
-		}
-	}
 	return &ControlPlane{Config: cfg, env: env}, nil
 }
 
@@ -100,19 +95,26 @@ const etcdGeneration = "etcd 3.6"
 // etcd wrote it; a file inside would be etcd's to complain about.
 func etcdMarker(dir string) string { return filepath.Clean(dir) + ".written-by" }
 
-// checkEtcdData refuses a data directory that an older etcd wrote, with
-// what to do, before etcd is started on it and fails less clearly.
-func checkEtcdData(dir string) error {
+// claimEtcdData refuses a data directory that an older etcd wrote, with
+// what to do, before etcd is started on it and fails less clearly. A
+// directory with no data yet is marked before etcd starts, so that a start
+// that fails or crashes after etcd wrote its first files leaves data the
+// next start accepts.
+func claimEtcdData(dir string) error {
 	if dir == "" {
 		return nil
 	}
-	if _, err := os.Stat(filepath.Join(dir, "member")); err != nil {
-		return nil
+	if _, err := os.Stat(filepath.Join(dir, "member")); errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+			return err
+		}
+		return os.WriteFile(etcdMarker(dir), []byte(etcdGeneration+"\n"), 0o600)
 	}
 	if b, err := os.ReadFile(etcdMarker(dir)); err == nil && strings.TrimSpace(string(b)) == etcdGeneration {
 		return nil
 	}
-	return fmt.Errorf("etcd data directory %s was written by the etcd 3.4 this control plane ran before 2026-11-25, which %s cannot read: remove it (make clean removes .strata) to start afresh", dir, etcdGeneration)
+	return fmt.Errorf("etcd data directory %s has no mark of %s (%s): it was written by the etcd 3.4 this control plane ran before 2026-11-25, which %s cannot read; remove it (make clean removes .strata) to start afresh",
+		dir, etcdGeneration, etcdMarker(dir), etcdGeneration)
 }
 
 // Stop stops kube-apiserver and etcd.

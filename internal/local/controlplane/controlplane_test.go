@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,18 +22,17 @@ func TestDataOfTheOlderEtcdIsRefusedWithWhatToDo(t *testing.T) {
 	}
 }
 
-func TestDataThisEtcdWroteOrNoDataIsAccepted(t *testing.T) {
+func TestANewDataDirectoryIsMarkedBeforeEtcdWritesIt(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "etcd")
-	if err := checkEtcdData(dir); err != nil {
-		t.Fatalf("a directory not made yet: %v", err)
+	// No binaries: the start fails after the claim, as one that crashed
+	// once etcd had written its first files would.
+	if _, err := Start(Options{AssetsDir: t.TempDir(), EtcdDataDir: dir}); !errors.Is(err, ErrNoBinaries) {
+		t.Fatalf("starting without binaries: got %v, want ErrNoBinaries", err)
 	}
 	if err := os.MkdirAll(filepath.Join(dir, "member"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(etcdMarker(dir), []byte(etcdGeneration+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := checkEtcdData(dir); err != nil {
-		t.Fatalf("a directory this etcd wrote: %v", err)
+	if err := claimEtcdData(dir); err != nil {
+		t.Fatalf("data written after the directory was claimed is refused: %v", err)
 	}
 }
