@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -270,15 +269,31 @@ func (e *Env) ready(ctx context.Context) error {
 		}
 		return e.probeServices(ctx)
 	}
-	node := &corev1.Node{}
-	if err := e.Client.Get(ctx, client.ObjectKey{Name: e.Node}, node); err != nil {
+	if err := e.probeServices(ctx); err != nil {
 		return err
 	}
-	capacity, _ := strconv.ParseInt(node.Annotations[storagev1alpha1.CapacityAnnotationPrefix+e.Class], 10, 64)
-	if capacity == 0 {
-		return errors.New("the agent has not reported capacity for class " + e.Class)
+	return e.controllerSeesCapacity(ctx)
+}
+
+// controllerSeesCapacity asks the CSI controller, not the API server,
+// for the class's room: the controller places volumes from its own cache
+// of the Nodes, which may lag the agent's annotation, and a CreateVolume
+// sent before the cache has it finds no node.
+func (e *Env) controllerSeesCapacity(ctx context.Context) error {
+	conn, err := Dial(e.ControllerEndpoint)
+	if err != nil {
+		return err
 	}
-	return e.probeServices(ctx)
+	defer conn.Close()
+	rsp, err := csi.NewControllerClient(conn).GetCapacity(ctx, &csi.GetCapacityRequest{
+		Parameters: map[string]string{storagev1alpha1.DeviceClassParameter: e.Class}})
+	if err != nil {
+		return fmt.Errorf("asking the controller for class %s's capacity: %w", e.Class, err)
+	}
+	if rsp.GetAvailableCapacity() == 0 {
+		return errors.New("the CSI controller sees no capacity for class " + e.Class + " yet")
+	}
+	return nil
 }
 
 func (e *Env) probeServices(ctx context.Context) error {
