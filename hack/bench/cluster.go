@@ -17,6 +17,7 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -265,13 +266,35 @@ func (b *bench) waitAllReady(rev string, limit time.Duration) error {
 			return nil
 		}
 	}
-	for _, ks := range last {
-		if !ready[ks.Name] {
-			return fmt.Errorf("%d of %d Kustomizations not Ready at %s within %s, e.g. %s: applied %s, conditions %+v",
-				b.kustomizations-readyCount, b.kustomizations, rev, limit, ks.Name, ks.Status.LastAppliedRevision, ks.Status.Conditions)
-		}
+	if ks := firstHoldingUp(last, ready); ks != nil {
+		return fmt.Errorf("%d of %d Kustomizations not Ready at %s within %s, e.g. %s: applied %s, conditions %+v",
+			b.kustomizations-readyCount, b.kustomizations, rev, limit, ks.Name, ks.Status.LastAppliedRevision, ks.Status.Conditions)
 	}
 	return fmt.Errorf("not all Kustomizations Ready within %s", limit)
+}
+
+// firstHoldingUp is the first not Ready Kustomization by name that is not
+// merely waiting for a dependency, else the first not Ready one: the one
+// to look at when a pass does not finish.
+func firstHoldingUp(last map[string]*kustomizev1.Kustomization, ready map[string]bool) *kustomizev1.Kustomization {
+	var waiting, holding *kustomizev1.Kustomization
+	for _, ks := range last {
+		if ready[ks.Name] {
+			continue
+		}
+		first := func(k *kustomizev1.Kustomization) bool { return k == nil || ks.Name < k.Name }
+		if c := apimeta.FindStatusCondition(ks.Status.Conditions, meta.ReadyCondition); c != nil && c.Reason == meta.DependencyNotReadyReason {
+			if first(waiting) {
+				waiting = ks
+			}
+		} else if first(holding) {
+			holding = ks
+		}
+	}
+	if holding != nil {
+		return holding
+	}
+	return waiting
 }
 
 // waitReconciles polls the controller's metrics until n Kustomization

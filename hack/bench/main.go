@@ -67,6 +67,10 @@ type result struct {
 	fetch                []time.Duration
 }
 
+// firstPassLimit bounds the first pass: Flux took 12 minutes of it on
+// this machine's better days.
+const firstPassLimit = 40 * time.Minute
+
 // secondPassLimit bounds the no-change pass.
 const secondPassLimit = 5 * time.Minute
 
@@ -93,14 +97,11 @@ func run(cfg config) error {
 			continue
 		}
 		f, err := measure(cfg, fluxController{binary: cfg.flux, defaults: defaults})
-		if err != nil && defaults {
-			// Four at a time with 30 s requeues may not finish in the
-			// bench's limit: that is the figure.
+		if err != nil {
+			// Flux may not finish in the bench's limit (four at a time
+			// with 30 s requeues, or a slow machine): that is its figure.
 			fmt.Printf("%s: %v\n", f.name, err)
 			continue
-		}
-		if err != nil {
-			return fmt.Errorf("flux: %w", err)
 		}
 		f.print()
 		// Three significant digits: strata's share of Flux's time is a
@@ -157,7 +158,7 @@ func measure(cfg config, ctl controller) (result, error) {
 	if err != nil {
 		return res, err
 	}
-	if err := b.waitAllReady(b.lastRevision, 20*time.Minute); err != nil {
+	if err := b.waitAllReady(b.lastRevision, firstPassLimit); err != nil {
 		stop(proc)
 		return res, err
 	}
