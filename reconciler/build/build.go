@@ -92,7 +92,7 @@ func kustomizeBuild(root, dir string, ks *kustomizev1.Kustomization) (resmap.Res
 	if err := fs.WriteFile(kfile, manifest); err != nil {
 		return nil, err
 	}
-	return run(fs, dir, usesOpenAPI(root))
+	return run(fs, dir, loadsOwnSchema(ks, root))
 }
 
 // run is krusty with Flux's options: no plugins but the built-ins, loading

@@ -35,17 +35,8 @@ func PathsRead(ks *kustomizev1.Kustomization, root string) (paths []string, ok b
 	if ks.Spec.PostBuild != nil && len(ks.Spec.PostBuild.SubstituteFrom) > 0 {
 		return nil, false
 	}
-	dir := filepath.Join(root, filepath.Clean("/"+ks.Spec.Path))
-	seen := map[string]bool{}
-	ok = collectReads(root, dir, seen)
-	for _, c := range ks.Spec.Components {
-		if isRemote(c) {
-			return nil, false
-		}
-		p := filepath.Join(dir, c)
-		ok = ok && within(root, p) && (seen[p] || collectReads(root, p, seen))
-	}
-	for p := range seen {
+	r, ok := readsOf(ks, root)
+	for p := range r.seen {
 		rel, _ := filepath.Rel(root, p)
 		paths = append(paths, filepath.ToSlash(rel))
 	}
@@ -53,37 +44,69 @@ func PathsRead(ks *kustomizev1.Kustomization, root string) (paths []string, ok b
 	return paths, ok
 }
 
-// collectReads adds dir, and every file and directory its kustomization
-// file references, to seen, recursing into referenced directories. It is
-// false for a reference that is remote or leaves root, or a kustomization
-// file that cannot be read or parsed.
-func collectReads(root, dir string, seen map[string]bool) bool {
-	seen[dir] = true
+// reads is what rendering a Kustomization reads from its source.
+type reads struct {
+	root string
+	// seen holds every file and directory read.
+	seen map[string]bool
+	// ownSchema is set when a kustomization file read declares its own
+	// OpenAPI schema (`openapi:`).
+	ownSchema bool
+	// plain are the directories read that have no kustomization file:
+	// Flux's generator includes the kustomizations below them.
+	plain []string
+}
+
+// readsOf follows the kustomization files rendering ks reads: its
+// spec.path and its components, recursively. ok is false as PathsRead's,
+// values from the cluster aside.
+func readsOf(ks *kustomizev1.Kustomization, root string) (r *reads, ok bool) {
+	dir := filepath.Join(root, filepath.Clean("/"+ks.Spec.Path))
+	r = &reads{root: root, seen: map[string]bool{}}
+	ok = r.collect(dir)
+	for _, c := range ks.Spec.Components {
+		if isRemote(c) {
+			return r, false
+		}
+		p := filepath.Join(dir, c)
+		ok = ok && within(root, p) && (r.seen[p] || r.collect(p))
+	}
+	return r, ok
+}
+
+// collect adds dir, and every file and directory its kustomization file
+// references, recursing into referenced directories. It is false for a
+// reference that is remote or leaves root, or a kustomization file that
+// cannot be read or parsed.
+func (r *reads) collect(dir string) bool {
+	r.seen[dir] = true
 	k, found, err := readKustomization(dir)
 	if err != nil {
 		return false
 	}
 	if !found {
-		return true // plain manifests: Flux makes the kustomization itself
+		r.plain = append(r.plain, dir) // plain manifests: Flux makes the kustomization itself
+		return true
 	}
+	r.ownSchema = r.ownSchema || len(k.OpenAPI) > 0
 	for _, ref := range references(k) {
 		if isRemote(ref) {
 			return false
 		}
 		p := filepath.Join(dir, ref)
-		if !within(root, p) {
+		if !within(r.root, p) {
 			return false
 		}
-		if seen[p] {
+		if r.seen[p] {
 			continue
 		}
 		if info, err := os.Stat(p); err == nil && info.IsDir() {
-			if !collectReads(root, p, seen) {
+			if !r.collect(p) {
 				return false
 			}
 			continue
 		}
-		seen[p] = true
+		r.seen[p] = true
 	}
 	return true
 }

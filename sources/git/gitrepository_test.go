@@ -259,8 +259,11 @@ func TestIgnoreRules(t *testing.T) {
 		"apps/secret.enc":         "x",
 		"apps/.sourceignore":      "*.enc\n",
 		"docs/readme.md":          "docs",
+		"docs/deep/more.md":       "docs",
 		".github/workflows/a.yml": "on: push\n",
 		"keep/me.yaml":            "a: 1\n",
+		"keep/deep/too.yaml":      "a: 1\n",
+		"keep/deep/x.enc":         "x",
 	})
 	ignore := "docs/\n"
 	f.create(t, "ignore", repo.URL, func(o *sourcev1.GitRepository) { o.Spec.Ignore = &ignore })
@@ -270,8 +273,9 @@ func TestIgnoreRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	for path, want := range map[string]bool{
-		"apps/app.yaml": true, "keep/me.yaml": true,
-		"apps/secret.enc": false, "docs/readme.md": false, ".github/workflows/a.yml": false,
+		"apps/app.yaml": true, "keep/me.yaml": true, "keep/deep/too.yaml": true,
+		"keep/deep/x.enc": true, // apps/.sourceignore does not reach here
+		"apps/secret.enc": false, "docs/readme.md": false, "docs/deep/more.md": false, ".github/workflows/a.yml": false,
 	} {
 		_, err := os.Stat(filepath.Join(dir, path))
 		if have := err == nil; have != want {

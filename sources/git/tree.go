@@ -21,43 +21,100 @@ func treeFiles(c *object.Commit, specIgnore *string) ([]artifact.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	patterns, err := sourceIgnorePatterns(tree)
+	entries, patterns, err := walkTree(tree)
 	if err != nil {
 		return nil, err
 	}
 	if specIgnore != nil {
 		patterns = append(patterns, sourceignore.ReadPatterns(strings.NewReader(*specIgnore), nil)...)
 	}
-	matcher := sourceignore.NewDefaultMatcher(patterns, nil)
-
+	ignore := ignoreCache{m: sourceignore.NewDefaultMatcher(patterns, nil), dirs: map[string]bool{}}
 	var files []artifact.File
+	for _, e := range entries {
+		if e.entry.Mode != filemode.Symlink && !ignore.ignored(e.name) {
+			files = append(files, blobFile(tree, e.name, e.entry))
+		}
+	}
+	return files, nil
+}
+
+type namedEntry struct {
+	name  string
+	entry object.TreeEntry
+}
+
+// walkTree returns every file of the tree and the patterns of its
+// .sourceignore files, in one walk: a walk reads every tree object of the
+// commit, a thousand for a thousand directories. Only the .sourceignore
+// blobs are read.
+func walkTree(tree *object.Tree) ([]namedEntry, []gitignore.Pattern, error) {
+	var entries []namedEntry
+	var patterns []gitignore.Pattern
 	walker := object.NewTreeWalker(tree, true, nil)
 	defer walker.Close()
 	for {
 		name, entry, err := walker.Next()
 		if err == io.EOF {
-			return files, nil
+			return entries, patterns, nil
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		if !entry.Mode.IsFile() || entry.Mode == filemode.Symlink || ignored(matcher, name) {
+		if !entry.Mode.IsFile() {
 			continue
 		}
-		files = append(files, blobFile(tree, name, entry))
+		entries = append(entries, namedEntry{name, entry})
+		if path.Base(name) != sourceignore.IgnoreFile {
+			continue
+		}
+		read, err := ignorePatterns(tree, name, entry)
+		if err != nil {
+			return nil, nil, err
+		}
+		patterns = append(patterns, read...)
 	}
 }
 
-// ignored checks the file and each parent directory, since a directory
-// pattern ("docs/") must exclude everything below it.
-func ignored(m gitignore.Matcher, name string) bool {
+// ignorePatterns reads one .sourceignore, its patterns scoped to its
+// directory.
+func ignorePatterns(tree *object.Tree, name string, entry object.TreeEntry) ([]gitignore.Pattern, error) {
+	r, err := blobFile(tree, name, entry).Open()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	var domain []string
+	if dir := path.Dir(name); dir != "." {
+		domain = strings.Split(dir, "/")
+	}
+	return sourceignore.ReadPatterns(r, domain), nil
+}
+
+// ignoreCache answers whether a file is excluded: the file itself or any
+// parent directory, since a directory pattern ("docs/") excludes
+// everything below it. Each directory is matched once, as a walk that
+// skips an excluded directory would.
+type ignoreCache struct {
+	m    gitignore.Matcher
+	dirs map[string]bool
+}
+
+func (c ignoreCache) ignored(name string) bool {
 	parts := strings.Split(name, "/")
+	end := 0
 	for i := 1; i < len(parts); i++ {
-		if m.Match(parts[:i], true) {
+		end += len(parts[i-1]) + 1
+		dir := name[:end-1]
+		out, seen := c.dirs[dir]
+		if !seen {
+			out = c.m.Match(parts[:i], true)
+			c.dirs[dir] = out
+		}
+		if out {
 			return true
 		}
 	}
-	return m.Match(parts, false)
+	return c.m.Match(parts, false)
 }
 
 func blobFile(tree *object.Tree, name string, entry object.TreeEntry) artifact.File {
@@ -71,35 +128,5 @@ func blobFile(tree *object.Tree, name string, entry object.TreeEntry) artifact.F
 			}
 			return f.Reader()
 		},
-	}
-}
-
-// sourceIgnorePatterns reads every .sourceignore in the tree; only those
-// blobs are read, the rest of the walk sees names alone.
-func sourceIgnorePatterns(tree *object.Tree) ([]gitignore.Pattern, error) {
-	var patterns []gitignore.Pattern
-	walker := object.NewTreeWalker(tree, true, nil)
-	defer walker.Close()
-	for {
-		name, entry, err := walker.Next()
-		if err == io.EOF {
-			return patterns, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		if !entry.Mode.IsFile() || path.Base(name) != sourceignore.IgnoreFile {
-			continue
-		}
-		r, err := blobFile(tree, name, entry).Open()
-		if err != nil {
-			return nil, err
-		}
-		var domain []string
-		if dir := path.Dir(name); dir != "." {
-			domain = strings.Split(dir, "/")
-		}
-		patterns = append(patterns, sourceignore.ReadPatterns(r, domain)...)
-		r.Close()
 	}
 }

@@ -1,0 +1,4 @@
+package build
+
+// LoadsOwnSchema is loadsOwnSchema, for the tests.
+var LoadsOwnSchema = loadsOwnSchema
