@@ -46,11 +46,7 @@ func TestSetupStartsTheControllersWithTheFirstObject(t *testing.T) {
 	waitUntilRunning(t, mgr)
 	created.Store(true)
 	createFailover(t, env, "first")
-	select {
-	case <-started:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the first Failover did not start the controllers within 30 s")
-	}
+	waitStarted(t, started, "the first Failover")
 }
 
 // An object that exists when the process starts starts them at once.
@@ -64,10 +60,15 @@ func TestSetupStartsAtOnceWhenAnObjectExists(t *testing.T) {
 			return nil
 		})
 	})
+	waitStarted(t, started, "an existing Failover")
+}
+
+func waitStarted(t *testing.T, started <-chan struct{}, what string) {
+	t.Helper()
 	select {
 	case <-started:
 	case <-time.After(30 * time.Second):
-		t.Fatal("an existing Failover did not start the controllers within 30 s")
+		t.Fatal(what + " did not start the controllers within 30 s")
 	}
 }
 
