@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -277,24 +278,22 @@ func (b *bench) waitAllReady(rev string, limit time.Duration) error {
 // merely waiting for a dependency, else the first not Ready one: the one
 // to look at when a pass does not finish.
 func firstHoldingUp(last map[string]*kustomizev1.Kustomization, ready map[string]bool) *kustomizev1.Kustomization {
-	var waiting, holding *kustomizev1.Kustomization
+	var notReady []*kustomizev1.Kustomization
 	for _, ks := range last {
-		if ready[ks.Name] {
-			continue
-		}
-		first := func(k *kustomizev1.Kustomization) bool { return k == nil || ks.Name < k.Name }
-		if c := apimeta.FindStatusCondition(ks.Status.Conditions, meta.ReadyCondition); c != nil && c.Reason == meta.DependencyNotReadyReason {
-			if first(waiting) {
-				waiting = ks
-			}
-		} else if first(holding) {
-			holding = ks
+		if !ready[ks.Name] {
+			notReady = append(notReady, ks)
 		}
 	}
-	if holding != nil {
-		return holding
+	if len(notReady) == 0 {
+		return nil
 	}
-	return waiting
+	slices.SortFunc(notReady, func(a, b *kustomizev1.Kustomization) int { return strings.Compare(a.Name, b.Name) })
+	for _, ks := range notReady {
+		if c := apimeta.FindStatusCondition(ks.Status.Conditions, meta.ReadyCondition); c == nil || c.Reason != meta.DependencyNotReadyReason {
+			return ks
+		}
+	}
+	return notReady[0]
 }
 
 // waitReconciles polls the controller's metrics until n Kustomization

@@ -104,11 +104,16 @@ func claimEtcdData(dir string) error {
 	if dir == "" {
 		return nil
 	}
-	if _, err := os.Stat(filepath.Join(dir, "member")); errors.Is(err, fs.ErrNotExist) {
+	_, err := os.Stat(filepath.Join(dir, "member"))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
 			return err
 		}
 		return os.WriteFile(etcdMarker(dir), []byte(etcdGeneration+"\n"), 0o600)
+	case err != nil:
+		// Not etcd 3.4's data, whatever else it is: say what failed.
+		return fmt.Errorf("etcd data directory %s cannot be read: %w", dir, err)
 	}
 	if b, err := os.ReadFile(etcdMarker(dir)); err == nil && strings.TrimSpace(string(b)) == etcdGeneration {
 		return nil

@@ -36,3 +36,16 @@ func TestANewDataDirectoryIsMarkedBeforeEtcdWritesIt(t *testing.T) {
 		t.Fatalf("data written after the directory was claimed is refused: %v", err)
 	}
 }
+
+// A data directory that cannot be looked into is reported as such, not as
+// the older etcd's data.
+func TestAnUnreadableDataDirectorySaysSo(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "etcd")
+	if err := os.WriteFile(dir, []byte("not a directory"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := claimEtcdData(dir)
+	if err == nil || !strings.Contains(err.Error(), dir+" cannot be read") || strings.Contains(err.Error(), "3.4") {
+		t.Fatalf("got %v, want the directory named as unreadable", err)
+	}
+}
