@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -185,13 +186,27 @@ func TestReadsOnlyItsPath(t *testing.T) {
 	write("apps/gitssh/kustomization.yaml", "resources:\n- git@github.com:example/repo.git\n")
 	write("apps/plain/app.yaml", "kind: ConfigMap\n")
 	write("apps/broken/kustomization.yaml", "resources: [unclosed\n")
+	// A directory without a kustomization file: Flux's generator builds each
+	// subdirectory that has one, with whatever that one references.
+	write("apps/cluster/local/kustomization.yaml", "resources:\n- app.yaml\n")
+	write("apps/cluster/local/app.yaml", "kind: ConfigMap\n")
+	write("apps/outside/app.yaml", "kind: ConfigMap\n")
+	write("apps/outside/overlay/kustomization.yaml", "resources:\n- ../../../shared\n")
+	write("apps/deep/a/b/kustomization.yaml", "resources:\n- https://github.com/example/repo//deploy?ref=v1\n")
 	for path, want := range map[string]bool{
-		"./apps/local": true, "./apps/plain": true,
+		"./apps/local": true, "./apps/plain": true, "./apps/cluster": true,
 		"./apps/parent": false, "./apps/remote": false, "./apps/gitssh": false, "./apps/broken": false,
+		"./apps/outside": false, "./apps/deep": false,
 	} {
 		ks := &kustomizev1.Kustomization{Spec: kustomizev1.KustomizationSpec{Path: path}}
 		if got := build.ReadsOnlyItsPath(ks, root); got != want {
 			t.Errorf("ReadsOnlyItsPath(%s) = %v, want %v", path, got, want)
 		}
+	}
+	// strata plan --changed-only renders a Kustomization when a file it
+	// reads changed, the base of a subdirectory's kustomization included.
+	ks := &kustomizev1.Kustomization{Spec: kustomizev1.KustomizationSpec{Path: "./apps/outside"}}
+	if paths, ok := build.PathsRead(ks, root); !ok || !slices.Contains(paths, "shared") {
+		t.Errorf("PathsRead(./apps/outside) = %v, %v; want shared among them", paths, ok)
 	}
 }

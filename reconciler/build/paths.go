@@ -52,9 +52,6 @@ type reads struct {
 	// ownSchema is set when a kustomization file read declares its own
 	// OpenAPI schema (`openapi:`).
 	ownSchema bool
-	// plain are the directories read that have no kustomization file:
-	// Flux's generator includes the kustomizations below them.
-	plain []string
 }
 
 // readsOf follows the kustomization files rendering ks reads: its
@@ -85,8 +82,7 @@ func (r *reads) collect(dir string) bool {
 		return false
 	}
 	if !found {
-		r.plain = append(r.plain, dir) // plain manifests: Flux makes the kustomization itself
-		return true
+		return r.collectPlain(dir)
 	}
 	r.ownSchema = r.ownSchema || len(k.OpenAPI) > 0
 	for _, ref := range references(k) {
@@ -109,6 +105,38 @@ func (r *reads) collect(dir string) bool {
 		r.seen[p] = true
 	}
 	return true
+}
+
+// collectPlain follows a directory without a kustomization file as Flux's
+// generator builds it: the manifests below it, and as a resource each
+// subdirectory that has a kustomization file, which is followed as collect
+// follows any, and not descended into further.
+func (r *reads) collectPlain(dir string) bool {
+	ok := true
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == dir || !d.IsDir() || !hasKustomizationFile(p) {
+			return nil
+		}
+		if ok = r.collect(p); !ok {
+			return filepath.SkipAll
+		}
+		return filepath.SkipDir
+	})
+	return ok && err == nil
+}
+
+// hasKustomizationFile reports whether dir holds a file kustomize reads as
+// its kustomization.
+func hasKustomizationFile(dir string) bool {
+	for _, name := range konfig.RecognizedKustomizationFileNames() {
+		if info, err := os.Stat(filepath.Join(dir, name)); err == nil && !info.IsDir() {
+			return true
+		}
+	}
+	return false
 }
 
 // within reports whether p is top or below it.

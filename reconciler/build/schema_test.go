@@ -9,28 +9,26 @@ import (
 	"github.com/strata-gitops/strata/reconciler/build"
 )
 
-// Only the kustomization files a render reads decide whether it loads a
-// schema of its own (and so runs alone); the whole source counts only
-// when those cannot be followed.
+// Only the kustomization files a render reads, parsed, decide whether it
+// loads a schema of its own (and so runs alone); a render whose inputs
+// cannot be followed, such as a remote base, runs alone too.
 func TestOnlyWhatARenderReadsDecidesItsSchema(t *testing.T) {
 	withSchema := writeTree(t, map[string]string{
-		"apps/plain/app.yaml":                    "kind: ConfigMap\n",
-		"apps/own/kustomization.yaml":            "openapi:\n  path: schema.json\nresources:\n- app.yaml\n",
-		"apps/own/schema.json":                   `{"definitions": {}}`,
-		"apps/own/app.yaml":                      "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: own\n",
-		"apps/uses/kustomization.yaml":           "resources:\n- ../own\n",
-		"apps/generated/sub/kustomization.yaml":  "openapi:\n  path: schema.json\n",
-		"apps/comment/kustomization.yaml":        "# openapi: only in a comment\nresources:\n- app.yaml\n",
-		"apps/comment/app.yaml":                  "kind: ConfigMap\n",
-		"apps/remote/kustomization.yaml":         "resources:\n- https://github.com/example/repo//deploy?ref=v1\n",
-		"apps/component/kustomization.yaml":      "resources:\n- app.yaml\n",
-		"apps/component/app.yaml":                "kind: ConfigMap\n",
-		"components/schema/kustomization.yaml":   "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\nopenapi:\n  path: s.json\n",
-		"components/schema/s.json":               `{"definitions": {}}`,
-		"components/noschema/kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n",
-	})
-	without := writeTree(t, map[string]string{
-		"apps/remote/kustomization.yaml": "resources:\n- https://github.com/example/repo//deploy?ref=v1\n",
+		"apps/plain/app.yaml":                      "kind: ConfigMap\n",
+		"apps/own/kustomization.yaml":              "openapi:\n  path: schema.json\nresources:\n- app.yaml\n",
+		"apps/own/schema.json":                     `{"definitions": {}}`,
+		"apps/own/app.yaml":                        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: own\n",
+		"apps/uses/kustomization.yaml":             "resources:\n- ../own\n",
+		"apps/generated/sub/kustomization.yaml":    "openapi:\n  path: schema.json\n",
+		"apps/comment/kustomization.yaml":          "# openapi: only in a comment\nresources:\n- app.yaml\n",
+		"apps/comment/app.yaml":                    "kind: ConfigMap\n",
+		"apps/plaincomment/sub/kustomization.yaml": "# openapi: only in a comment\n",
+		"apps/remote/kustomization.yaml":           "resources:\n- https://github.com/example/repo//deploy?ref=v1\n",
+		"apps/component/kustomization.yaml":        "resources:\n- app.yaml\n",
+		"apps/component/app.yaml":                  "kind: ConfigMap\n",
+		"components/schema/kustomization.yaml":     "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\nopenapi:\n  path: s.json\n",
+		"components/schema/s.json":                 `{"definitions": {}}`,
+		"components/noschema/kustomization.yaml":   "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n",
 	})
 	for _, c := range []struct {
 		root, path string
@@ -42,8 +40,8 @@ func TestOnlyWhatARenderReadsDecidesItsSchema(t *testing.T) {
 		{withSchema, "apps/uses", nil, true},
 		{withSchema, "apps/generated", nil, true},
 		{withSchema, "apps/comment", nil, false},
+		{withSchema, "apps/plaincomment", nil, false},
 		{withSchema, "apps/remote", nil, true},
-		{without, "apps/remote", nil, false},
 		{withSchema, "apps/component", []string{"../../components/noschema"}, false},
 		{withSchema, "apps/component", []string{"../../components/schema"}, true},
 	} {

@@ -230,27 +230,40 @@ func metricSum(t *testing.T, family, label, value string) float64 {
 	return n
 }
 
-// TestChangeInSharedBaseIsApplied changes a file outside a Kustomization's
-// path that its kustomization.yaml reads (../base): the change must be
-// applied although nothing under the path itself changed.
+// TestChangeInSharedBaseIsApplied changes files outside two
+// Kustomizations' paths that their builds read: ../base from the
+// kustomization.yaml at one's path, ../../base2 from a subdirectory of the
+// other's, a path without a kustomization.yaml of its own (Flux's
+// generator builds each such subdirectory). Both changes must be applied
+// although nothing under either path changed.
 func TestChangeInSharedBaseIsApplied(t *testing.T) {
 	s := newStack(t)
 	rev := s.push(map[string]string{
-		"base/cm.yaml":               configMap("shared", "key", "one"),
-		"base/kustomization.yaml":    "resources:\n- cm.yaml\n",
-		"site/kustomization.yaml":    "resources:\n- ../base\n",
-		"unrelated/cm.yaml":          configMap("other"),
-		"unrelated/more/placeholder": "x",
+		"base/cm.yaml":                       configMap("shared", "key", "one"),
+		"base/kustomization.yaml":            "resources:\n- cm.yaml\n",
+		"site/kustomization.yaml":            "resources:\n- ../base\n",
+		"base2/cm.yaml":                      configMap("shared2", "key", "one"),
+		"base2/kustomization.yaml":           "resources:\n- cm.yaml\n",
+		"cluster/overlay/kustomization.yaml": "resources:\n- ../../base2\n",
+		"unrelated/cm.yaml":                  configMap("other"),
+		"unrelated/more/placeholder":         "x",
 	})
 	s.source(rev)
 	s.kustomization("site", "./site", nil)
+	s.kustomization("cluster", "./cluster", nil)
 	s.waitReady("site", rev)
-	rev = s.push(map[string]string{"base/cm.yaml": configMap("shared", "key", "two")})
+	s.waitReady("cluster", rev)
+	rev = s.push(map[string]string{
+		"base/cm.yaml":  configMap("shared", "key", "two"),
+		"base2/cm.yaml": configMap("shared2", "key", "two"),
+	})
 	s.refresh(rev)
 	s.waitReady("site", rev)
-	shared := cm("shared")
-	if s.exists(shared); shared.Data["key"] != "two" {
-		t.Fatalf("change in ../base was not applied: %v", shared.Data)
+	s.waitReady("cluster", rev)
+	for _, name := range []string{"shared", "shared2"} {
+		if live := cm(name); !s.exists(live) || live.Data["key"] != "two" {
+			t.Errorf("change in the base of %s was not applied: %v", name, live.Data)
+		}
 	}
 }
 
