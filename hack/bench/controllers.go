@@ -37,7 +37,7 @@ func (strataController) command(b *bench) *exec.Cmd {
 		"--metrics-bind-address", b.metrics, "--health-probe-bind-address", "0",
 		"--receiver-bind-address", b.receiver, fmt.Sprintf("--concurrent=%d", b.concurrent),
 		fmt.Sprintf("--kube-api-qps=%g", b.qps), fmt.Sprintf("--kube-api-burst=%d", b.burst)}
-	if b.profile != "" {
+	if b.profile != "" || b.profileFirst != "" {
 		args = append(args, "--pprof-bind-address", b.pprof)
 	}
 	return exec.Command(b.strata, args...)

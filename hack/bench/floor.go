@@ -17,7 +17,8 @@ import (
 	"github.com/strata-gitops/strata/internal/scheme"
 )
 
-// floorWorkers is how many patches the floor sends at once.
+// floorWorkers is how many requests the floor, and each request kind's
+// cost, sends at once.
 const floorWorkers = 32
 
 // measureFloor sends the objects of every Kustomization as bare
@@ -25,57 +26,84 @@ const floorWorkers = 32
 // plane: no git, no kustomize, no inventory, no status, no events, no
 // client rate limit. No engine that applies the same objects can be
 // faster; the engine's target is twice this.
-func measureFloor(cfg config) (time.Duration, error) {
+func measureFloor(cfg config) (floorResult, error) {
+	var res floorResult
 	b, err := newBench(cfg)
 	if err != nil {
-		return 0, err
+		return res, err
 	}
 	defer b.close()
 	ctx := context.Background()
 	if err := b.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bench"}}); err != nil {
-		return 0, err
+		return res, err
 	}
 	objs, err := floorObjects(cfg)
 	if err != nil {
-		return 0, err
+		return res, err
 	}
-	rc := rest.CopyConfig(b.cp.Config)
-	rc.QPS, rc.Burst = -1, 0 // no client-side limit
-	c, err := client.New(rc, client.Options{Scheme: scheme.New()})
+	c, err := unlimitedClient(b)
 	if err != nil {
-		return 0, err
+		return res, err
 	}
-	next := make(chan *unstructured.Unstructured)
-	errs := make(chan error, floorWorkers)
-	var wg sync.WaitGroup
+	machine, apiServer, etcd := machineCPU(), childrenCPU("kube-apiserver"), childrenCPU("etcd")
 	start := time.Now()
+	err = inParallel(len(objs), func(i int) error { return applyCreating(ctx, c, objs[i]) })
+	res.took = time.Since(start)
+	res.machineCPU, res.apiServerCPU, res.etcdCPU = machineCPU()-machine, childrenCPU("kube-apiserver")-apiServer, childrenCPU("etcd")-etcd
+	return res, err
+}
+
+// floorResult is the floor's time and the CPU seconds it took.
+type floorResult struct {
+	took                              time.Duration
+	apiServerCPU, etcdCPU, machineCPU float64
+}
+
+// applyCreating is the floor's request: a bare server-side apply patch.
+func applyCreating(ctx context.Context, c client.Client, u *unstructured.Unstructured, opts ...client.PatchOption) error {
+	//nolint:staticcheck // the plain apply patch is what the floor measures
+	err := c.Patch(ctx, u, client.Apply, append([]client.PatchOption{client.FieldOwner("floor"), client.ForceOwnership}, opts...)...)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)
+	}
+	return nil
+}
+
+// unlimitedClient talks to b's API server with no client-side rate limit.
+func unlimitedClient(b *bench) (client.Client, error) {
+	rc := rest.CopyConfig(b.cp.Config)
+	rc.QPS, rc.Burst = -1, 0
+	return client.New(rc, client.Options{Scheme: scheme.New()})
+}
+
+// inParallel calls send for 0..n-1, floorWorkers at a time, every call
+// made even after one fails, and returns the first error.
+func inParallel(n int, send func(i int) error) error {
+	next := make(chan int)
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
 	for range floorWorkers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var failed error
-			for u := range next { // drained to the end, so that the sender never blocks
-				//nolint:staticcheck // the plain apply patch is what the floor measures
-				if err := c.Patch(ctx, u, client.Apply, client.FieldOwner("floor"), client.ForceOwnership); err != nil && failed == nil {
-					failed = fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)
+		wg.Go(func() {
+			for i := range next {
+				if err := send(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
 				}
 			}
-			errs <- failed
-		}()
+		})
 	}
-	for _, u := range objs {
-		next <- u
+	for i := range n {
+		next <- i
 	}
 	close(next)
 	wg.Wait()
-	took := time.Since(start)
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			return took, err
-		}
-	}
-	return took, nil
+	return first
 }
 
 // floorObjects are the objects the Kustomizations apply, in the namespace

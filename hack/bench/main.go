@@ -23,7 +23,7 @@ type config struct {
 	kustomizations, infra, concurrent, pushes int
 	qps                                       float64
 	burst                                     int
-	strata, flux, root, profile               string
+	strata, flux, root, profile, profileFirst string
 	requests, fluxDefaults                    bool
 }
 
@@ -38,6 +38,7 @@ func main() {
 	flag.StringVar(&c.strata, "strata", "bin/strata", "strata binary")
 	flag.StringVar(&c.flux, "flux", "", "Flux kustomize-controller binary to measure as the reference (empty: strata only)")
 	flag.StringVar(&c.profile, "profile", "", "write a CPU profile of strata's controller over its no-change pass to this file, its first 3 s")
+	flag.StringVar(&c.profileFirst, "profile-first", "", "write a CPU profile of strata's controller over its first pass to this file, its first 20 s")
 	flag.BoolVar(&c.fluxDefaults, "flux-defaults", false, "with -flux, also run Flux with its default flags (slow: 4 at a time, dependencies requeued after 30 s)")
 	flag.StringVar(&c.root, "root", ".", "repository root (for bin/k8s and the CRDs)")
 	flag.BoolVar(&c.requests, "requests", false, "log every request and print the controller's first-pass requests by verb and resource (slows the API server)")
@@ -81,14 +82,20 @@ func run(cfg config) error {
 	if err != nil {
 		return fmt.Errorf("floor: %w", err)
 	}
-	fmt.Printf("floor: the same %d objects as bare server-side apply patches, %d at a time: %.1f s\n",
-		4*cfg.kustomizations, floorWorkers, floor.Seconds())
+	fmt.Printf("floor: the same %d objects as bare server-side apply patches, %d at a time: %.1f s; CPU: kube-apiserver %.1f s, etcd %.1f s of %.1f s on the machine\n",
+		4*cfg.kustomizations, floorWorkers, floor.took.Seconds(), floor.apiServerCPU, floor.etcdCPU, floor.machineCPU)
+	costs, err := measureCosts(cfg)
+	if err != nil {
+		return fmt.Errorf("costs: %w", err)
+	}
+	printCosts(costs)
 	s, err := measure(cfg, strataController{})
 	if err != nil {
 		return fmt.Errorf("strata: %w", err)
 	}
 	s.print()
-	fmt.Printf("ratio strata/floor: first pass %.2fx (target 2x)\n", s.firstPass.Seconds()/floor.Seconds())
+	fmt.Printf("ratio strata/floor: first pass %.2fx (target 2x); the machine's CPU seconds %.2fx\n",
+		s.firstPass.Seconds()/floor.took.Seconds(), s.machineCPU/floor.machineCPU)
 	if cfg.flux == "" {
 		return nil
 	}
@@ -157,6 +164,13 @@ func measure(cfg config, ctl controller) (result, error) {
 	proc, start, err := b.start(ctl)
 	if err != nil {
 		return res, err
+	}
+	if b.profileFirst != "" && ctl.name() == "strata" {
+		go func() {
+			if err := b.cpuProfile(b.profileFirst, 20*time.Second); err != nil {
+				fmt.Printf("profiling the first pass: %v\n", err)
+			}
+		}()
 	}
 	if err := b.waitAllReady(b.lastRevision, firstPassLimit); err != nil {
 		stop(proc)

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/fluxcd/cli-utils/pkg/object"
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/ssa"
+	ssautils "github.com/fluxcd/pkg/ssa/utils"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/strata-gitops/strata/internal/status"
+	"github.com/strata-gitops/strata/reconciler/apply"
+)
+
+// requestCost is what one kind of request costs the API server and etcd,
+// in CPU seconds per request, and how many of it a Kustomization's first
+// apply sends.
+type requestCost struct {
+	what             string
+	perKustomization int
+	cpu              float64
+}
+
+// costRounds is how many turns the request kinds take.
+const costRounds = 5
+
+// floorRequest is the index of the floor's own request among the costs.
+const floorRequest = 1
+
+// measureCosts sends, on a fresh control plane, each kind of request
+// strata's first pass makes, as many as the pass makes, floorWorkers at a
+// time, and measures each kind's CPU on the API server and etcd. These are
+// the requests Flux's semantics ask for: validating every object before
+// any is applied, the finalizer before the first apply, the status and an
+// event after it. Nothing watches, so the costs are a lower bound.
+func measureCosts(cfg config) ([]requestCost, error) {
+	b, err := newBench(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer b.close()
+	b.repoURL = "http://127.0.0.1:1/never-fetched.git" // nothing reconciles it
+	if err := b.createObjects(); err != nil {
+		return nil, err
+	}
+	c, err := unlimitedClient(b)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := floorObjects(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ctx := context.Background()
+	// Read once, as the engine reads them from its cache.
+	var list kustomizev1.KustomizationList
+	if err := c.List(ctx, &list, client.InNamespace("flux-system")); err != nil {
+		return nil, err
+	}
+	ks := func(i int) *kustomizev1.Kustomization {
+		return list.Items[slices.IndexFunc(list.Items, func(k kustomizev1.Kustomization) bool { return k.Name == name(i, cfg.infra) })].DeepCopy()
+	}
+	perObject := func(opts ...client.PatchOption) func(i int) error {
+		return func(i int) error { return applyCreating(ctx, c, objs[i].DeepCopy(), opts...) }
+	}
+	// The floor's request is kinds[floorRequest].
+	kinds := []struct {
+		what string
+		n    int
+		send func(i int) error
+	}{
+		// Each round dry-runs its objects before it creates them.
+		{"server-side apply dry-run of an object to create", len(objs), perObject(client.DryRunAll)},
+		{"server-side apply creating an object (the floor's request)", len(objs), perObject()},
+		{"Kustomization finalizer, merge patch", cfg.kustomizations, func(i int) error { return addFinalizer(ctx, c, ks(i)) }},
+		{"Kustomization status, merge patch", cfg.kustomizations, func(i int) error {
+			return writeStatus(ctx, c, ks(i), created(objs[4*i:4*i+4]))
+		}},
+		{"Event", cfg.kustomizations, func(i int) error { return recordEvent(ctx, c, name(i, cfg.infra), created(objs[4*i:4*i+4])) }},
+	}
+	// In rounds, each kind a share of its requests in turn, so that a
+	// machine that slows down or speeds up during the run weighs on every
+	// kind alike.
+	cpu := make([]float64, len(kinds))
+	for round := range costRounds {
+		for i, k := range kinds {
+			from, to := round*k.n/costRounds, (round+1)*k.n/costRounds
+			before := serverCPU()
+			if err := inParallel(to-from, func(j int) error { return k.send(from + j) }); err != nil {
+				return nil, fmt.Errorf("%s: %w", k.what, err)
+			}
+			cpu[i] += serverCPU() - before
+		}
+	}
+	var costs []requestCost
+	for i, k := range kinds {
+		costs = append(costs, requestCost{what: k.what, perKustomization: k.n / cfg.kustomizations, cpu: cpu[i] / float64(k.n)})
+	}
+	return costs, nil
+}
+
+// serverCPU is the CPU seconds the control plane has used so far.
+func serverCPU() float64 { return childrenCPU("kube-apiserver") + childrenCPU("etcd") }
+
+// addFinalizer is the engine's first write to a Kustomization.
+func addFinalizer(ctx context.Context, c client.Client, ks *kustomizev1.Kustomization) error {
+	before := ks.DeepCopy()
+	ks.Finalizers = append(ks.Finalizers, "finalizers.fluxcd.io")
+	return c.Patch(ctx, ks, client.MergeFrom(before))
+}
+
+// writeStatus is the status of a first apply: Ready at the revision, with
+// the inventory of what it created.
+func writeStatus(ctx context.Context, c client.Client, ks *kustomizev1.Kustomization, cs *ssa.ChangeSet) error {
+	before := ks.DeepCopy()
+	revision := "main@sha1:" + strings.Repeat("0", 40)
+	ks.Status.ObservedGeneration = ks.Generation
+	ks.Status.LastAttemptedRevision, ks.Status.LastAppliedRevision = revision, revision
+	ks.Status.Inventory = apply.Inventory(cs)
+	status.MarkReady(ks, meta.ReconciliationSucceededReason, "Applied revision: "+revision)
+	return status.Patch(ctx, c, before, ks)
+}
+
+// recordEvent is the event of a first apply, naming each change.
+func recordEvent(ctx context.Context, c client.Client, n string, cs *ssa.ChangeSet) error {
+	note := "Applied revision: main@sha1:" + strings.Repeat("0", 40) + "\n"
+	for _, e := range cs.Entries {
+		note += e.String() + "\n"
+	}
+	now := metav1.NowMicro()
+	return c.Create(ctx, &eventsv1.Event{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", n, now.UnixNano()), Namespace: "flux-system"},
+		EventTime:  now, ReportingController: "strata", ReportingInstance: "strata",
+		Action: "Apply", Reason: meta.ReconciliationSucceededReason, Type: corev1.EventTypeNormal, Note: note,
+		Regarding: corev1.ObjectReference{Kind: kustomizev1.KustomizationKind, APIVersion: kustomizev1.GroupVersion.String(),
+			Namespace: "flux-system", Name: n},
+	})
+}
+
+// created is the change set of a first apply that created objs.
+func created(objs []*unstructured.Unstructured) *ssa.ChangeSet {
+	cs := ssa.NewChangeSet()
+	for _, u := range objs {
+		cs.Add(ssa.ChangeSetEntry{ObjMetadata: object.UnstructuredToObjMetadata(u), GroupVersion: u.GetAPIVersion(),
+			Subject: ssautils.FmtUnstructured(u), Action: ssa.CreatedAction})
+	}
+	return cs
+}
+
+// printCosts prints each request kind's cost and what the requests of one
+// Kustomization cost the control plane against the floor's.
+func printCosts(costs []requestCost) {
+	fmt.Printf("costs: CPU of kube-apiserver and etcd per request, %d at a time on a fresh control plane, with nothing watching:\n", floorWorkers)
+	var floor, strata float64
+	for i, c := range costs {
+		fmt.Printf("  %s: %.2f ms, %d per Kustomization\n", c.what, 1000*c.cpu, c.perKustomization)
+		strata += float64(c.perKustomization) * c.cpu
+		if i == floorRequest {
+			floor = float64(c.perKustomization) * c.cpu
+		}
+	}
+	fmt.Printf("costs: per Kustomization, the floor's requests %.1f ms, strata's %.1f ms: %.2fx the floor's\n",
+		1000*floor, 1000*strata, strata/floor)
+}
