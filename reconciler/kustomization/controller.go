@@ -177,7 +177,7 @@ func (r *Reconciler) reconcile(ctx context.Context, obj, before *kustomizev1.Kus
 	key := client.ObjectKeyFromObject(obj)
 	rec, _ := r.records.load(key)
 	if r.untouchedSource(ctx, obj, rec, src) {
-		return r.succeed(obj, before, src, ssa.NewChangeSet())
+		return r.succeedUnchanged(ctx, obj, before, src)
 	}
 	if r.sameArtifact(ctx, obj, rec, src) {
 		return r.succeedUnchanged(ctx, obj, before, src)
