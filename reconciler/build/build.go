@@ -151,6 +151,9 @@ func substitute(ctx context.Context, resMap resmap.ResMap, ks *kustomizev1.Kusto
 		if err := obj.UnmarshalJSON(data); err != nil {
 			return nil, err
 		}
+		if err := refuseEncrypted(obj); err != nil {
+			return nil, err
+		}
 		objects = append(objects, obj)
 	}
 	if err := normalize.UnstructuredList(objects); err != nil {
@@ -189,4 +192,18 @@ func toAny(m map[string]string) map[string]any {
 		out[k] = v
 	}
 	return out
+}
+
+// refuseEncrypted stops a render at an object SOPS encrypted: strata does
+// not decrypt (spec.decryption is not served), and applying the cipher
+// text, or failing on its sops: field after other objects were applied,
+// would help no one.
+func refuseEncrypted(obj *unstructured.Unstructured) error {
+	meta, ok := obj.Object["sops"].(map[string]any)
+	if _, signed := meta["mac"]; !ok || !signed {
+		return nil
+	}
+	return fmt.Errorf("%s/%s is encrypted with SOPS and strata does not decrypt (spec.decryption is not served): "+
+		"create it in the cluster instead of keeping it in Git, or reconcile this Kustomization with Flux's kustomize-controller",
+		obj.GetKind(), obj.GetName())
 }

@@ -32,6 +32,7 @@ import (
 
 	"github.com/strata-gitops/strata/internal/finalizer"
 	"github.com/strata-gitops/strata/internal/status"
+	"github.com/strata-gitops/strata/reconciler/apply"
 	"github.com/strata-gitops/strata/reconciler/build"
 	"github.com/strata-gitops/strata/reconciler/guard"
 	"github.com/strata-gitops/strata/sources/artifact"
@@ -46,6 +47,9 @@ const (
 	DeletionBlockedReason = "DeletionBlocked"
 	// DependencyCycleReason marks every member of a dependsOn cycle.
 	DependencyCycleReason = "DependencyCycle"
+	// UnsupportedFieldReason is the Ready reason of a Kustomization the
+	// engine refuses for a field it does not serve (apply.Unsupported).
+	UnsupportedFieldReason = "UnsupportedField"
 
 	dependencyRequeue = 30 * time.Second
 )
@@ -157,6 +161,9 @@ func neverHadResult(obj *kustomizev1.Kustomization) bool {
 func (r *Reconciler) reconcile(ctx context.Context, obj, before *kustomizev1.Kustomization) ctrl.Result {
 	if err := r.checkAccess(obj); err != nil {
 		return r.failure(obj, acl.AccessDeniedReason, err)
+	}
+	if err := apply.Unsupported(obj); err != nil {
+		return r.failure(obj, UnsupportedFieldReason, err)
 	}
 	src, err := r.getSource(ctx, obj)
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/strata-gitops/strata/reconciler/kustomization"
 )
 
 // TestBadInputChangesNothing pushes each kind of broken revision on top of
@@ -21,6 +23,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"kustomize-error", map[string]string{"app/kustomization.yaml": "resources:\n- a.yaml\n- missing.yaml\n"}, []string{"missing.yaml"}},
 		{"missing-path", map[string]string{"app/a.yaml": "", "app/b.yaml": ""}, []string{"path './app' not found"}},
 		{"substitution", map[string]string{"app/a.yaml": configMap("a", "x", "${unterminated")}, []string{"ConfigMap/a"}},
+		{"sops-encrypted", map[string]string{"app/creds.yaml": sopsSecret}, []string{"Secret/creds", "SOPS", "spec.decryption"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -54,3 +57,37 @@ func TestMissingSourceIsNamed(t *testing.T) {
 	s.kustomization("app", "./app", nil)
 	s.waitCondition("app", meta.ReadyCondition, metav1.ConditionFalse, meta.ArtifactFailedReason, "GitRepository/"+s.ns+"/flux-system", "not found")
 }
+
+// TestAnotherClusterIsRefused: a Kustomization for a remote cluster
+// (spec.kubeConfig) is refused with the reason, not applied to this one.
+func TestAnotherClusterIsRefused(t *testing.T) {
+	s := newStack(t)
+	rev := s.push(map[string]string{"app/a.yaml": configMap("a")})
+	s.source(rev)
+	s.kustomization("app", "./app", func(k *kustomizev1.Kustomization) {
+		k.Spec.KubeConfig = &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: "remote-kubeconfig"}}
+	})
+	s.waitCondition("app", meta.ReadyCondition, metav1.ConditionFalse, kustomization.UnsupportedFieldReason, "spec.kubeConfig", "Flux's kustomize-controller")
+	if s.exists(cm("a")) {
+		t.Error("a Kustomization for another cluster was applied to this one")
+	}
+}
+
+// sopsSecret is a Secret as `sops --encrypt` leaves it in Git.
+const sopsSecret = `apiVersion: v1
+kind: Secret
+metadata:
+  name: creds
+stringData:
+  password: ENC[AES256_GCM,data:Zm9v,iv:YmFy,tag:YmF6,type:str]
+sops:
+  age:
+    - recipient: age1qqqq
+      enc: |
+        -----BEGIN AGE ENCRYPTED FILE-----
+        YWJj
+        -----END AGE ENCRYPTED FILE-----
+  lastmodified: "2026-11-26T00:00:00Z"
+  mac: ENC[AES256_GCM,data:bWFj,iv:aXY=,tag:dGFn,type:str]
+  version: 3.9.0
+`

@@ -14,6 +14,7 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/strata-gitops/strata/reconciler/apply"
 	"github.com/strata-gitops/strata/reconciler/build"
 	"github.com/strata-gitops/strata/reconciler/graph"
 )
@@ -108,6 +109,10 @@ func (s *side) renderAll(ctx context.Context, level []*kustomizev1.Kustomization
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
+			if err := apply.Unsupported(ks); err != nil {
+				results[i] = &rendered{err: err}
+				return
+			}
 			objects, err := build.Render(ctx, s.snap.root, ks, s.objects)
 			// The engine adds commonMetadata when it applies; a change to it
 			// changes every object.
