@@ -12,6 +12,7 @@ import (
 	"github.com/fluxcd/cli-utils/pkg/kstatus/polling"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/ssa"
+	"github.com/fluxcd/pkg/ssa/jsondiff"
 	ssautils "github.com/fluxcd/pkg/ssa/utils"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,6 +44,7 @@ func Options(obj *kustomizev1.Kustomization) ssa.ApplyOptions {
 		ForceSelector:        diff.ForceSelector,
 		ExclusionSelector:    diff.Exclusions,
 		IfNotPresentSelector: diff.IfNotPresentSelector,
+		DriftIgnoreRules:     diff.DriftIgnoreRules,
 		WaitInterval:         500 * time.Millisecond,
 		WaitTimeout:          obj.GetTimeout(),
 		Cleanup: ssa.ApplyCleanupOptions{
@@ -81,14 +83,33 @@ func NewResourceManager(c client.Client, poller *polling.StatusPoller) *ssa.Reso
 }
 
 // DiffOptions are the per-object annotations the engine honours when it
-// applies, as Flux's kustomize-controller does.
+// applies, as Flux's kustomize-controller does, and the fields spec.ignore
+// leaves to others.
 func DiffOptions(obj *kustomizev1.Kustomization) ssa.DiffOptions {
 	return ssa.DiffOptions{
 		Force:                obj.Spec.Force,
 		ForceSelector:        map[string]string{forceKey: kustomizev1.EnabledValue},
 		Exclusions:           map[string]string{reconcileKey: kustomizev1.DisabledValue, ssaKey: kustomizev1.IgnoreValue},
 		IfNotPresentSelector: map[string]string{ssaKey: kustomizev1.IfNotPresentValue},
+		DriftIgnoreRules:     ignoreRules(obj.Spec.Ignore),
 	}
+}
+
+// ignoreRules are spec.ignore's rules as ssa takes them: the JSON pointers
+// it neither compares nor applies on existing objects that match the
+// target (every object without one), so that another controller, such as
+// a HorizontalPodAutoscaler setting /spec/replicas, keeps its values.
+func ignoreRules(rules []kustomizev1.IgnoreRule) []jsondiff.IgnoreRule {
+	var out []jsondiff.IgnoreRule
+	for _, r := range rules {
+		rule := jsondiff.IgnoreRule{Paths: r.Paths}
+		if t := r.Target; t != nil {
+			rule.Selector = &jsondiff.Selector{Group: t.Group, Version: t.Version, Kind: t.Kind, Name: t.Name,
+				Namespace: t.Namespace, AnnotationSelector: t.AnnotationSelector, LabelSelector: t.LabelSelector}
+		}
+		out = append(out, rule)
+	}
+	return out
 }
 
 // PruneDisabled says the object opted out of pruning with Flux's
