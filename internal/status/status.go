@@ -13,6 +13,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
+// UnsupportedFieldReason is the Ready reason of an object a controller
+// refuses for a field it does not serve, where going on without the field
+// would do harm.
+const UnsupportedFieldReason = "UnsupportedField"
+
 // Patch sends the status changes made to obj since before, and nothing
 // when there are none: a no-change reconcile must not write.
 func Patch(ctx context.Context, c client.Client, before, obj client.Object) error {

@@ -49,7 +49,7 @@ const (
 	DependencyCycleReason = "DependencyCycle"
 	// UnsupportedFieldReason is the Ready reason of a Kustomization the
 	// engine refuses for a field it does not serve (apply.Unsupported).
-	UnsupportedFieldReason = "UnsupportedField"
+	UnsupportedFieldReason = status.UnsupportedFieldReason
 
 	dependencyRequeue = 30 * time.Second
 )

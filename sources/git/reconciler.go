@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -108,6 +109,10 @@ func (r *Reconciler) reconcileArtifact(ctx context.Context, obj *sourcev1.GitRep
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
+	if err := unsupported(obj); err != nil {
+		r.fail(obj, status.UnsupportedFieldReason, err)
+		return err
+	}
 	objectDir := artifact.ObjectDir(sourcev1.GitRepositoryKind, obj.Namespace, obj.Name)
 	m, auth, err := r.connect(ctx, obj, objectDir)
 	if err != nil {
@@ -135,7 +140,7 @@ func (r *Reconciler) reconcileArtifact(ctx context.Context, obj *sourcev1.GitRep
 		r.succeed(obj)
 		return nil
 	}
-	files, err := treeFiles(commit, obj.Spec.Ignore)
+	files, err := treeFiles(commit, obj.Spec.Ignore, obj.Spec.SparseCheckout)
 	if err == nil {
 		var a *meta.Artifact
 		if a, err = r.Storage.Store(objectDir, rev, files); err == nil {
@@ -143,6 +148,7 @@ func (r *Reconciler) reconcileArtifact(ctx context.Context, obj *sourcev1.GitRep
 			r.recordChanges(m, previous, commit, a)
 			obj.Status.Artifact = a
 			obj.Status.ObservedIgnore = obj.Spec.Ignore
+			obj.Status.ObservedSparseCheckout = obj.Spec.SparseCheckout
 			r.Events.Eventf(obj, nil, corev1.EventTypeNormal, "NewArtifact", "Store",
 				"stored artifact for commit '%s'", firstLine(commit.Message))
 		}
@@ -161,7 +167,28 @@ func (r *Reconciler) reconcileArtifact(ctx context.Context, obj *sourcev1.GitRep
 func (r *Reconciler) artifactOutdated(obj *sourcev1.GitRepository, rev string) bool {
 	a := obj.Status.Artifact
 	return a == nil || a.Revision != rev || !r.Storage.Has(a) ||
-		!equalPtr(obj.Status.ObservedIgnore, obj.Spec.Ignore)
+		!equalPtr(obj.Status.ObservedIgnore, obj.Spec.Ignore) ||
+		!slices.Equal(obj.Status.ObservedSparseCheckout, obj.Spec.SparseCheckout)
+}
+
+// unsupported says why a GitRepository is refused: a field strata does not
+// serve, where an artifact made without it would do harm. Other fields it
+// does not serve (spec.proxySecretRef) fail the fetch on their own.
+func unsupported(obj *sourcev1.GitRepository) error {
+	const flux = "or serve this source with Flux's source-controller"
+	switch {
+	case obj.Spec.Verification != nil:
+		return errors.New("spec.verify asks for signed commits, which strata does not check, so no revision is fetched: remove spec.verify, " + flux)
+	case obj.Spec.RecurseSubmodules:
+		return errors.New("spec.recurseSubmodules is not served: the artifact would lack the submodules' files and Kustomizations would prune " +
+			"what those hold; vendor the submodules, " + flux)
+	case len(obj.Spec.Include) > 0:
+		return errors.New("spec.include is not served: the artifact would lack the included repositories' files and Kustomizations would prune " +
+			"what those hold; point Kustomizations at those GitRepositories, " + flux)
+	case obj.Spec.Provider != "" && obj.Spec.Provider != sourcev1.GitProviderGeneric:
+		return fmt.Errorf("spec.provider '%s' is not served: give the credentials in spec.secretRef, %s", obj.Spec.Provider, flux)
+	}
+	return nil
 }
 
 func (r *Reconciler) connect(ctx context.Context, obj *sourcev1.GitRepository, objectDir string) (*mirror, transport.AuthMethod, error) {

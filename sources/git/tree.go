@@ -15,8 +15,9 @@ import (
 
 // treeFiles lists the files of a commit that belong in its artifact, with
 // Flux's exclusion rules: the default VCS/CI patterns, every .sourceignore
-// in the tree (scoped to its directory), then the spec's ignore block.
-func treeFiles(c *object.Commit, specIgnore *string) ([]artifact.File, error) {
+// in the tree (scoped to its directory), then the spec's ignore block; and
+// with spec.sparseCheckout, only the files under the directories it lists.
+func treeFiles(c *object.Commit, specIgnore *string, sparse []string) ([]artifact.File, error) {
 	tree, err := c.Tree()
 	if err != nil {
 		return nil, err
@@ -31,11 +32,26 @@ func treeFiles(c *object.Commit, specIgnore *string) ([]artifact.File, error) {
 	ignore := ignoreCache{m: sourceignore.NewDefaultMatcher(patterns, nil), dirs: map[string]bool{}}
 	var files []artifact.File
 	for _, e := range entries {
-		if e.entry.Mode != filemode.Symlink && !ignore.ignored(e.name) {
+		if e.entry.Mode != filemode.Symlink && inSparseCheckout(e.name, sparse) && !ignore.ignored(e.name) {
 			files = append(files, blobFile(tree, e.name, e.entry))
 		}
 	}
 	return files, nil
+}
+
+// inSparseCheckout reports whether a file belongs to a sparse checkout of
+// dirs; every file does when dirs is empty or lists the root.
+func inSparseCheckout(name string, dirs []string) bool {
+	if len(dirs) == 0 {
+		return true
+	}
+	for _, d := range dirs {
+		d = path.Clean(strings.Trim(d, "/"))
+		if d == "." || strings.HasPrefix(name, d+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 type namedEntry struct {
