@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,9 +12,11 @@ import (
 	gogit "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/cache"
-	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/storage/filesystem"
+
+	"github.com/strata-gitops/strata/sources/artifact"
+	"github.com/strata-gitops/strata/sources/gittree"
 )
 
 // WorkTree as a head ref plans the working tree as it is on disk,
@@ -92,8 +95,9 @@ func tempBase() string {
 	return os.TempDir()
 }
 
-// writeTree writes every regular file of tree under dir and lists them in
-// files. Blobs are read in this goroutine (go-git's storage is not safe
+// writeTree writes under dir the files an artifact of tree would hold (as
+// the GitRepository reconciler makes it, without a spec.ignore) and lists
+// them in files. Blobs are read in this goroutine (go-git's storage is not safe
 // for concurrent readers); a few writers create the files.
 func writeTree(tree *object.Tree, dir string, files map[string]bool) error {
 	type file struct {
@@ -122,28 +126,43 @@ func writeTree(tree *object.Tree, dir string, files map[string]bool) error {
 			}
 		}()
 	}
-	readErr := tree.Files().ForEach(func(f *object.File) error {
-		if !f.Mode.IsFile() || f.Mode == filemode.Symlink {
-			return nil
+	// The files an artifact of this tree holds: the engine never sees the
+	// others (.sourceignore, Flux's default exclusions).
+	included, readErr := gittree.Files(tree, nil, nil)
+	for _, f := range included {
+		if readErr != nil {
+			break
 		}
-		data, err := f.Contents()
-		if err != nil {
-			return fmt.Errorf("reading %s: %w", f.Name, err)
+		var data []byte
+		if data, readErr = readFile(f); readErr != nil {
+			break
 		}
 		mode := os.FileMode(0o644)
-		if f.Mode == filemode.Executable {
+		if f.Executable {
 			mode = 0o755
 		}
-		files[f.Name] = true
-		queue <- file{filepath.Join(dir, filepath.FromSlash(f.Name)), []byte(data), mode}
-		return nil
-	})
+		files[f.Path] = true
+		queue <- file{filepath.Join(dir, filepath.FromSlash(f.Path)), data, mode}
+	}
 	close(queue)
 	wg.Wait()
 	if readErr != nil {
 		return readErr
 	}
 	return writeErr
+}
+
+func readFile(f artifact.File) ([]byte, error) {
+	r, err := f.Open()
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", f.Path, err)
+	}
+	defer r.Close()
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", f.Path, err)
+	}
+	return data, nil
 }
 
 // openRepository opens the git repository holding dir. Pack files stay
