@@ -135,6 +135,10 @@ func (r *Reconciler) reconcileArtifact(ctx context.Context, obj *sourcev1.GitRep
 		r.fail(obj, sourcev1.GitOperationFailedReason, err)
 		return err
 	}
+	if err := r.verifySignatures(ctx, obj, m, commit, rev); err != nil {
+		r.failVerification(obj, err)
+		return err
+	}
 
 	if !r.artifactOutdated(obj, rev) {
 		r.succeed(obj)
@@ -177,8 +181,6 @@ func (r *Reconciler) artifactOutdated(obj *sourcev1.GitRepository, rev string) b
 func unsupported(obj *sourcev1.GitRepository) error {
 	const flux = "or serve this source with Flux's source-controller"
 	switch {
-	case obj.Spec.Verification != nil:
-		return errors.New("spec.verify asks for signed commits, which strata does not check, so no revision is fetched: remove spec.verify, " + flux)
 	case obj.Spec.RecurseSubmodules:
 		return errors.New("spec.recurseSubmodules is not served: the artifact would lack the submodules' files and Kustomizations would prune " +
 			"what those hold; vendor the submodules, " + flux)

@@ -18,8 +18,8 @@ import (
 )
 
 // TestUnservedFieldsAreRefused: a field whose absence would make a wrong
-// artifact (unverified, or lacking files Kustomizations then prune) stops
-// the fetch with a message that names it.
+// artifact (lacking files Kustomizations then prune) stops the fetch with a
+// message that names it.
 func TestUnservedFieldsAreRefused(t *testing.T) {
 	f := setup(t)
 	repo := testenv.NewGitServer(t).NewRepo(t, "unserved")
@@ -28,9 +28,6 @@ func TestUnservedFieldsAreRefused(t *testing.T) {
 		mutate   func(*sourcev1.GitRepository)
 		fragment string
 	}{
-		"verify": {func(o *sourcev1.GitRepository) {
-			o.Spec.Verification = &sourcev1.GitRepositoryVerification{Mode: sourcev1.ModeGitHEAD, SecretRef: meta.LocalObjectReference{Name: "keys"}}
-		}, "spec.verify"},
 		"submodules": {func(o *sourcev1.GitRepository) { o.Spec.RecurseSubmodules = true }, "spec.recurseSubmodules"},
 		"include": {func(o *sourcev1.GitRepository) {
 			o.Spec.Include = []sourcev1.GitRepositoryInclude{{GitRepositoryRef: meta.LocalObjectReference{Name: "other"}}}
