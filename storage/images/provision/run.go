@@ -115,26 +115,26 @@ func (p *Provisioner) end(id string, err, cancelled error) {
 			made = false
 		}
 	}
+	status, message := Completed, ""
+	switch {
+	case cancelled != nil:
+		status, message = Cancelled, "cancelled"
+		p.notice(id, "ImageJobCancelled", "cancelled")
+	case err != nil:
+		status, message = Failed, reason(err)
+		p.notice(id, "ImageJobFailed", "failed: "+message)
+	default:
+		p.notice(id, "ImageJobCompleted", "completed")
+	}
+	// Told before the job shows as ended: whoever waits for the end then
+	// finds it told.
 	now := time.Now().UTC()
 	_ = p.update(id, func(j *Job) {
-		j.CompletedAt, j.VolumeCreated = &now, made
-		switch {
-		case cancelled != nil:
-			j.Status, j.Error = Cancelled, "cancelled"
-		case err != nil:
-			j.Status, j.Error = Failed, reason(err)
-		default:
-			j.Status, j.Progress.Percent = Completed, 100
+		j.CompletedAt, j.VolumeCreated, j.Status, j.Error = &now, made, status, message
+		if status == Completed {
+			j.Progress.Percent = 100
 		}
 	})
-	switch j, _ := p.snapshot(id); j.Status {
-	case Completed:
-		p.notice(id, "ImageJobCompleted", "completed")
-	case Cancelled:
-		p.notice(id, "ImageJobCancelled", "cancelled")
-	default:
-		p.notice(id, "ImageJobFailed", "failed: "+j.Error)
-	}
 }
 
 // stage records the stage the job enters.
