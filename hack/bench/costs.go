@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/fluxcd/cli-utils/pkg/object"
@@ -66,9 +65,11 @@ func measureCosts(cfg config) ([]requestCost, error) {
 	if err := c.List(ctx, &list, client.InNamespace("flux-system")); err != nil {
 		return nil, err
 	}
-	ks := func(i int) *kustomizev1.Kustomization {
-		return list.Items[slices.IndexFunc(list.Items, func(k kustomizev1.Kustomization) bool { return k.Name == name(i, cfg.infra) })].DeepCopy()
+	byName := map[string]*kustomizev1.Kustomization{}
+	for i := range list.Items {
+		byName[list.Items[i].Name] = &list.Items[i]
 	}
+	ks := func(i int) *kustomizev1.Kustomization { return byName[name(i, cfg.infra)].DeepCopy() }
 	perObject := func(opts ...client.PatchOption) func(i int) error {
 		return func(i int) error { return applyCreating(ctx, c, objs[i].DeepCopy(), opts...) }
 	}

@@ -6,8 +6,8 @@ import (
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 )
 
-// ErrRemoteCluster refuses a Kustomization that targets another cluster.
-var ErrRemoteCluster = errors.New("spec.kubeConfig asks to apply to another cluster, which strata does not do: " +
+// errRemoteCluster refuses a Kustomization that targets another cluster.
+var errRemoteCluster = errors.New("spec.kubeConfig asks to apply to another cluster, which strata does not do: " +
 	"applied here, its objects would land in this cluster and be pruned from it. " +
 	"Remove spec.kubeConfig to apply to this cluster, or reconcile this Kustomization with Flux's kustomize-controller")
 
@@ -16,7 +16,7 @@ var ErrRemoteCluster = errors.New("spec.kubeConfig asks to apply to another clus
 // it would apply to the wrong place. strata plan reports the same.
 func Unsupported(obj *kustomizev1.Kustomization) error {
 	if obj.Spec.KubeConfig != nil {
-		return ErrRemoteCluster
+		return errRemoteCluster
 	}
 	return nil
 }

@@ -45,7 +45,7 @@ func (r *Reconciler) verifySignatures(ctx context.Context, obj *sourcev1.GitRepo
 		if !namesTag(obj.Spec.Reference) {
 			return errors.New("spec.verify.mode Tag and TagAndHEAD verify a tag: give spec.ref.tag or spec.ref.semver")
 		}
-		tag, err := m.signedTag(rev)
+		tag, err := m.signedTag(rev, v.GetMode())
 		if err != nil {
 			return err
 		}
@@ -104,7 +104,7 @@ func (r *Reconciler) keyring(ctx context.Context, namespace, name string) (strin
 }
 
 // signedTag is the annotated tag a tag revision ("v1.2.0@sha1:...") names.
-func (m *mirror) signedTag(rev string) (*object.Tag, error) {
+func (m *mirror) signedTag(rev string, mode sourcev1.GitVerificationMode) (*object.Tag, error) {
 	name, _, _ := strings.Cut(rev, "@")
 	name = strings.TrimPrefix(name, "refs/tags/")
 	ref, err := m.repo.Reference(plumbing.NewTagReferenceName(name), true)
@@ -113,7 +113,7 @@ func (m *mirror) signedTag(rev string) (*object.Tag, error) {
 	}
 	tag, err := m.repo.TagObject(ref.Hash())
 	if err != nil {
-		return nil, fmt.Errorf("tag '%s' is a lightweight tag, which carries no signature: spec.verify.mode %s needs an annotated, signed tag", name, sourcev1.ModeGitTag)
+		return nil, fmt.Errorf("tag '%s' is a lightweight tag, which carries no signature: spec.verify.mode %s needs an annotated, signed tag: sign it with git tag -s", name, mode)
 	}
 	return tag, nil
 }
