@@ -31,11 +31,11 @@ func buildCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			objects, err := build.Render(context.Background(), path, obj, nil)
+			rendered, err := build.Render(context.Background(), path, obj, nil)
 			if err != nil {
 				return err
 			}
-			out, err := ssautils.ObjectsToYAML(objects)
+			out, err := ssautils.ObjectsToYAML(rendered.Objects)
 			if err != nil {
 				return err
 			}

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/api/resmap"
+	"sigs.k8s.io/kustomize/api/resource"
 	kustypes "sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
@@ -36,18 +37,31 @@ func (e *Error) Error() string {
 }
 func (e *Error) Unwrap() error { return e.Err }
 
+// Rendered is what a render made, and what it learnt of its inputs.
+type Rendered struct {
+	Objects []*unstructured.Unstructured
+	// SelfContained says the render read nothing but files under the
+	// Kustomization's spec.path: no values from the cluster, no remote
+	// base, nothing elsewhere in the source. Such a render stays the same
+	// while no file under the path changes.
+	SelfContained bool
+}
+
 // Render builds ks from the source tree at root. root is read only: the
 // generated kustomization.yaml lives in memory, so concurrent renders can
 // share one extracted artifact. vars is read for postBuild.substituteFrom;
 // it may be nil when the Kustomization has none. Rendering only reads
 // through it.
-func Render(ctx context.Context, root string, ks *kustomizev1.Kustomization, vars client.Client) ([]*unstructured.Unstructured, error) {
+func Render(ctx context.Context, root string, ks *kustomizev1.Kustomization, vars client.Client) (*Rendered, error) {
 	path := ks.Spec.Path
 	dir, err := securePath(root, path)
 	if err != nil {
 		return nil, &Error{Path: path, Err: err}
 	}
-	resMap, err := kustomizeBuild(root, dir, ks)
+	// The kustomization files are followed once, for both what the build
+	// needs to know (its schema) and what the caller does (SelfContained).
+	r, followed := readsOf(ks, root)
+	resMap, err := kustomizeBuild(root, dir, ks, loadsOwnSchema(r, followed))
 	if err != nil {
 		return nil, &Error{Path: path, Err: err}
 	}
@@ -55,7 +69,7 @@ func Render(ctx context.Context, root string, ks *kustomizev1.Kustomization, var
 	if err != nil {
 		return nil, &Error{Path: path, Err: err}
 	}
-	return objects, nil
+	return &Rendered{Objects: objects, SelfContained: selfContained(ks, root, r, followed)}, nil
 }
 
 // ErrPathNotFound: a Kustomization's spec.path is not in the source.
@@ -74,7 +88,8 @@ func securePath(root, path string) (string, error) {
 	return dir, nil
 }
 
-func kustomizeBuild(root, dir string, ks *kustomizev1.Kustomization) (resmap.ResMap, error) {
+// kustomizeBuild is Flux's generator and krusty; ownSchema runs it alone.
+func kustomizeBuild(root, dir string, ks *kustomizev1.Kustomization, ownSchema bool) (resmap.ResMap, error) {
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ks)
 	if err != nil {
 		return nil, err
@@ -92,7 +107,7 @@ func kustomizeBuild(root, dir string, ks *kustomizev1.Kustomization) (resmap.Res
 	if err := fs.WriteFile(kfile, manifest); err != nil {
 		return nil, err
 	}
-	return run(fs, dir, loadsOwnSchema(ks, root))
+	return run(fs, dir, ownSchema)
 }
 
 // run is krusty with Flux's options: no plugins but the built-ins, loading
@@ -131,6 +146,9 @@ func substitute(ctx context.Context, resMap resmap.ResMap, ks *kustomizev1.Kusto
 	}
 	objects := make([]*unstructured.Unstructured, 0, resMap.Size())
 	for _, res := range resMap.Resources() {
+		if err := refuseEncrypted(res); err != nil {
+			return nil, err
+		}
 		if inline != nil {
 			out, err := fluxkustomize.SubstituteVariables(ctx, nil, *inline, res, fluxkustomize.SubstituteWithDryRun(true))
 			if err != nil {
@@ -149,9 +167,6 @@ func substitute(ctx context.Context, resMap resmap.ResMap, ks *kustomizev1.Kusto
 		}
 		obj := &unstructured.Unstructured{}
 		if err := obj.UnmarshalJSON(data); err != nil {
-			return nil, err
-		}
-		if err := refuseEncrypted(obj); err != nil {
 			return nil, err
 		}
 		objects = append(objects, obj)
@@ -198,12 +213,13 @@ func toAny(m map[string]string) map[string]any {
 // not decrypt (spec.decryption is not served), and applying the cipher
 // text, or failing on its sops: field after other objects were applied,
 // would help no one.
-func refuseEncrypted(obj *unstructured.Unstructured) error {
-	meta, ok := obj.Object["sops"].(map[string]any)
-	if _, signed := meta["mac"]; !ok || !signed {
+// It looks before substitution, which has nothing to do in cipher text.
+func refuseEncrypted(res *resource.Resource) error {
+	meta := res.Field("sops")
+	if meta == nil || meta.Value.Field("mac") == nil {
 		return nil
 	}
 	return fmt.Errorf("%s/%s is encrypted with SOPS and strata does not decrypt (spec.decryption is not served): "+
 		"create it in the cluster instead of keeping it in Git, or reconcile this Kustomization with Flux's kustomize-controller",
-		obj.GetKind(), obj.GetName())
+		res.GetKind(), res.GetName())
 }

@@ -77,10 +77,14 @@ func TestRenderAppliesFluxBuildOptions(t *testing.T) {
 		}},
 		PostBuild: &kustomizev1.PostBuild{Substitute: map[string]string{"cluster": "homelab"}},
 	}
-	objects, err := build.Render(context.Background(), root, ks, nil)
+	rendered, err := build.Render(context.Background(), root, ks, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if rendered.SelfContained {
+		t.Error("a render that read a component outside its path says it read only its path")
+	}
+	objects := rendered.Objects
 	d := byKind(objects, "Deployment")
 	if d == nil || d.GetName() != "pre-web-suf" || d.GetNamespace() != "prod" {
 		t.Fatalf("deployment name/namespace wrong: %v", d)
@@ -104,8 +108,12 @@ func TestRenderNeverWritesToTheSource(t *testing.T) {
 	ks := &kustomizev1.Kustomization{}
 	ks.Spec.Path = "app"
 	ks.Spec.TargetNamespace = "x"
-	if _, err := build.Render(context.Background(), root, ks, nil); err != nil {
+	rendered, err := build.Render(context.Background(), root, ks, nil)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if !rendered.SelfContained {
+		t.Error("a render of one plain directory says it read more than its path")
 	}
 	entries, _ := os.ReadDir(filepath.Join(root, "app"))
 	if len(entries) != 1 {
@@ -148,8 +156,8 @@ func TestParallelRendersShareOneTree(t *testing.T) {
 			ks := &kustomizev1.Kustomization{}
 			ks.Spec.Path = string(rune('a' + i%8))
 			ks.Spec.TargetNamespace = "ns"
-			objects, err := build.Render(context.Background(), root, ks, nil)
-			if err == nil && len(objects) != 1 {
+			rendered, err := build.Render(context.Background(), root, ks, nil)
+			if err == nil && len(rendered.Objects) != 1 {
 				err = os.ErrInvalid
 			}
 			errs <- err

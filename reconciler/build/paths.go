@@ -12,16 +12,25 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// ReadsOnlyItsPath is true when rendering ks reads only files under its
-// spec.path in root (see PathsRead). Such a render cannot change while no
-// file under the path changes.
-func ReadsOnlyItsPath(ks *kustomizev1.Kustomization, root string) bool {
+// selfContained is true when a render of ks that read r (ok as readsOf
+// says) read only files under ks's spec.path in root, and nothing from the
+// cluster. Such a render cannot change while no file under the path
+// changes.
+func selfContained(ks *kustomizev1.Kustomization, root string, r *reads, ok bool) bool {
+	if substitutesFromCluster(ks) {
+		return false
+	}
 	dir := filepath.Join(root, filepath.Clean("/"+ks.Spec.Path))
-	paths, ok := PathsRead(ks, root)
-	for _, p := range paths {
-		ok = ok && within(dir, filepath.Join(root, p))
+	for p := range r.seen {
+		ok = ok && within(dir, p)
 	}
 	return ok
+}
+
+// substitutesFromCluster says ks's render reads values from ConfigMaps and
+// Secrets (postBuild.substituteFrom).
+func substitutesFromCluster(ks *kustomizev1.Kustomization) bool {
+	return ks.Spec.PostBuild != nil && len(ks.Spec.PostBuild.SubstituteFrom) > 0
 }
 
 // PathsRead lists, relative to root, every file and directory rendering
@@ -32,7 +41,7 @@ func ReadsOnlyItsPath(ks *kustomizev1.Kustomization, root string) bool {
 // kustomization file that cannot be read or parsed. The files are parsed,
 // not searched: a schema comment's URL is no remote base.
 func PathsRead(ks *kustomizev1.Kustomization, root string) (paths []string, ok bool) {
-	if ks.Spec.PostBuild != nil && len(ks.Spec.PostBuild.SubstituteFrom) > 0 {
+	if substitutesFromCluster(ks) {
 		return nil, false
 	}
 	r, ok := readsOf(ks, root)

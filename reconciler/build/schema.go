@@ -3,7 +3,6 @@ package build
 import (
 	"sync"
 
-	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"sigs.k8s.io/kustomize/kyaml/openapi"
 )
 
@@ -35,7 +34,6 @@ func lockSchema(exclusive bool) (unlock func()) {
 // first render of every revision, the one a push waits for. A render whose
 // inputs cannot be followed (a remote base, a file that does not parse)
 // may load anything, and runs alone.
-func loadsOwnSchema(ks *kustomizev1.Kustomization, root string) bool {
-	r, ok := readsOf(ks, root)
+func loadsOwnSchema(r *reads, ok bool) bool {
 	return !ok || r.ownSchema
 }

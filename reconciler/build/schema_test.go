@@ -51,8 +51,8 @@ func TestOnlyWhatARenderReadsDecidesItsSchema(t *testing.T) {
 		}
 	}
 	ks := &kustomizev1.Kustomization{Spec: kustomizev1.KustomizationSpec{Path: "apps/own"}}
-	objects, err := build.Render(context.Background(), withSchema, ks, nil)
-	if err != nil || len(objects) != 1 || objects[0].GetName() != "own" {
-		t.Fatalf("rendering with its own schema: %v, %d objects", err, len(objects))
+	rendered, err := build.Render(context.Background(), withSchema, ks, nil)
+	if err != nil || len(rendered.Objects) != 1 || rendered.Objects[0].GetName() != "own" {
+		t.Fatalf("rendering with its own schema: %v, %v", err, rendered)
 	}
 }

@@ -20,7 +20,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
@@ -194,13 +193,14 @@ func (r *Reconciler) reconcile(ctx context.Context, obj, before *kustomizev1.Kus
 		return r.failure(obj, meta.ArtifactFailedReason, err)
 	}
 	renders.Inc()
-	objects, err := build.Render(ctx, dir, obj, r.Direct)
+	rendered, err := build.Render(ctx, dir, obj, r.Direct)
 	if err != nil {
 		return r.failure(obj, meta.BuildFailedReason, err)
 	}
+	objects := rendered.Objects
 	digest := renderDigest(objects)
 	if r.unchangedRender(ctx, obj, rec, digest) {
-		r.noteArtifact(ctx, obj, rec, src)
+		r.noteArtifact(ctx, obj, rec, src, rendered.SelfContained)
 		return r.succeedUnchanged(ctx, obj, before, src)
 	}
 	if src.revision != obj.Status.LastAppliedRevision {
@@ -225,7 +225,7 @@ func (r *Reconciler) reconcile(ctx context.Context, obj, before *kustomizev1.Kus
 	if err := r.checkHealth(ctx, engine, obj, objects); err != nil {
 		return r.failure(obj, meta.HealthCheckFailedReason, err)
 	}
-	r.remember(ctx, engine, obj, src, digest, objects)
+	r.remember(ctx, engine, obj, src, digest, rendered)
 	return r.succeed(obj, before, src, changeSet)
 }
 
@@ -269,14 +269,14 @@ func (r *Reconciler) announceProgress(ctx context.Context, obj, before *kustomiz
 // remember records what this apply left in the cluster. Without a record
 // the next reconcile dry-runs every object, so a failure here costs time,
 // never correctness.
-func (r *Reconciler) remember(ctx context.Context, e *engine, obj *kustomizev1.Kustomization, src *source, digest string, objects []*unstructured.Unstructured) {
+func (r *Reconciler) remember(ctx context.Context, e *engine, obj *kustomizev1.Kustomization, src *source, digest string, rendered *build.Rendered) {
 	key := client.ObjectKeyFromObject(obj)
-	rec, ok := e.versions.record(obj, digest, objects)
+	rec, ok := e.versions.record(obj, digest, rendered.Objects)
 	if !ok {
 		r.records.forget(key)
 		return
 	}
-	stampRender(&rec, obj, src)
+	stampRender(&rec, src, rendered.SelfContained)
 	if err := r.records.save(key, rec); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "the next reconcile will dry-run every object")
 	}

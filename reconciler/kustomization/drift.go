@@ -95,13 +95,14 @@ func (r *Reconciler) unchangedRender(ctx context.Context, obj *kustomizev1.Kusto
 	return digest != "" && rec.Digest == digest && r.applyUnneeded(obj, rec) && r.inSync(ctx, rec)
 }
 
-// untouchedSource reports, without building, that a new revision cannot
-// change what obj renders: it changed no file under obj's path relative to
-// the revision obj last applied, obj's build reads nothing outside that
-// path, and the cluster still holds what that apply left.
+// untouchedSource reports, without building or extracting the artifact,
+// that a new revision cannot change what obj renders: it changed no file
+// under obj's path relative to the revision obj last applied, obj's last
+// render read nothing outside that path (so neither can this one: what it
+// reads is named by the same, unchanged, files), and the cluster still
+// holds what that apply left.
 func (r *Reconciler) untouchedSource(ctx context.Context, obj *kustomizev1.Kustomization, rec appliedRecord, src *source) bool {
-	return src.revision != obj.Status.LastAppliedRevision && r.applyUnneeded(obj, rec) &&
-		readsOnlyItsPath(obj, src) &&
+	return src.revision != obj.Status.LastAppliedRevision && rec.SelfContained && r.applyUnneeded(obj, rec) &&
 		r.Storage.Untouched(src.digest, obj.Status.LastAppliedRevision, obj.Spec.Path) &&
 		r.inSync(ctx, rec)
 }
@@ -114,13 +115,6 @@ func (r *Reconciler) untouchedSource(ctx context.Context, obj *kustomizev1.Kusto
 func (r *Reconciler) sameArtifact(ctx context.Context, obj *kustomizev1.Kustomization, rec appliedRecord, src *source) bool {
 	return rec.SelfContained && rec.Artifact != "" && rec.Artifact == src.digest && rec.Renderer != "" && rec.Renderer == build.Renderer() &&
 		r.applyUnneeded(obj, rec) && r.inSync(ctx, rec)
-}
-
-// readsOnlyItsPath is build.ReadsOnlyItsPath on src, false when src
-// cannot be extracted (the render then says why).
-func readsOnlyItsPath(obj *kustomizev1.Kustomization, src *source) bool {
-	dir, err := src.dir()
-	return err == nil && build.ReadsOnlyItsPath(obj, dir)
 }
 
 // applyUnneeded holds when obj's last reconcile succeeded with its current

@@ -148,7 +148,8 @@ func TestUnchangedObjectsAreNotDryRun(t *testing.T) {
 
 // TestASameArtifactIsNotRenderedAgain: a reconcile of the artifact the
 // last apply was rendered from, with nothing moved in the cluster, makes
-// no render at all; a new revision touching the path renders again.
+// no render at all, nor does a new revision that touches only another
+// path; a new revision touching the path renders again.
 func TestASameArtifactIsNotRenderedAgain(t *testing.T) {
 	s := newStack(t)
 	rev := s.push(map[string]string{"a/cm.yaml": configMap("a", "key", "one")})
@@ -160,6 +161,14 @@ func TestASameArtifactIsNotRenderedAgain(t *testing.T) {
 	s.waitHandled("a", s.request(s.get("a")))
 	if n := rendered(t) - before; n != 0 {
 		t.Errorf("a reconcile of the artifact already applied rendered %.0f times, want 0", n)
+	}
+
+	rev = s.push(map[string]string{"elsewhere/cm.yaml": configMap("b")})
+	before = rendered(t)
+	s.refresh(rev)
+	s.waitReady("a", rev)
+	if n := rendered(t) - before; n != 0 {
+		t.Errorf("a new revision touching only another path rendered %.0f times, want 0", n)
 	}
 
 	rev = s.push(map[string]string{"a/cm.yaml": configMap("a", "key", "two")})

@@ -43,8 +43,9 @@ type appliedRecord struct {
 	// render, and is not made again.
 	Artifact string `json:"artifact,omitempty"`
 	Renderer string `json:"renderer,omitempty"`
-	// SelfContained says the render read nothing but the artifact's files
-	// (build.ReadsOnlyItsPath): no values from the cluster, no remote base.
+	// SelfContained says the render read nothing but files under the
+	// Kustomization's path (build.Rendered.SelfContained): no values from
+	// the cluster, no remote base, nothing elsewhere in the artifact.
 	SelfContained bool `json:"selfContained,omitempty"`
 }
 
@@ -146,22 +147,21 @@ func (s *recordStore) save(key types.NamespacedName, rec appliedRecord) error {
 // noteArtifact records that rec's render is also what src renders to, by
 // this program, as a render just showed, so that the next reconcile of
 // the same artifact need not render.
-func (r *Reconciler) noteArtifact(ctx context.Context, obj *kustomizev1.Kustomization, rec appliedRecord, src *source) {
-	if rec.Artifact == src.digest && rec.Renderer == build.Renderer() {
+func (r *Reconciler) noteArtifact(ctx context.Context, obj *kustomizev1.Kustomization, rec appliedRecord, src *source, selfContained bool) {
+	if rec.Artifact == src.digest && rec.Renderer == build.Renderer() && rec.SelfContained == selfContained {
 		return
 	}
-	stampRender(&rec, obj, src)
+	stampRender(&rec, src, selfContained)
 	if err := r.records.save(client.ObjectKeyFromObject(obj), rec); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "the next reconcile will render again")
 	}
 }
 
 // stampRender says in rec what its render was made from: the artifact,
-// the program, and whether the render read only the artifact's files.
-// Called once the artifact is extracted.
-func stampRender(rec *appliedRecord, obj *kustomizev1.Kustomization, src *source) {
-	rec.Artifact, rec.Renderer = src.digest, build.Renderer()
-	rec.SelfContained = readsOnlyItsPath(obj, src)
+// the program, and whether the render read only files under its path
+// (build.Rendered.SelfContained).
+func stampRender(rec *appliedRecord, src *source, selfContained bool) {
+	rec.Artifact, rec.Renderer, rec.SelfContained = src.digest, build.Renderer(), selfContained
 }
 
 func (s *recordStore) forget(key types.NamespacedName) {

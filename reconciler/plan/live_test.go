@@ -178,10 +178,11 @@ func TestLiveDrift(t *testing.T) {
 func applyLikeTheEngine(t *testing.T, c client.Client, dir string, ks *kustomizev1.Kustomization) []*unstructured.Unstructured {
 	t.Helper()
 	ctx := context.Background()
-	objects, err := build.Render(ctx, dir, ks, nil)
+	rendered, err := build.Render(ctx, dir, ks, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	objects := rendered.Objects
 	m := apply.NewResourceManager(c, polling.NewStatusPoller(c, c.RESTMapper(), polling.Options{}))
 	if err := apply.PrepareObjects(ctx, m, c, ks, objects); err != nil {
 		t.Fatal(err)

@@ -113,13 +113,17 @@ func (s *side) renderAll(ctx context.Context, level []*kustomizev1.Kustomization
 				results[i] = &rendered{err: err}
 				return
 			}
-			objects, err := build.Render(ctx, s.snap.root, ks, s.objects)
+			out, err := build.Render(ctx, s.snap.root, ks, s.objects)
+			if err != nil {
+				results[i] = &rendered{err: err}
+				return
+			}
 			// The engine adds commonMetadata when it applies; a change to it
 			// changes every object.
-			if cm := ks.Spec.CommonMetadata; cm != nil && err == nil {
-				ssautils.SetCommonMetadata(objects, cm.Labels, cm.Annotations)
+			if cm := ks.Spec.CommonMetadata; cm != nil {
+				ssautils.SetCommonMetadata(out.Objects, cm.Labels, cm.Annotations)
 			}
-			results[i] = &rendered{objects: objects, err: err}
+			results[i] = &rendered{objects: out.Objects}
 		}()
 	}
 	wg.Wait()

@@ -38,11 +38,11 @@ func render(t *testing.T, path string, vars map[string]string) []*unstructured.U
 	ks.Name, ks.Namespace = "homelab", "flux-system"
 	ks.Spec.Path = path
 	ks.Spec.PostBuild = &kustomizev1.PostBuild{Substitute: vars}
-	objects, err := build.Render(context.Background(), filepath.Join(testenv.RepoRoot(), "clusters", "homelab"), ks, nil)
+	rendered, err := build.Render(context.Background(), filepath.Join(testenv.RepoRoot(), "clusters", "homelab"), ks, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return objects
+	return rendered.Objects
 }
 
 func find[T any](t *testing.T, objects []*unstructured.Unstructured, kind, name string, into *T) *T {
