@@ -50,20 +50,22 @@ func Run(ctx context.Context, o Options) (*Plan, error) {
 		return nil, err
 	}
 	defer closeRepo()
-	base, err := checkout(repo, o.RepoDir, o.Base, o.SourceRoot)
+	root := rootKustomization(o)
+	base, err := checkoutAsSource(ctx, repo, o, o.Base, root)
 	if err != nil {
 		return nil, err
 	}
 	defer base.remove()
-	head, err := checkout(repo, o.RepoDir, o.Head, o.SourceRoot)
+	head, err := checkoutAsSource(ctx, repo, o, o.Head, root)
 	if err != nil {
 		return nil, err
 	}
 	defer head.remove()
 
-	root := rootKustomization(o)
 	var baseSkip, headSkip func(*kustomizev1.Kustomization) bool
-	if o.ChangedOnly && base.commit != "" && head.commit != "" {
+	// A change to the GitRepository's own file rules changes which files
+	// every Kustomization reads without changing them: all render.
+	if o.ChangedOnly && base.commit != "" && head.commit != "" && base.rules.equal(head.rules) {
 		baseSkip, headSkip, err = unchangedInputs(repo, o, base, head)
 		if err != nil {
 			return nil, err

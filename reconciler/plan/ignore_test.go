@@ -3,6 +3,8 @@ package plan_test
 import (
 	"strings"
 	"testing"
+
+	"github.com/strata-gitops/strata/reconciler/plan"
 )
 
 // TestPlanSeesWhatTheArtifactHolds: files a source artifact leaves out
@@ -23,5 +25,55 @@ func TestPlanSeesWhatTheArtifactHolds(t *testing.T) {
 	got := changesOf(p)
 	if want := "apps created ConfigMap/databases/kept"; !strings.Contains(got, want) || strings.Contains(got, "draft") {
 		t.Errorf("changes:\n%s\nwant %q and nothing of apps/drafts", got, want)
+	}
+}
+
+// TestPlanSeesTheSourcesOwnRules: the GitRepository's spec.ignore, as the
+// revision declares it where `flux bootstrap` keeps it, leaves files out of
+// the artifact, so the plan does not render them either. A change to the
+// rules alone changes no file a Kustomization reads, yet what it renders:
+// a changed-only plan renders everything then.
+func TestPlanSeesTheSourcesOwnRules(t *testing.T) {
+	files := fixture()
+	files["monitoring/alerts.yaml"] = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: alerts\n  namespace: flux-system\n"
+	r := newRepo(t, files)
+	sync := func(ignore string) string {
+		return `apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata:
+  name: flux-system
+  namespace: flux-system
+spec:
+  interval: 1m
+  url: https://git.example/cluster.git
+  ignore: |
+    ` + ignore + "\n"
+	}
+	r.branch("rules", map[string]string{
+		"clusters/homelab/flux-system/gotk-sync.yaml": sync("/apps/drafts/"),
+		"apps/drafts/cm.yaml":                         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: draft\n  namespace: databases\n",
+		"apps/kept/cm.yaml":                           "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kept\n  namespace: databases\n",
+	})
+	for _, changedOnly := range []bool{false, true} {
+		p := run(t, r, "rules", changedOnly)
+		if len(p.Errors) > 0 {
+			t.Fatalf("errors: %v", p.Errors)
+		}
+		got := changesOf(p)
+		for _, want := range []string{"apps created ConfigMap/databases/kept", "created GitRepository.source.toolkit.fluxcd.io/flux-system/flux-system"} {
+			if !strings.Contains(got, want) || strings.Contains(got, "draft") {
+				t.Errorf("changed-only %v: changes:\n%s\nwant %q and nothing of apps/drafts", changedOnly, got, want)
+			}
+		}
+	}
+
+	r.branch("rules-only", map[string]string{"clusters/homelab/flux-system/gotk-sync.yaml": sync("/storage/pv.yaml\n    /monitoring/alerts.yaml")})
+	for _, changedOnly := range []bool{false, true} {
+		p := run(t, r, "rules-only", changedOnly)
+		for _, object := range []string{"PersistentVolume/node-1-nvme1", "ConfigMap/flux-system/alerts"} {
+			if c, ok := findChange(p, object); !ok || c.Action != plan.Deleted {
+				t.Errorf("changed-only %v: %s, which the new spec.ignore leaves out, is not planned as deleted: %+v\n%s", changedOnly, object, c, changesOf(p))
+			}
+		}
 	}
 }

@@ -31,6 +31,26 @@ type side struct {
 	foreign map[graph.Key]string
 	// parent is the Kustomization whose render declared each one.
 	parent map[graph.Key]graph.Key
+	// rootKs is the root Kustomization, whose render the snapshot may hold.
+	rootKs *kustomizev1.Kustomization
+}
+
+// renderOne renders ks as the engine would apply it: refused for a field
+// the engine does not serve, with its commonMetadata set.
+func renderOne(ctx context.Context, root string, ks *kustomizev1.Kustomization, vars client.Client) *rendered {
+	if err := apply.Unsupported(ks); err != nil {
+		return &rendered{err: err}
+	}
+	out, err := build.Render(ctx, root, ks, vars)
+	if err != nil {
+		return &rendered{err: err}
+	}
+	// The engine adds commonMetadata when it applies; a change to it
+	// changes every object.
+	if cm := ks.Spec.CommonMetadata; cm != nil {
+		ssautils.SetCommonMetadata(out.Objects, cm.Labels, cm.Annotations)
+	}
+	return &rendered{objects: out.Objects}
 }
 
 type rendered struct {
@@ -61,7 +81,7 @@ func renderSide(ctx context.Context, snap *snapshot, root *kustomizev1.Kustomiza
 	objects := newRepoObjects()
 	objects.outside = outside
 	s := &side{snap: snap, objects: objects, ks: map[graph.Key]*kustomizev1.Kustomization{},
-		renders: map[graph.Key]*rendered{}, foreign: map[graph.Key]string{}, parent: map[graph.Key]graph.Key{}}
+		renders: map[graph.Key]*rendered{}, foreign: map[graph.Key]string{}, parent: map[graph.Key]graph.Key{}, rootKs: root}
 	level := []*kustomizev1.Kustomization{root}
 	s.ks[keyOfKs(root)] = root
 	var late []*kustomizev1.Kustomization
@@ -105,25 +125,15 @@ func (s *side) renderAll(ctx context.Context, level []*kustomizev1.Kustomization
 			results[i] = &rendered{skipped: true}
 			continue
 		}
+		if ks == s.rootKs && s.snap.rootRender != nil {
+			results[i] = s.snap.rootRender
+			continue
+		}
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			if err := apply.Unsupported(ks); err != nil {
-				results[i] = &rendered{err: err}
-				return
-			}
-			out, err := build.Render(ctx, s.snap.root, ks, s.objects)
-			if err != nil {
-				results[i] = &rendered{err: err}
-				return
-			}
-			// The engine adds commonMetadata when it applies; a change to it
-			// changes every object.
-			if cm := ks.Spec.CommonMetadata; cm != nil {
-				ssautils.SetCommonMetadata(out.Objects, cm.Labels, cm.Annotations)
-			}
-			results[i] = &rendered{objects: out.Objects}
+			results[i] = renderOne(ctx, s.snap.root, ks, s.objects)
 		}()
 	}
 	wg.Wait()

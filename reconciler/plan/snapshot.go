@@ -32,6 +32,11 @@ type snapshot struct {
 	root   string // the source root: the checkout plus --source-root
 	files  map[string]bool
 	remove func()
+	// rules are the GitRepository's own file rules the checkout applied.
+	rules sourceRules
+	// rootRender is the root Kustomization's render, made while reading
+	// the rules; nil when not made on these files.
+	rootRender *rendered
 }
 
 // relative writes the paths of the checkout in msg relative to the
@@ -48,7 +53,7 @@ func (s *snapshot) relative(msg string) string {
 // checkout writes the tree of ref into a temporary directory, or uses the
 // working tree for WorkTree. The checkout goes to memory-backed /dev/shm
 // when there is one: thousands of small files are written per side.
-func checkout(repo *gogit.Repository, repoDir, ref, sourceRoot string) (*snapshot, error) {
+func checkout(repo *gogit.Repository, repoDir, ref, sourceRoot string, rules sourceRules) (*snapshot, error) {
 	if ref == WorkTree {
 		// --source-root is relative to the clone's top, as for a commit,
 		// whichever directory inside the clone --repo names.
@@ -76,8 +81,8 @@ func checkout(repo *gogit.Repository, repoDir, ref, sourceRoot string) (*snapsho
 		return nil, err
 	}
 	s := &snapshot{ref: ref, commit: hash.String(), top: dir, root: filepath.Join(dir, sourceRoot), files: map[string]bool{},
-		remove: func() { _ = os.RemoveAll(dir) }}
-	if err := writeTree(tree, dir, s.files); err != nil {
+		remove: func() { _ = os.RemoveAll(dir) }, rules: rules}
+	if err := writeTree(tree, dir, s.files, rules); err != nil {
 		s.remove()
 		return nil, fmt.Errorf("checking out %s: %w", ref, err)
 	}
@@ -95,11 +100,11 @@ func tempBase() string {
 	return os.TempDir()
 }
 
-// writeTree writes under dir the files an artifact of tree would hold (as
-// the GitRepository reconciler makes it, without a spec.ignore) and lists
-// them in files. Blobs are read in this goroutine (go-git's storage is not safe
+// writeTree writes under dir the files an artifact of tree would hold, as
+// the GitRepository reconciler makes it with rules, and lists them in
+// files. Blobs are read in this goroutine (go-git's storage is not safe
 // for concurrent readers); a few writers create the files.
-func writeTree(tree *object.Tree, dir string, files map[string]bool) error {
+func writeTree(tree *object.Tree, dir string, files map[string]bool, rules sourceRules) error {
 	type file struct {
 		path string
 		data []byte
@@ -127,8 +132,8 @@ func writeTree(tree *object.Tree, dir string, files map[string]bool) error {
 		}()
 	}
 	// The files an artifact of this tree holds: the engine never sees the
-	// others (.sourceignore, Flux's default exclusions).
-	included, readErr := gittree.Files(tree, nil, nil)
+	// others (.sourceignore, Flux's default exclusions, the rules).
+	included, readErr := gittree.Files(tree, rules.ignore, rules.sparse)
 	for _, f := range included {
 		if readErr != nil {
 			break

@@ -1,0 +1,65 @@
+package plan
+
+import (
+	"context"
+	"reflect"
+
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	gogit "github.com/go-git/go-git/v5"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/strata-gitops/strata/reconciler/graph"
+)
+
+// sourceRules are the GitRepository's own rules for which files of a
+// revision its artifact holds, besides Flux's defaults and .sourceignore:
+// spec.ignore and spec.sparseCheckout. The zero value is neither.
+type sourceRules struct {
+	ignore *string
+	sparse []string
+}
+
+func (r sourceRules) none() bool { return r.ignore == nil && len(r.sparse) == 0 }
+
+func (r sourceRules) equal(o sourceRules) bool { return reflect.DeepEqual(r, o) }
+
+// checkoutAsSource checks out ref with the files the planned
+// GitRepository's artifact of it would hold. The GitRepository is looked
+// for in what the root Kustomization renders, where `flux bootstrap` keeps
+// it; its spec.ignore and spec.sparseCheckout at that revision decide, as
+// they will once the revision is applied. The root's render is kept for
+// the side to use, unless the rules change the files it was made from.
+// The working tree is read as it is on disk.
+func checkoutAsSource(ctx context.Context, repo *gogit.Repository, o Options, ref string, root *kustomizev1.Kustomization) (*snapshot, error) {
+	s, err := checkout(repo, o.RepoDir, ref, o.SourceRoot, sourceRules{})
+	if err != nil || s.commit == "" {
+		return s, err
+	}
+	s.rootRender = renderOne(ctx, s.root, root, nil)
+	rules := rulesIn(s.rootRender.objects, o.Source)
+	if rules.none() {
+		return s, nil
+	}
+	s.remove()
+	return checkout(repo, o.RepoDir, ref, o.SourceRoot, rules)
+}
+
+// rulesIn finds the GitRepository source among objects and returns its
+// rules; none when it is not there.
+func rulesIn(objects []*unstructured.Unstructured, source graph.Key) sourceRules {
+	for _, o := range objects {
+		gvk := o.GroupVersionKind()
+		if gvk.Group != sourcev1.GroupVersion.Group || gvk.Kind != sourcev1.GitRepositoryKind ||
+			o.GetNamespace() != source.Namespace || o.GetName() != source.Name {
+			continue
+		}
+		repo := &sourcev1.GitRepository{}
+		if k8sruntime.DefaultUnstructuredConverter.FromUnstructured(o.Object, repo) != nil {
+			return sourceRules{}
+		}
+		return sourceRules{ignore: repo.Spec.Ignore, sparse: repo.Spec.SparseCheckout}
+	}
+	return sourceRules{}
+}
