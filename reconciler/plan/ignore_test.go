@@ -1,9 +1,13 @@
 package plan_test
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/strata-gitops/strata/reconciler/graph"
 	"github.com/strata-gitops/strata/reconciler/plan"
 )
 
@@ -74,6 +78,56 @@ spec:
 			if c, ok := findChange(p, object); !ok || c.Action != plan.Deleted {
 				t.Errorf("changed-only %v: %s, which the new spec.ignore leaves out, is not planned as deleted: %+v\n%s", changedOnly, object, c, changesOf(p))
 			}
+		}
+	}
+}
+
+// TestWorktreeSeesWhatACommitWouldHold: a WORKTREE plan renders what
+// committing the working tree would put in the artifact: an untracked
+// manifest is in; one git ignores, or one the artifact's rules leave out,
+// is not.
+func TestWorktreeSeesWhatACommitWouldHold(t *testing.T) {
+	r := newRepo(t, fixture())
+	cm := func(name string) string {
+		return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\n  namespace: databases\n"
+	}
+	for name, content := range map[string]string{
+		"apps/new.yaml":           cm("new"),
+		".gitignore":              "apps/local/\n",
+		"apps/local/mine.yaml":    cm("mine"),
+		"apps/.sourceignore":      "drafts/\n",
+		"apps/drafts/draft.yaml":  cm("draft"),
+		"apps/.github/ci.yaml":    "on: push\n",
+		"apps/.gitlab-ci.yml":     "stages: []\n",
+		"infrastructure/new.yaml": cm("infra"),
+	} {
+		full := filepath.Join(r.dir, name)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := plan.Run(context.Background(), plan.Options{
+		RepoDir: r.dir, Base: "main", Head: plan.WorkTree, Path: "./clusters/homelab", SourceRoot: ".",
+		Source: graph.Key{Namespace: "flux-system", Name: "flux-system"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Errors) > 0 {
+		t.Fatalf("errors: %v", p.Errors)
+	}
+	got := changesOf(p)
+	for _, want := range []string{"apps created ConfigMap/databases/new", "infrastructure created ConfigMap/databases/infra"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("changes:\n%s\nwant %q", got, want)
+		}
+	}
+	for _, left := range []string{"mine", "draft"} {
+		if strings.Contains(got, "ConfigMap/databases/"+left) {
+			t.Errorf("changes:\n%s\nwant nothing of %s", got, left)
 		}
 	}
 }

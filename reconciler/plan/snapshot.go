@@ -23,14 +23,13 @@ import (
 // uncommitted changes included.
 const WorkTree = "WORKTREE"
 
-// snapshot is one side of the plan: a revision's files on disk, where
-// Flux's generator and kustomize can read them.
+// snapshot is one side of the plan: the files an artifact of a revision
+// would hold, on disk, where Flux's generator and kustomize can read them.
 type snapshot struct {
 	ref    string
 	commit string // empty for the working tree
 	top    string // the checkout: the repository's top directory
 	root   string // the source root: the checkout plus --source-root
-	files  map[string]bool
 	remove func()
 	// rules are the GitRepository's own file rules the checkout applied.
 	rules sourceRules
@@ -50,29 +49,13 @@ func (s *snapshot) relative(msg string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(msg, s.top+string(filepath.Separator), ""), s.top, ".")
 }
 
-// checkout writes the tree of ref into a temporary directory, or uses the
-// working tree for WorkTree. The checkout goes to memory-backed /dev/shm
-// when there is one: thousands of small files are written per side.
+// checkout writes into a temporary directory the files an artifact of ref
+// would hold under rules: of its tree, or for WorkTree of the working tree
+// as a commit of it would hold them. The checkout goes to memory-backed
+// /dev/shm when there is one: thousands of small files are written per
+// side.
 func checkout(repo *gogit.Repository, repoDir, ref, sourceRoot string, rules sourceRules) (*snapshot, error) {
-	if ref == WorkTree {
-		// --source-root is relative to the clone's top, as for a commit,
-		// whichever directory inside the clone --repo names.
-		gitDir, err := findGitDir(repoDir)
-		if err != nil {
-			return nil, err
-		}
-		top := filepath.Dir(gitDir)
-		return &snapshot{ref: ref, top: top, root: filepath.Join(top, sourceRoot), remove: func() {}}, nil
-	}
-	hash, err := repo.ResolveRevision(plumbing.Revision(ref))
-	if err != nil {
-		return nil, fmt.Errorf("resolving %q in %s: %w: name a branch, tag or commit of that repository", ref, repoDir, err)
-	}
-	commit, err := repo.CommitObject(*hash)
-	if err != nil {
-		return nil, fmt.Errorf("reading commit %s (%s): %w", hash, ref, err)
-	}
-	tree, err := commit.Tree()
+	included, commit, err := filesOf(repo, repoDir, ref, rules)
 	if err != nil {
 		return nil, err
 	}
@@ -80,13 +63,42 @@ func checkout(repo *gogit.Repository, repoDir, ref, sourceRoot string, rules sou
 	if err != nil {
 		return nil, err
 	}
-	s := &snapshot{ref: ref, commit: hash.String(), top: dir, root: filepath.Join(dir, sourceRoot), files: map[string]bool{},
+	s := &snapshot{ref: ref, commit: commit, top: dir, root: filepath.Join(dir, sourceRoot),
 		remove: func() { _ = os.RemoveAll(dir) }, rules: rules}
-	if err := writeTree(tree, dir, s.files, rules); err != nil {
+	if err := writeFiles(included, dir); err != nil {
 		s.remove()
 		return nil, fmt.Errorf("checking out %s: %w", ref, err)
 	}
 	return s, nil
+}
+
+// filesOf lists the files an artifact of ref would hold under rules, and
+// the commit ref names (none for WorkTree).
+func filesOf(repo *gogit.Repository, repoDir, ref string, rules sourceRules) ([]artifact.File, string, error) {
+	if ref == WorkTree {
+		// The working tree is read from the clone's top, whichever
+		// directory inside the clone --repo names.
+		gitDir, err := findGitDir(repoDir)
+		if err != nil {
+			return nil, "", err
+		}
+		files, err := gittree.DiskFiles(filepath.Dir(gitDir), rules.ignore, rules.sparse)
+		return files, "", err
+	}
+	hash, err := repo.ResolveRevision(plumbing.Revision(ref))
+	if err != nil {
+		return nil, "", fmt.Errorf("resolving %q in %s: %w: name a branch, tag or commit of that repository", ref, repoDir, err)
+	}
+	commit, err := repo.CommitObject(*hash)
+	if err != nil {
+		return nil, "", fmt.Errorf("reading commit %s (%s): %w", hash, ref, err)
+	}
+	tree, err := commit.Tree()
+	if err != nil {
+		return nil, "", err
+	}
+	files, err := gittree.Files(tree, rules.ignore, rules.sparse)
+	return files, hash.String(), err
 }
 
 func tempBase() string {
@@ -100,11 +112,10 @@ func tempBase() string {
 	return os.TempDir()
 }
 
-// writeTree writes under dir the files an artifact of tree would hold, as
-// the GitRepository reconciler makes it with rules, and lists them in
-// files. Blobs are read in this goroutine (go-git's storage is not safe
-// for concurrent readers); a few writers create the files.
-func writeTree(tree *object.Tree, dir string, files map[string]bool, rules sourceRules) error {
+// writeFiles writes the files under dir. Blobs are read in this goroutine
+// (go-git's storage is not safe for concurrent readers); a few writers
+// create the files.
+func writeFiles(included []artifact.File, dir string) error {
 	type file struct {
 		path string
 		data []byte
@@ -131,13 +142,8 @@ func writeTree(tree *object.Tree, dir string, files map[string]bool, rules sourc
 			}
 		}()
 	}
-	// The files an artifact of this tree holds: the engine never sees the
-	// others (.sourceignore, Flux's default exclusions, the rules).
-	included, readErr := gittree.Files(tree, rules.ignore, rules.sparse)
+	var readErr error
 	for _, f := range included {
-		if readErr != nil {
-			break
-		}
 		var data []byte
 		if data, readErr = readFile(f); readErr != nil {
 			break
@@ -146,7 +152,6 @@ func writeTree(tree *object.Tree, dir string, files map[string]bool, rules sourc
 		if f.Executable {
 			mode = 0o755
 		}
-		files[f.Path] = true
 		queue <- file{filepath.Join(dir, filepath.FromSlash(f.Path)), data, mode}
 	}
 	close(queue)

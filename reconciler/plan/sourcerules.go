@@ -31,11 +31,10 @@ func (r sourceRules) equal(o sourceRules) bool { return reflect.DeepEqual(r, o) 
 // it; its spec.ignore and spec.sparseCheckout at that revision decide, as
 // they will once the revision is applied. The root's render is kept for
 // the side to use, unless the rules change the files it was made from.
-// The working tree is read as it is on disk.
 func checkoutAsSource(ctx context.Context, repo *gogit.Repository, o Options, ref string, root *kustomizev1.Kustomization) (*snapshot, error) {
 	s, err := checkout(repo, o.RepoDir, ref, o.SourceRoot, sourceRules{})
-	if err != nil || s.commit == "" {
-		return s, err
+	if err != nil {
+		return nil, err
 	}
 	s.rootRender = renderOne(ctx, s.root, root, nil)
 	rules := rulesIn(s.rootRender.objects, o.Source)

@@ -1,6 +1,7 @@
 // Package gittree lists the files of a git tree that belong in a source
 // artifact, with Flux's exclusion rules. The GitRepository reconciler makes
-// its artifacts from them, and strata plan renders the same files.
+// its artifacts from them, and strata plan renders the same files, of a
+// commit or of a working tree on disk.
 package gittree
 
 import (
@@ -22,21 +23,34 @@ import (
 // (nil for none); and with spec.sparseCheckout, only the files under the
 // directories it lists. Symbolic links are left out.
 func Files(tree *object.Tree, specIgnore *string, sparse []string) ([]artifact.File, error) {
-	entries, patterns, err := walkTree(tree)
+	files, patterns, err := walkTree(tree)
 	if err != nil {
 		return nil, err
 	}
+	return selectFiles(files, patterns, specIgnore, sparse), nil
+}
+
+// candidate is a file of a tree, committed or on disk, and where to read it.
+type candidate struct {
+	name    string
+	symlink bool
+	file    artifact.File
+}
+
+// selectFiles keeps the candidates an artifact holds: patterns are those
+// of the tree's .sourceignore files.
+func selectFiles(files []candidate, patterns []gitignore.Pattern, specIgnore *string, sparse []string) []artifact.File {
 	if specIgnore != nil {
 		patterns = append(patterns, sourceignore.ReadPatterns(strings.NewReader(*specIgnore), nil)...)
 	}
 	ignore := ignoreCache{m: sourceignore.NewDefaultMatcher(patterns, nil), dirs: map[string]bool{}}
-	var files []artifact.File
-	for _, e := range entries {
-		if e.entry.Mode != filemode.Symlink && inSparseCheckout(e.name, sparse) && !ignore.ignored(e.name) {
-			files = append(files, blobFile(tree, e.name, e.entry))
+	var out []artifact.File
+	for _, f := range files {
+		if !f.symlink && inSparseCheckout(f.name, sparse) && !ignore.ignored(f.name) {
+			out = append(out, f.file)
 		}
 	}
-	return files, nil
+	return out
 }
 
 // inSparseCheckout reports whether a file belongs to a sparse checkout of
@@ -54,24 +68,19 @@ func inSparseCheckout(name string, dirs []string) bool {
 	return false
 }
 
-type namedEntry struct {
-	name  string
-	entry object.TreeEntry
-}
-
 // walkTree returns every file of the tree and the patterns of its
 // .sourceignore files, in one walk: a walk reads every tree object of the
 // commit, a thousand for a thousand directories. Only the .sourceignore
 // blobs are read.
-func walkTree(tree *object.Tree) ([]namedEntry, []gitignore.Pattern, error) {
-	var entries []namedEntry
+func walkTree(tree *object.Tree) ([]candidate, []gitignore.Pattern, error) {
+	var files []candidate
 	var patterns []gitignore.Pattern
 	walker := object.NewTreeWalker(tree, true, nil)
 	defer walker.Close()
 	for {
 		name, entry, err := walker.Next()
 		if err == io.EOF {
-			return entries, patterns, nil
+			return files, patterns, nil
 		}
 		if err != nil {
 			return nil, nil, err
@@ -79,11 +88,12 @@ func walkTree(tree *object.Tree) ([]namedEntry, []gitignore.Pattern, error) {
 		if !entry.Mode.IsFile() {
 			continue
 		}
-		entries = append(entries, namedEntry{name, entry})
+		file := blobFile(tree, name, entry)
+		files = append(files, candidate{name: name, symlink: entry.Mode == filemode.Symlink, file: file})
 		if path.Base(name) != sourceignore.IgnoreFile {
 			continue
 		}
-		read, err := ignorePatterns(tree, name, entry)
+		read, err := readPatterns(file, domainOf(path.Dir(name)))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -91,19 +101,24 @@ func walkTree(tree *object.Tree) ([]namedEntry, []gitignore.Pattern, error) {
 	}
 }
 
-// ignorePatterns reads one .sourceignore, its patterns scoped to its
-// directory.
-func ignorePatterns(tree *object.Tree, name string, entry object.TreeEntry) ([]gitignore.Pattern, error) {
-	r, err := blobFile(tree, name, entry).Open()
+// readPatterns reads one ignore file, its patterns scoped to domain, the
+// directory holding it.
+func readPatterns(f artifact.File, domain []string) ([]gitignore.Pattern, error) {
+	r, err := f.Open()
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
-	var domain []string
-	if dir := path.Dir(name); dir != "." {
-		domain = strings.Split(dir, "/")
-	}
 	return sourceignore.ReadPatterns(r, domain), nil
+}
+
+// domainOf is a directory's path as ignore patterns scope it; nil for the
+// top.
+func domainOf(dir string) []string {
+	if dir == "." || dir == "" {
+		return nil
+	}
+	return strings.Split(dir, "/")
 }
 
 // ignoreCache answers whether a file is excluded: the file itself or any

@@ -1,0 +1,131 @@
+package gittree_test
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	gogit "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/strata-gitops/strata/sources/artifact"
+	"github.com/strata-gitops/strata/sources/gittree"
+)
+
+// commitOnDisk writes files into a new repository at dir, commits them and
+// returns the commit's tree.
+func commitOnDisk(t *testing.T, dir string, files map[string]string) *object.Tree {
+	t.Helper()
+	repo, err := gogit.PlainInit(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, dir, files)
+	wt, err := repo.Worktree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wt.AddGlob("."); err != nil {
+		t.Fatal(err)
+	}
+	hash, err := wt.Commit("x", &gogit.CommitOptions{Author: &object.Signature{Name: "t", Email: "t@strata.dev", When: time.Now()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := repo.CommitObject(hash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := c.Tree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+func writeFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for p, content := range files {
+		full := filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func names(files []artifact.File) []string {
+	var out []string
+	for _, f := range files {
+		out = append(out, f.Path)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestDiskFilesAreWhatACommitWouldHold: a clean working tree gives the
+// files its commit gives, under every rule; then files git ignores are
+// left out and untracked ones are in, as committing them would make it.
+func TestDiskFilesAreWhatACommitWouldHold(t *testing.T) {
+	dir := t.TempDir()
+	tr := commitOnDisk(t, dir, map[string]string{
+		"apps/app.yaml":           "a",
+		"apps/.sourceignore":      "*.enc\n",
+		"apps/secret.enc":         "x",
+		"other/secret.enc":        "x",
+		".github/workflows/a.yml": "x",
+		"docs/readme.md":          "x",
+		"clusters/prod/ks.yaml":   "k",
+		".gitignore":              "*.tmp\nlocal/\n",
+	})
+	if err := os.Symlink("app.yaml", filepath.Join(dir, "apps", "link.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	ignore := "docs/\n"
+	for _, rules := range []struct {
+		ignore *string
+		sparse []string
+	}{{nil, nil}, {&ignore, nil}, {nil, []string{"clusters/prod", "apps"}}} {
+		committed, err := gittree.Files(tr, rules.ignore, rules.sparse)
+		if err != nil {
+			t.Fatal(err)
+		}
+		onDisk, err := gittree.DiskFiles(dir, rules.ignore, rules.sparse)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := names(onDisk), names(committed); !slices.Equal(got, want) {
+			t.Errorf("ignore %v, sparse %q: the clean working tree gives %q, its commit %q", rules.ignore, rules.sparse, got, want)
+		}
+	}
+
+	writeFiles(t, dir, map[string]string{
+		"apps/new.yaml":       "untracked, committed by git add --all",
+		"apps/scratch.tmp":    "git ignores it",
+		"local/secret.yaml":   "git ignores the directory",
+		"apps/.gitignore":     "draft.yaml\n",
+		"apps/draft.yaml":     "git ignores it from its own directory",
+		".git/info/exclude":   "mine.yaml\n",
+		"clusters/mine.yaml":  "excluded by .git/info/exclude",
+		"apps/drafts/ok.yaml": "draft.yaml matches a name, not this",
+	})
+	onDisk, err := gittree.DiskFiles(dir, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := names(onDisk)
+	for _, in := range []string{"apps/new.yaml", "apps/drafts/ok.yaml", "apps/app.yaml"} {
+		if !slices.Contains(got, in) {
+			t.Errorf("%s is not among the working tree's files %q", in, got)
+		}
+	}
+	for _, out := range []string{"apps/scratch.tmp", "local/secret.yaml", "apps/draft.yaml", "clusters/mine.yaml", "apps/secret.enc", "apps/link.yaml"} {
+		if slices.Contains(got, out) {
+			t.Errorf("%s is among the working tree's files %q", out, got)
+		}
+	}
+}
