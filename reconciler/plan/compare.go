@@ -51,15 +51,11 @@ func Run(ctx context.Context, o Options) (*Plan, error) {
 	}
 	defer closeRepo()
 	root := rootKustomization(o)
-	base, err := checkoutAsSource(ctx, repo, o, o.Base, root)
+	base, head, err := checkoutSides(ctx, repo, o, root)
 	if err != nil {
 		return nil, err
 	}
 	defer base.remove()
-	head, err := checkoutAsSource(ctx, repo, o, o.Head, root)
-	if err != nil {
-		return nil, err
-	}
 	defer head.remove()
 
 	var baseSkip, headSkip func(*kustomizev1.Kustomization) bool

@@ -3,6 +3,7 @@ package plan
 import (
 	"context"
 	"reflect"
+	"sync"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
@@ -25,24 +26,48 @@ func (r sourceRules) none() bool { return r.ignore == nil && len(r.sparse) == 0 
 
 func (r sourceRules) equal(o sourceRules) bool { return reflect.DeepEqual(r, o) }
 
-// checkoutAsSource checks out ref with the files the planned
-// GitRepository's artifact of it would hold. The GitRepository is looked
-// for in what the root Kustomization renders, where `flux bootstrap` keeps
-// it; its spec.ignore and spec.sparseCheckout at that revision decide, as
-// they will once the revision is applied. The root's render is kept for
-// the side to use, unless the rules change the files it was made from.
-func checkoutAsSource(ctx context.Context, repo *gogit.Repository, o Options, ref string, root *kustomizev1.Kustomization) (*snapshot, error) {
-	s, err := checkout(repo, o.RepoDir, ref, o.SourceRoot, sourceRules{})
-	if err != nil {
-		return nil, err
+// checkoutSides checks out the base and head revisions with the files the
+// planned GitRepository's artifact of each would hold. The GitRepository
+// is looked for in what the root Kustomization renders, where `flux
+// bootstrap` keeps it; its spec.ignore and spec.sparseCheckout at that
+// revision decide, as they will once the revision is applied. The root's
+// render is kept for the side to use, unless the rules change the files it
+// was made from. The checkouts read the repository one after the other
+// (go-git's storage is not safe for concurrent readers); the two root
+// renders run side by side.
+func checkoutSides(ctx context.Context, repo *gogit.Repository, o Options, root *kustomizev1.Kustomization) (base, head *snapshot, err error) {
+	sides := []*snapshot{nil, nil}
+	cleanup := func() {
+		for _, s := range sides {
+			if s != nil {
+				s.remove()
+			}
+		}
 	}
-	s.rootRender = renderOne(ctx, s.root, root, nil)
-	rules := rulesIn(s.rootRender.objects, o.Source)
-	if rules.none() {
-		return s, nil
+	for i, ref := range []string{o.Base, o.Head} {
+		if sides[i], err = checkout(repo, o.RepoDir, ref, o.SourceRoot, sourceRules{}); err != nil {
+			cleanup()
+			return nil, nil, err
+		}
 	}
-	s.remove()
-	return checkout(repo, o.RepoDir, ref, o.SourceRoot, rules)
+	var wg sync.WaitGroup
+	for _, s := range sides {
+		wg.Go(func() { s.rootRender = renderOne(ctx, s.root, root, nil) })
+	}
+	wg.Wait()
+	for i, s := range sides {
+		rules := rulesIn(s.rootRender.objects, o.Source)
+		if rules.none() {
+			continue
+		}
+		s.remove()
+		if sides[i], err = checkout(repo, o.RepoDir, s.ref, o.SourceRoot, rules); err != nil {
+			sides[i] = nil
+			cleanup()
+			return nil, nil, err
+		}
+	}
+	return sides[0], sides[1], nil
 }
 
 // rulesIn finds the GitRepository source among objects and returns its
