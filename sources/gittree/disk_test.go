@@ -5,12 +5,10 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
-	"time"
 
 	gogit "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
-	"github.com/strata-gitops/strata/sources/artifact"
 	"github.com/strata-gitops/strata/sources/gittree"
 )
 
@@ -23,26 +21,7 @@ func commitOnDisk(t *testing.T, dir string, files map[string]string) *object.Tre
 		t.Fatal(err)
 	}
 	writeFiles(t, dir, files)
-	wt, err := repo.Worktree()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := wt.AddGlob("."); err != nil {
-		t.Fatal(err)
-	}
-	hash, err := wt.Commit("x", &gogit.CommitOptions{Author: &object.Signature{Name: "t", Email: "t@strata.dev", When: time.Now()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := repo.CommitObject(hash)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := c.Tree()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tr
+	return commitAll(t, repo)
 }
 
 func writeFiles(t *testing.T, dir string, files map[string]string) {
@@ -56,15 +35,6 @@ func writeFiles(t *testing.T, dir string, files map[string]string) {
 			t.Fatal(err)
 		}
 	}
-}
-
-func names(files []artifact.File) []string {
-	var out []string
-	for _, f := range files {
-		out = append(out, f.Path)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // TestDiskFilesAreWhatACommitWouldHold: a clean working tree gives the

@@ -10,6 +10,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/storage/memory"
 
+	"github.com/strata-gitops/strata/sources/artifact"
 	"github.com/strata-gitops/strata/sources/gittree"
 )
 
@@ -37,6 +38,13 @@ func tree(t *testing.T, files, links map[string]string) *object.Tree {
 			t.Fatal(err)
 		}
 	}
+	return commitAll(t, repo)
+}
+
+// commitAll commits every file of repo's working tree and returns the
+// commit's tree.
+func commitAll(t *testing.T, repo *gogit.Repository) *object.Tree {
+	t.Helper()
 	wt, err := repo.Worktree()
 	if err != nil {
 		t.Fatal(err)
@@ -65,6 +73,11 @@ func paths(t *testing.T, tr *object.Tree, specIgnore *string, sparse []string) [
 	if err != nil {
 		t.Fatal(err)
 	}
+	return names(files)
+}
+
+// names are the files' paths, sorted.
+func names(files []artifact.File) []string {
 	var out []string
 	for _, f := range files {
 		out = append(out, f.Path)
