@@ -131,3 +131,31 @@ func TestWorktreeSeesWhatACommitWouldHold(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanDoesNotGuessIncludedFiles: a Kustomization that reads a
+// directory spec.include fills is not rendered from what this repository
+// alone holds there (its objects would read as deleted); the plan says
+// why instead.
+func TestPlanDoesNotGuessIncludedFiles(t *testing.T) {
+	r := newRepo(t, fixture())
+	r.branch("include", map[string]string{"clusters/homelab/flux-system/gotk-sync.yaml": `apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata:
+  name: flux-system
+  namespace: flux-system
+spec:
+  interval: 1m
+  url: https://git.example/cluster.git
+  include:
+    - repository:
+        name: shared
+      toPath: ./apps
+`})
+	p := run(t, r, "include", false)
+	if p.Summary.Deleted != 0 {
+		t.Errorf("the included directory's objects read as deleted:\n%s", changesOf(p))
+	}
+	if !strings.Contains(strings.Join(p.Errors, "\n"), "spec.include") {
+		t.Errorf("errors %v do not say that apps reads an included directory", p.Errors)
+	}
+}

@@ -133,6 +133,10 @@ func (s *side) renderAll(ctx context.Context, level []*kustomizev1.Kustomization
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
+			if err := s.snap.rules.readsIncluded(ks, s.snap.root); err != nil {
+				results[i] = &rendered{err: err}
+				return
+			}
 			results[i] = renderOne(ctx, s.snap.root, ks, s.objects)
 		}()
 	}

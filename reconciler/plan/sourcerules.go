@@ -2,7 +2,11 @@ package plan
 
 import (
 	"context"
+	"fmt"
+	"path"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
@@ -11,18 +15,48 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/strata-gitops/strata/reconciler/build"
 	"github.com/strata-gitops/strata/reconciler/graph"
 )
 
 // sourceRules are the GitRepository's own rules for which files of a
 // revision its artifact holds, besides Flux's defaults and .sourceignore:
-// spec.ignore and spec.sparseCheckout. The zero value is neither.
+// spec.ignore and spec.sparseCheckout; and where spec.include puts other
+// repositories' files, which the plan does not fetch. The zero value is
+// none of them.
 type sourceRules struct {
-	ignore *string
-	sparse []string
+	ignore   *string
+	sparse   []string
+	included []string
 }
 
+// none says the rules leave the files as Flux's defaults do.
 func (r sourceRules) none() bool { return r.ignore == nil && len(r.sparse) == 0 }
+
+// readsIncluded refuses to render ks when its render reads a directory
+// that spec.include fills: with only this repository's files there, the
+// plan would show the included objects as deleted.
+func (r sourceRules) readsIncluded(ks *kustomizev1.Kustomization, root string) error {
+	if len(r.included) == 0 {
+		return nil
+	}
+	paths, _ := build.PathsRead(ks, root)
+	paths = append(paths, inArtifact(ks.Spec.Path))
+	for _, p := range paths {
+		for _, to := range r.included {
+			if to == "" || p == to || strings.HasPrefix(p, to+"/") {
+				return fmt.Errorf("its build reads '%s', which spec.include of the GitRepository fills from another repository; "+
+					"the plan does not fetch included repositories, so it is not rendered", p)
+			}
+		}
+	}
+	return nil
+}
+
+// inArtifact is p as a path inside the artifact, relative to its root.
+func inArtifact(p string) string {
+	return strings.TrimPrefix(path.Clean("/"+filepath.ToSlash(p)), "/")
+}
 
 func (r sourceRules) equal(o sourceRules) bool { return reflect.DeepEqual(r, o) }
 
@@ -58,6 +92,7 @@ func checkoutSides(ctx context.Context, repo *gogit.Repository, o Options, root 
 	for i, s := range sides {
 		rules := rulesIn(s.rootRender.objects, o.Source)
 		if rules.none() {
+			s.rules = rules // what spec.include fills, if anything
 			continue
 		}
 		s.remove()
@@ -83,7 +118,11 @@ func rulesIn(objects []*unstructured.Unstructured, source graph.Key) sourceRules
 		if k8sruntime.DefaultUnstructuredConverter.FromUnstructured(o.Object, repo) != nil {
 			return sourceRules{}
 		}
-		return sourceRules{ignore: repo.Spec.Ignore, sparse: repo.Spec.SparseCheckout}
+		rules := sourceRules{ignore: repo.Spec.Ignore, sparse: repo.Spec.SparseCheckout}
+		for _, inc := range repo.Spec.Include {
+			rules.included = append(rules.included, inArtifact(inc.GetToPath()))
+		}
+		return rules
 	}
 	return sourceRules{}
 }

@@ -23,7 +23,7 @@ func BenchmarkArtifact(b *testing.B) {
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		files, err := treeFiles(commit, nil, nil)
+		files, err := treeFiles(commit, nil, nil, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -43,7 +43,7 @@ func BenchmarkTreeFiles(b *testing.B) {
 	commit := benchCommit(b)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := treeFiles(commit, nil, nil); err != nil {
+		if _, err := treeFiles(commit, nil, nil, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/strata-gitops/strata/internal/finalizer"
@@ -51,6 +52,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrent int) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&sourcev1.GitRepository{}, builder.WithPredicates(
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicates.ReconcileRequestedPredicate{}))).
+		Watches(&sourcev1.GitRepository{}, handler.EnqueueRequestsFromMapFunc(includersOf(mgr.GetClient())), builder.WithPredicates(artifactMoved{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrent}).
 		Complete(r)
 }
@@ -140,19 +142,33 @@ func (r *Reconciler) reconcileArtifact(ctx context.Context, obj *sourcev1.GitRep
 		return err
 	}
 
-	if !r.artifactOutdated(obj, rev) {
+	inc, err := r.included(ctx, obj)
+	if err != nil {
+		status.Set(obj, sourcev1.IncludeUnavailableCondition, metav1.ConditionTrue, sourcev1.IncludeUnavailableCondition, err.Error())
+		r.fail(obj, sourcev1.IncludeUnavailableCondition, err)
+		return err
+	}
+	status.Remove(obj, sourcev1.IncludeUnavailableCondition)
+	if !r.artifactOutdated(obj, rev) && sameIncludes(obj, inc) {
 		r.succeed(obj)
 		return nil
 	}
-	files, err := treeFiles(commit, obj.Spec.Ignore, obj.Spec.SparseCheckout)
+	files, err := treeFiles(commit, obj.Spec.Ignore, obj.Spec.SparseCheckout, inc.files)
 	if err == nil {
 		var a *meta.Artifact
 		if a, err = r.Storage.Store(objectDir, rev, files); err == nil {
 			previous := obj.Status.Artifact
-			r.recordChanges(m, previous, commit, a)
+			// Changes of an included repository are not in this one's
+			// history: record this one's only while the included
+			// artifacts are those of the previous artifact.
+			if sameIncludes(obj, inc) {
+				r.recordChanges(m, previous, commit, a)
+			}
 			obj.Status.Artifact = a
 			obj.Status.ObservedIgnore = obj.Spec.Ignore
 			obj.Status.ObservedSparseCheckout = obj.Spec.SparseCheckout
+			obj.Status.ObservedInclude = obj.Spec.Include
+			obj.Status.IncludedArtifacts = inc.artifacts
 			r.Events.Eventf(obj, nil, corev1.EventTypeNormal, "NewArtifact", "Store",
 				"stored artifact for commit '%s'", firstLine(commit.Message))
 		}
@@ -184,9 +200,6 @@ func unsupported(obj *sourcev1.GitRepository) error {
 	case obj.Spec.RecurseSubmodules:
 		return errors.New("spec.recurseSubmodules is not served: the artifact would lack the submodules' files and Kustomizations would prune " +
 			"what those hold; vendor the submodules, " + flux)
-	case len(obj.Spec.Include) > 0:
-		return errors.New("spec.include is not served: the artifact would lack the included repositories' files and Kustomizations would prune " +
-			"what those hold; point Kustomizations at those GitRepositories, " + flux)
 	case obj.Spec.Provider != "" && obj.Spec.Provider != sourcev1.GitProviderGeneric:
 		return fmt.Errorf("spec.provider '%s' is not served: give the credentials in spec.secretRef, %s", obj.Spec.Provider, flux)
 	}

@@ -29,10 +29,7 @@ func TestUnservedFieldsAreRefused(t *testing.T) {
 		fragment string
 	}{
 		"submodules": {func(o *sourcev1.GitRepository) { o.Spec.RecurseSubmodules = true }, "spec.recurseSubmodules"},
-		"include": {func(o *sourcev1.GitRepository) {
-			o.Spec.Include = []sourcev1.GitRepositoryInclude{{GitRepositoryRef: meta.LocalObjectReference{Name: "other"}}}
-		}, "spec.include"},
-		"provider": {func(o *sourcev1.GitRepository) { o.Spec.Provider = sourcev1.GitProviderGitHub }, "spec.provider 'github'"},
+		"provider":   {func(o *sourcev1.GitRepository) { o.Spec.Provider = sourcev1.GitProviderGitHub }, "spec.provider 'github'"},
 	} {
 		f.create(t, name, repo.URL, c.mutate)
 		obj := f.waitFailure(t, name, status.UnsupportedFieldReason)

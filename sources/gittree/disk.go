@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/fluxcd/pkg/sourceignore"
 	"github.com/fluxcd/pkg/sourceignore/gitignore"
 
 	"github.com/strata-gitops/strata/sources/artifact"
@@ -31,16 +30,16 @@ func DiskFiles(top string, specIgnore *string, sparse []string) ([]artifact.File
 	if err := filepath.WalkDir(top, w.visit); err != nil {
 		return nil, err
 	}
-	return selectFiles(w.files, w.patterns, specIgnore, sparse), nil
+	return selectFiles(w.files, specIgnore, sparse, nil)
 }
 
-// diskWalk gathers a working tree's files, and the ignore patterns of git
-// and of .sourceignore files, directory by directory: a directory's own
-// files are read as it is entered, before anything below it is matched.
+// diskWalk gathers the files of a working tree that git does not ignore,
+// reading git's ignore files directory by directory: a directory's own
+// .gitignore is read as it is entered, before anything below it is
+// matched.
 type diskWalk struct {
 	top         string
 	files       []candidate
-	patterns    []gitignore.Pattern // .sourceignore
 	gitPatterns []gitignore.Pattern // .gitignore and .git/info/exclude
 }
 
@@ -77,18 +76,13 @@ func (w *diskWalk) visit(p string, d fs.DirEntry, err error) error {
 	return nil
 }
 
-// enter reads a directory's .gitignore and .sourceignore.
+// enter reads a directory's .gitignore.
 func (w *diskWalk) enter(dir string, domain []string) error {
 	git, err := readDiskPatterns(filepath.Join(dir, ".gitignore"), domain)
 	if err != nil {
 		return err
 	}
-	source, err := readDiskPatterns(filepath.Join(dir, sourceignore.IgnoreFile), domain)
-	if err != nil {
-		return err
-	}
 	w.gitPatterns = append(w.gitPatterns, git...)
-	w.patterns = append(w.patterns, source...)
 	return nil
 }
 

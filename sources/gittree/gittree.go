@@ -7,6 +7,7 @@ package gittree
 import (
 	"io"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/fluxcd/pkg/sourceignore"
@@ -18,16 +19,19 @@ import (
 )
 
 // Files lists the files of tree that belong in its artifact, with Flux's
-// exclusion rules: the default VCS/CI patterns, every .sourceignore in the
-// tree (scoped to its directory), then a GitRepository's spec.ignore block
-// (nil for none); and with spec.sparseCheckout, only the files under the
-// directories it lists. Symbolic links are left out.
-func Files(tree *object.Tree, specIgnore *string, sparse []string) ([]artifact.File, error) {
-	files, patterns, err := walkTree(tree)
+// exclusion rules: the default VCS/CI patterns, every .sourceignore (scoped
+// to its directory), then a GitRepository's spec.ignore block (nil for
+// none); and with spec.sparseCheckout, only the files under the
+// directories it lists. Symbolic links are left out. extra are files put
+// in the artifact besides the tree's, at their place in it (spec.include):
+// they replace the tree's files of the same path, and the exclusion rules,
+// not the sparse checkout, apply to them too.
+func Files(tree *object.Tree, specIgnore *string, sparse []string, extra ...artifact.File) ([]artifact.File, error) {
+	files, err := walkTree(tree)
 	if err != nil {
 		return nil, err
 	}
-	return selectFiles(files, patterns, specIgnore, sparse), nil
+	return selectFiles(files, specIgnore, sparse, extra)
 }
 
 // candidate is a file of a tree, committed or on disk, and where to read it.
@@ -37,20 +41,62 @@ type candidate struct {
 	file    artifact.File
 }
 
-// selectFiles keeps the candidates an artifact holds: patterns are those
-// of the tree's .sourceignore files.
-func selectFiles(files []candidate, patterns []gitignore.Pattern, specIgnore *string, sparse []string) []artifact.File {
+// selectFiles keeps the candidates, and extra, that an artifact holds.
+func selectFiles(files []candidate, specIgnore *string, sparse []string, extra []artifact.File) ([]artifact.File, error) {
+	files = withExtra(slices.DeleteFunc(files, func(c candidate) bool { return !inSparseCheckout(c.name, sparse) }), extra)
+	patterns, err := sourceIgnorePatterns(files)
+	if err != nil {
+		return nil, err
+	}
 	if specIgnore != nil {
 		patterns = append(patterns, sourceignore.ReadPatterns(strings.NewReader(*specIgnore), nil)...)
 	}
 	ignore := ignoreCache{m: sourceignore.NewDefaultMatcher(patterns, nil), dirs: map[string]bool{}}
 	var out []artifact.File
 	for _, f := range files {
-		if !f.symlink && inSparseCheckout(f.name, sparse) && !ignore.ignored(f.name) {
+		if !f.symlink && !ignore.ignored(f.name) {
 			out = append(out, f.file)
 		}
 	}
-	return out
+	return out, nil
+}
+
+// withExtra adds extra to files, each replacing a file of the same path.
+func withExtra(files []candidate, extra []artifact.File) []candidate {
+	if len(extra) == 0 {
+		return files
+	}
+	at := make(map[string]int, len(files))
+	for i, f := range files {
+		at[f.name] = i
+	}
+	for _, f := range extra {
+		c := candidate{name: f.Path, file: f}
+		if i, ok := at[f.Path]; ok {
+			files[i] = c
+			continue
+		}
+		at[f.Path] = len(files)
+		files = append(files, c)
+	}
+	return files
+}
+
+// sourceIgnorePatterns reads the .sourceignore files among files, each
+// scoped to its directory.
+func sourceIgnorePatterns(files []candidate) ([]gitignore.Pattern, error) {
+	var patterns []gitignore.Pattern
+	for _, f := range files {
+		if f.symlink || path.Base(f.name) != sourceignore.IgnoreFile {
+			continue
+		}
+		read, err := readPatterns(f.file, domainOf(path.Dir(f.name)))
+		if err != nil {
+			return nil, err
+		}
+		patterns = append(patterns, read...)
+	}
+	return patterns, nil
 }
 
 // inSparseCheckout reports whether a file belongs to a sparse checkout of
@@ -68,36 +114,23 @@ func inSparseCheckout(name string, dirs []string) bool {
 	return false
 }
 
-// walkTree returns every file of the tree and the patterns of its
-// .sourceignore files, in one walk: a walk reads every tree object of the
-// commit, a thousand for a thousand directories. Only the .sourceignore
-// blobs are read.
-func walkTree(tree *object.Tree) ([]candidate, []gitignore.Pattern, error) {
+// walkTree returns every file of the tree, in one walk: a walk reads
+// every tree object of the commit, a thousand for a thousand directories.
+func walkTree(tree *object.Tree) ([]candidate, error) {
 	var files []candidate
-	var patterns []gitignore.Pattern
 	walker := object.NewTreeWalker(tree, true, nil)
 	defer walker.Close()
 	for {
 		name, entry, err := walker.Next()
 		if err == io.EOF {
-			return files, patterns, nil
+			return files, nil
 		}
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		if !entry.Mode.IsFile() {
-			continue
+		if entry.Mode.IsFile() {
+			files = append(files, candidate{name: name, symlink: entry.Mode == filemode.Symlink, file: blobFile(tree, name, entry)})
 		}
-		file := blobFile(tree, name, entry)
-		files = append(files, candidate{name: name, symlink: entry.Mode == filemode.Symlink, file: file})
-		if path.Base(name) != sourceignore.IgnoreFile {
-			continue
-		}
-		read, err := readPatterns(file, domainOf(path.Dir(name)))
-		if err != nil {
-			return nil, nil, err
-		}
-		patterns = append(patterns, read...)
 	}
 }
 
