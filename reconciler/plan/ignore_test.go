@@ -41,18 +41,7 @@ func TestPlanSeesTheSourcesOwnRules(t *testing.T) {
 	files := fixture()
 	files["monitoring/alerts.yaml"] = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: alerts\n  namespace: flux-system\n"
 	r := newRepo(t, files)
-	sync := func(ignore string) string {
-		return `apiVersion: source.toolkit.fluxcd.io/v1
-kind: GitRepository
-metadata:
-  name: flux-system
-  namespace: flux-system
-spec:
-  interval: 1m
-  url: https://git.example/cluster.git
-  ignore: |
-    ` + ignore + "\n"
-	}
+	sync := func(ignore string) string { return gotkSync("  ignore: |\n    " + ignore + "\n") }
 	r.branch("rules", map[string]string{
 		"clusters/homelab/flux-system/gotk-sync.yaml": sync("/apps/drafts/"),
 		"apps/drafts/cm.yaml":                         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: draft\n  namespace: databases\n",
@@ -138,19 +127,11 @@ func TestWorktreeSeesWhatACommitWouldHold(t *testing.T) {
 // why instead.
 func TestPlanDoesNotGuessIncludedFiles(t *testing.T) {
 	r := newRepo(t, fixture())
-	r.branch("include", map[string]string{"clusters/homelab/flux-system/gotk-sync.yaml": `apiVersion: source.toolkit.fluxcd.io/v1
-kind: GitRepository
-metadata:
-  name: flux-system
-  namespace: flux-system
-spec:
-  interval: 1m
-  url: https://git.example/cluster.git
-  include:
+	r.branch("include", map[string]string{"clusters/homelab/flux-system/gotk-sync.yaml": gotkSync(`  include:
     - repository:
         name: shared
       toPath: ./apps
-`})
+`)})
 	p := run(t, r, "include", false)
 	if p.Summary.Deleted != 0 {
 		t.Errorf("the included directory's objects read as deleted:\n%s", changesOf(p))
@@ -158,4 +139,18 @@ spec:
 	if !strings.Contains(strings.Join(p.Errors, "\n"), "spec.include") {
 		t.Errorf("errors %v do not say that apps reads an included directory", p.Errors)
 	}
+}
+
+// gotkSync is the repository's own GitRepository, as flux bootstrap
+// writes it, with spec ending in tail.
+func gotkSync(tail string) string {
+	return `apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata:
+  name: flux-system
+  namespace: flux-system
+spec:
+  interval: 1m
+  url: https://git.example/cluster.git
+` + tail
 }

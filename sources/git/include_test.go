@@ -2,8 +2,6 @@ package git_test
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -47,16 +45,8 @@ func TestInclude(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		files := map[string]string{}
-		if err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-			if err != nil || d.IsDir() {
-				return err
-			}
-			data, err := os.ReadFile(p)
-			rel, _ := filepath.Rel(dir, p)
-			files[filepath.ToSlash(rel)] = string(data)
-			return err
-		}); err != nil {
+		files, err := testenv.ReadTree(dir)
+		if err != nil {
 			t.Fatal(err)
 		}
 		return files
