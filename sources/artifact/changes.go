@@ -37,7 +37,9 @@ func (s *Storage) Untouched(digest, from, dir string) bool {
 func touches(files []string, dir string) bool {
 	dir = strings.Trim(path.Clean("/"+dir), "/")
 	for _, f := range files {
-		if dir == "" || f == dir || strings.HasPrefix(f, dir+"/") {
+		// A changed path above dir is a submodule that moved: all of
+		// its files may have changed.
+		if dir == "" || f == dir || strings.HasPrefix(f, dir+"/") || strings.HasPrefix(dir, f+"/") {
 			return true
 		}
 	}

@@ -153,7 +153,20 @@ func (r *Reconciler) reconcileArtifact(ctx context.Context, obj *sourcev1.GitRep
 		r.succeed(obj)
 		return nil
 	}
-	files, err := treeFiles(commit, obj.Spec.Ignore, obj.Spec.SparseCheckout, inc.files)
+	extra := inc.files
+	if obj.Spec.RecurseSubmodules {
+		subs := &submodules{dir: filepath.Join(r.MirrorDir, objectDir) + ".submodules", auth: auth}
+		defer subs.close()
+		subFiles, err := subs.files(ctx, commit, "", obj.Spec.URL, 0)
+		if err != nil {
+			r.fail(obj, sourcev1.GitOperationFailedReason, err)
+			return err
+		}
+		// Included files go over the submodules', as Flux copies them
+		// into the checkout last.
+		extra = append(subFiles, inc.files...)
+	}
+	files, err := treeFiles(commit, obj.Spec.Ignore, obj.Spec.SparseCheckout, extra)
 	if err == nil {
 		var a *meta.Artifact
 		if a, err = r.Storage.Store(objectDir, rev, files); err == nil {
@@ -168,6 +181,7 @@ func (r *Reconciler) reconcileArtifact(ctx context.Context, obj *sourcev1.GitRep
 			obj.Status.ObservedIgnore = obj.Spec.Ignore
 			obj.Status.ObservedSparseCheckout = obj.Spec.SparseCheckout
 			obj.Status.ObservedInclude = obj.Spec.Include
+			obj.Status.ObservedRecurseSubmodules = obj.Spec.RecurseSubmodules
 			obj.Status.IncludedArtifacts = inc.artifacts
 			r.Events.Eventf(obj, nil, corev1.EventTypeNormal, "NewArtifact", "Store",
 				"stored artifact for commit '%s'", firstLine(commit.Message))
@@ -187,7 +201,7 @@ func (r *Reconciler) reconcileArtifact(ctx context.Context, obj *sourcev1.GitRep
 func (r *Reconciler) artifactOutdated(obj *sourcev1.GitRepository, rev string) bool {
 	a := obj.Status.Artifact
 	return a == nil || a.Revision != rev || !r.Storage.Has(a) ||
-		!equalPtr(obj.Status.ObservedIgnore, obj.Spec.Ignore) ||
+		!equalPtr(obj.Status.ObservedIgnore, obj.Spec.Ignore) || obj.Status.ObservedRecurseSubmodules != obj.Spec.RecurseSubmodules ||
 		!slices.Equal(obj.Status.ObservedSparseCheckout, obj.Spec.SparseCheckout)
 }
 
@@ -197,9 +211,6 @@ func (r *Reconciler) artifactOutdated(obj *sourcev1.GitRepository, rev string) b
 func unsupported(obj *sourcev1.GitRepository) error {
 	const flux = "or serve this source with Flux's source-controller"
 	switch {
-	case obj.Spec.RecurseSubmodules:
-		return errors.New("spec.recurseSubmodules is not served: the artifact would lack the submodules' files and Kustomizations would prune " +
-			"what those hold; vendor the submodules, " + flux)
 	case obj.Spec.Provider != "" && obj.Spec.Provider != sourcev1.GitProviderGeneric:
 		return fmt.Errorf("spec.provider '%s' is not served: give the credentials in spec.secretRef, %s", obj.Spec.Provider, flux)
 	}
@@ -248,7 +259,8 @@ func (r *Reconciler) finalize(ctx context.Context, obj *sourcev1.GitRepository) 
 	if err := r.Storage.Remove(objectDir); err != nil {
 		return err
 	}
-	if err := removeAll(filepath.Join(r.MirrorDir, objectDir), filepath.Join(r.MirrorDir, objectDir)+".ssh"); err != nil {
+	mirror := filepath.Join(r.MirrorDir, objectDir)
+	if err := removeAll(mirror, mirror+".ssh", mirror+".submodules"); err != nil {
 		return err
 	}
 	return finalizer.Release(ctx, r, obj, Finalizer)

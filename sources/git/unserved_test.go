@@ -28,8 +28,7 @@ func TestUnservedFieldsAreRefused(t *testing.T) {
 		mutate   func(*sourcev1.GitRepository)
 		fragment string
 	}{
-		"submodules": {func(o *sourcev1.GitRepository) { o.Spec.RecurseSubmodules = true }, "spec.recurseSubmodules"},
-		"provider":   {func(o *sourcev1.GitRepository) { o.Spec.Provider = sourcev1.GitProviderGitHub }, "spec.provider 'github'"},
+		"provider": {func(o *sourcev1.GitRepository) { o.Spec.Provider = sourcev1.GitProviderGitHub }, "spec.provider 'github'"},
 	} {
 		f.create(t, name, repo.URL, c.mutate)
 		obj := f.waitFailure(t, name, status.UnsupportedFieldReason)
