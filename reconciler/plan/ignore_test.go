@@ -154,3 +154,31 @@ spec:
   url: https://git.example/cluster.git
 ` + tail
 }
+
+// TestPlanDoesNotGuessSubmodules: with spec.recurseSubmodules, a
+// Kustomization whose directory holds a submodule is not rendered without
+// it; the plan names the submodule's path.
+func TestPlanDoesNotGuessSubmodules(t *testing.T) {
+	r := newRepo(t, fixture())
+	r.git("checkout", "-q", "-b", "submodule", "main")
+	sync := "clusters/homelab/flux-system/gotk-sync.yaml"
+	if err := os.MkdirAll(filepath.Join(r.dir, filepath.Dir(sync)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(r.dir, sync), []byte(gotkSync("  recurseSubmodules: true\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Staged by hand: "git add -A" would drop the gitlink, which has no
+	// checkout in the work tree.
+	r.git("add", sync)
+	r.git("update-index", "--add", "--cacheinfo", "160000,"+r.git("rev-parse", "HEAD")+",apps/vendor")
+	r.git("commit", "-q", "-m", "submodule")
+	r.git("checkout", "-q", "main")
+	p := run(t, r, "submodule", false)
+	if p.Summary.Deleted != 0 {
+		t.Errorf("objects read as deleted:\n%s", changesOf(p))
+	}
+	if errs := strings.Join(p.Errors, "\n"); !strings.Contains(errs, "apps/vendor") || !strings.Contains(errs, "submodule") {
+		t.Errorf("errors %v do not say that apps holds a submodule", p.Errors)
+	}
+}

@@ -12,11 +12,13 @@ import (
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	gogit "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/strata-gitops/strata/reconciler/build"
 	"github.com/strata-gitops/strata/reconciler/graph"
+	"github.com/strata-gitops/strata/sources/gittree"
 )
 
 // sourceRules are the GitRepository's own rules for which files of a
@@ -28,14 +30,17 @@ type sourceRules struct {
 	ignore   *string
 	sparse   []string
 	included []string
+	// submodules: spec.recurseSubmodules, whose paths join included.
+	submodules bool
 }
 
 // none says the rules leave the files as Flux's defaults do.
 func (r sourceRules) none() bool { return r.ignore == nil && len(r.sparse) == 0 }
 
 // readsIncluded refuses to render ks when its render reads a directory
-// that spec.include fills: with only this repository's files there, the
-// plan would show the included objects as deleted.
+// that spec.include or a submodule fills, or one above it: with only this
+// repository's files there, the plan would show the included objects as
+// deleted.
 func (r sourceRules) readsIncluded(ks *kustomizev1.Kustomization, root string) error {
 	if len(r.included) == 0 {
 		return nil
@@ -44,9 +49,11 @@ func (r sourceRules) readsIncluded(ks *kustomizev1.Kustomization, root string) e
 	paths = append(paths, inArtifact(ks.Spec.Path))
 	for _, p := range paths {
 		for _, to := range r.included {
-			if to == "" || p == to || strings.HasPrefix(p, to+"/") {
-				return fmt.Errorf("its build reads '%s', which spec.include of the GitRepository fills from another repository; "+
-					"the plan does not fetch included repositories, so it is not rendered", p)
+			// Below the filled directory, or a directory above it: Flux's
+			// generator builds every manifest under a plain directory.
+			if to == "" || p == to || strings.HasPrefix(p, to+"/") || strings.HasPrefix(to, p+"/") {
+				return fmt.Errorf("its build reads '%s', and the GitRepository puts another repository's files at '%s' (spec.include or a submodule); "+
+					"the plan does not fetch those, so it is not rendered", p, to)
 			}
 		}
 	}
@@ -91,6 +98,14 @@ func checkoutSides(ctx context.Context, repo *gogit.Repository, o Options, root 
 	wg.Wait()
 	for i, s := range sides {
 		rules := rulesIn(s.rootRender.objects, o.Source)
+		if rules.submodules {
+			paths, err := submodulePaths(repo, s.ref, o.SourceRoot)
+			if err != nil {
+				cleanup()
+				return nil, nil, err
+			}
+			rules.included = append(rules.included, paths...)
+		}
 		if rules.none() {
 			s.rules = rules // what spec.include fills, if anything
 			continue
@@ -118,11 +133,46 @@ func rulesIn(objects []*unstructured.Unstructured, source graph.Key) sourceRules
 		if k8sruntime.DefaultUnstructuredConverter.FromUnstructured(o.Object, repo) != nil {
 			return sourceRules{}
 		}
-		rules := sourceRules{ignore: repo.Spec.Ignore, sparse: repo.Spec.SparseCheckout}
+		rules := sourceRules{ignore: repo.Spec.Ignore, sparse: repo.Spec.SparseCheckout, submodules: repo.Spec.RecurseSubmodules}
 		for _, inc := range repo.Spec.Include {
 			rules.included = append(rules.included, inArtifact(inc.GetToPath()))
 		}
 		return rules
 	}
 	return sourceRules{}
+}
+
+// submodulePaths lists the submodules of ref (of HEAD for the working
+// tree), relative to the source root.
+func submodulePaths(repo *gogit.Repository, ref, sourceRoot string) ([]string, error) {
+	if ref == WorkTree {
+		ref = "HEAD"
+	}
+	hash, err := repo.ResolveRevision(plumbing.Revision(ref))
+	if err != nil {
+		return nil, err
+	}
+	commit, err := repo.CommitObject(*hash)
+	if err != nil {
+		return nil, err
+	}
+	tree, err := commit.Tree()
+	if err != nil {
+		return nil, err
+	}
+	links, err := gittree.Submodules(tree)
+	if err != nil {
+		return nil, err
+	}
+	root := inArtifact(sourceRoot)
+	var paths []string
+	for p := range links {
+		switch {
+		case root == "":
+			paths = append(paths, p)
+		case strings.HasPrefix(p, root+"/"):
+			paths = append(paths, strings.TrimPrefix(p, root+"/"))
+		}
+	}
+	return paths, nil
 }

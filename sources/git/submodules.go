@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"path"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/transport"
 
 	"github.com/strata-gitops/strata/sources/artifact"
+	"github.com/strata-gitops/strata/sources/gittree"
 )
 
 // maxSubmoduleDepth bounds submodules of submodules, as a guard against a
@@ -49,7 +49,7 @@ func (s *submodules) files(ctx context.Context, commit *object.Commit, prefix, p
 	if err != nil {
 		return nil, err
 	}
-	links, err := gitlinks(tree)
+	links, err := gittree.Submodules(tree)
 	if err != nil || len(links) == 0 {
 		return nil, err
 	}
@@ -121,25 +121,6 @@ func (s *submodules) fetch(ctx context.Context, url string, hash plumbing.Hash) 
 		return nil, fmt.Errorf("the commit is on no branch or tag of the remote: push it: %w", err)
 	}
 	return c, nil
-}
-
-// gitlinks maps the paths of a tree's submodules to their commits.
-func gitlinks(tree *object.Tree) (map[string]plumbing.Hash, error) {
-	links := map[string]plumbing.Hash{}
-	walker := object.NewTreeWalker(tree, true, nil)
-	defer walker.Close()
-	for {
-		name, entry, err := walker.Next()
-		if err == io.EOF {
-			return links, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		if entry.Mode == filemode.Submodule {
-			links[name] = entry.Hash
-		}
-	}
 }
 
 // readModules reads a tree's .gitmodules, by submodule path.

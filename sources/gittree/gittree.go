@@ -12,6 +12,7 @@ import (
 
 	"github.com/fluxcd/pkg/sourceignore"
 	"github.com/fluxcd/pkg/sourceignore/gitignore"
+	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
@@ -130,6 +131,26 @@ func walkTree(tree *object.Tree) ([]candidate, error) {
 		}
 		if entry.Mode.IsFile() {
 			files = append(files, candidate{name: name, symlink: entry.Mode == filemode.Symlink, file: blobFile(tree, name, entry)})
+		}
+	}
+}
+
+// Submodules maps the paths of tree's submodules (its gitlinks, at any
+// depth) to the commits they point at.
+func Submodules(tree *object.Tree) (map[string]plumbing.Hash, error) {
+	links := map[string]plumbing.Hash{}
+	walker := object.NewTreeWalker(tree, true, nil)
+	defer walker.Close()
+	for {
+		name, entry, err := walker.Next()
+		if err == io.EOF {
+			return links, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if entry.Mode == filemode.Submodule {
+			links[name] = entry.Hash
 		}
 	}
 }
