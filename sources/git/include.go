@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/strata-gitops/strata/internal/status"
 	"github.com/strata-gitops/strata/sources/artifact"
 )
 
@@ -49,9 +48,11 @@ func (r *Reconciler) included(ctx context.Context, obj *sourcev1.GitRepository) 
 			}
 			return nil, err
 		}
+		// Its last artifact serves while it fails to fetch a newer one,
+		// as it does for its own Kustomizations.
 		a := src.Status.Artifact
-		if a == nil || !status.IsReady(src) {
-			return nil, fmt.Errorf("included GitRepository '%s' has no artifact ready yet; this one is stored again when it has", name)
+		if a == nil || !r.Storage.Has(a) {
+			return nil, fmt.Errorf("included GitRepository '%s' has no artifact yet; this one is stored again when it has", name)
 		}
 		dir, err := r.Storage.Dir(a)
 		if err != nil {
