@@ -97,6 +97,20 @@ func (f *fixture) waitRevision(t *testing.T, name, revision string) *sourcev1.Gi
 	})
 }
 
+// artifactFiles reads the files of obj's artifact, by path.
+func (f *fixture) artifactFiles(t *testing.T, obj *sourcev1.GitRepository) map[string]string {
+	t.Helper()
+	dir, err := f.storage.Dir(obj.Status.Artifact)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := testenv.ReadTree(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
 // waitFailure waits for Ready=False with the given reason.
 func (f *fixture) waitFailure(t *testing.T, name, reason string) *sourcev1.GitRepository {
 	t.Helper()

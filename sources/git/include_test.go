@@ -39,21 +39,9 @@ func TestInclude(t *testing.T) {
 	}
 
 	f.create(t, "shared", shared.URL, nil)
-	content := func(obj *sourcev1.GitRepository) map[string]string {
-		t.Helper()
-		dir, err := f.storage.Dir(obj.Status.Artifact)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files, err := testenv.ReadTree(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return files
-	}
 	first := f.waitRevision(t, including.Name, "main@sha1:"+commit)
 	want := map[string]string{"clusters/x.yaml": "x: 1\n", "vendor/keep.yaml": "own: 1\n", "vendor/app.yaml": "v: 1\n"}
-	if got := content(first); fmt.Sprint(got) != fmt.Sprint(want) {
+	if got := f.artifactFiles(t, first); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("artifact with the include: %v, want %v", got, want)
 	}
 	if apimeta.FindStatusCondition(first.Status.Conditions, sourcev1.IncludeUnavailableCondition) != nil {
@@ -71,7 +59,7 @@ func TestInclude(t *testing.T) {
 	if second.Status.Artifact.Revision != first.Status.Artifact.Revision {
 		t.Errorf("the revision moved from %s to %s, though this repository did not", first.Status.Artifact.Revision, second.Status.Artifact.Revision)
 	}
-	if got := content(second)["vendor/app.yaml"]; got != "v: 2\n" {
+	if got := f.artifactFiles(t, second)["vendor/app.yaml"]; got != "v: 2\n" {
 		t.Errorf("vendor/app.yaml after the include moved: %q", got)
 	}
 	shared2 := f.waitFor(t, "shared", func(o *sourcev1.GitRepository, _ *metav1.Condition) error { return nil })

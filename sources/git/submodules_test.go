@@ -40,15 +40,7 @@ func TestRecurseSubmodules(t *testing.T) {
 		if !got.Status.ObservedRecurseSubmodules {
 			t.Errorf("status.observedRecurseSubmodules is not set")
 		}
-		dir, err := f.storage.Dir(got.Status.Artifact)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files, err := testenv.ReadTree(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return files
+		return f.artifactFiles(t, got)
 	}
 	files := content(rev)
 	if files["vendor/lib/deploy/cm.yaml"] != "v: 1\n" || files["top.yaml"] != "t: 1\n" {
