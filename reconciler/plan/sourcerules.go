@@ -3,8 +3,6 @@ package plan
 import (
 	"context"
 	"fmt"
-	"path"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/strata-gitops/strata/reconciler/build"
 	"github.com/strata-gitops/strata/reconciler/graph"
+	"github.com/strata-gitops/strata/sources/artifact"
 	"github.com/strata-gitops/strata/sources/gittree"
 )
 
@@ -46,7 +45,7 @@ func (r sourceRules) readsIncluded(ks *kustomizev1.Kustomization, root string) e
 		return nil
 	}
 	paths, _ := build.PathsRead(ks, root)
-	paths = append(paths, inArtifact(ks.Spec.Path))
+	paths = append(paths, artifact.PathIn(ks.Spec.Path))
 	for _, p := range paths {
 		for _, to := range r.included {
 			// Below the filled directory, or a directory above it: Flux's
@@ -58,11 +57,6 @@ func (r sourceRules) readsIncluded(ks *kustomizev1.Kustomization, root string) e
 		}
 	}
 	return nil
-}
-
-// inArtifact is p as a path inside the artifact, relative to its root.
-func inArtifact(p string) string {
-	return strings.TrimPrefix(path.Clean("/"+filepath.ToSlash(p)), "/")
 }
 
 func (r sourceRules) equal(o sourceRules) bool { return reflect.DeepEqual(r, o) }
@@ -135,7 +129,7 @@ func rulesIn(objects []*unstructured.Unstructured, source graph.Key) sourceRules
 		}
 		rules := sourceRules{ignore: repo.Spec.Ignore, sparse: repo.Spec.SparseCheckout, submodules: repo.Spec.RecurseSubmodules}
 		for _, inc := range repo.Spec.Include {
-			rules.included = append(rules.included, inArtifact(inc.GetToPath()))
+			rules.included = append(rules.included, artifact.PathIn(inc.GetToPath()))
 		}
 		return rules
 	}
@@ -164,7 +158,7 @@ func submodulePaths(repo *gogit.Repository, ref, sourceRoot string) ([]string, e
 	if err != nil {
 		return nil, err
 	}
-	root := inArtifact(sourceRoot)
+	root := artifact.PathIn(sourceRoot)
 	var paths []string
 	for p := range links {
 		switch {

@@ -2,6 +2,7 @@ package artifact
 
 import (
 	"path"
+	"path/filepath"
 	"strings"
 )
 
@@ -44,4 +45,10 @@ func touches(files []string, dir string) bool {
 		}
 	}
 	return false
+}
+
+// PathIn is p as a path inside an artifact: relative to its root, slash
+// separated, with ".." stopping at the root as securejoin does.
+func PathIn(p string) string {
+	return strings.TrimPrefix(path.Clean("/"+filepath.ToSlash(p)), "/")
 }

@@ -9,7 +9,6 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/fluxcd/pkg/apis/meta"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
@@ -23,24 +22,16 @@ import (
 	"github.com/strata-gitops/strata/sources/artifact"
 )
 
-// includes is what spec.include adds to an artifact: the files, at their
-// place in it, and the artifacts they come from, in the order of the spec.
-type includes struct {
-	files     []artifact.File
-	artifacts []*meta.Artifact
-}
-
-// included reads the artifacts of the GitRepositories obj includes, from
-// the same namespace. Each must have an artifact already; until it does,
-// obj keeps its last artifact.
-func (r *Reconciler) included(ctx context.Context, obj *sourcev1.GitRepository) (*includes, error) {
-	out := &includes{}
+// included are the artifacts of the GitRepositories obj includes, from
+// the same namespace, in the order of spec.include. Each must have an
+// artifact already; until it does, obj keeps its last artifact.
+func (r *Reconciler) included(ctx context.Context, obj *sourcev1.GitRepository) ([]*meta.Artifact, error) {
+	var out []*meta.Artifact
 	for _, inc := range obj.Spec.Include {
 		name := inc.GitRepositoryRef.Name
 		if name == obj.Name {
 			return nil, fmt.Errorf("spec.include names this GitRepository itself ('%s'): remove that entry", name)
 		}
-		from, to := inArtifact(inc.GetFromPath()), inArtifact(inc.GetToPath())
 		src := &sourcev1.GitRepository{}
 		if err := r.Get(ctx, types.NamespacedName{Namespace: obj.Namespace, Name: name}, src); err != nil {
 			if apierrors.IsNotFound(err) {
@@ -54,24 +45,28 @@ func (r *Reconciler) included(ctx context.Context, obj *sourcev1.GitRepository) 
 		if a == nil || !r.Storage.Has(a) {
 			return nil, fmt.Errorf("included GitRepository '%s' has no artifact yet; this one is stored again when it has", name)
 		}
-		dir, err := r.Storage.Dir(a)
-		if err != nil {
-			return nil, fmt.Errorf("reading the artifact of included GitRepository '%s': %w", name, err)
-		}
-		files, err := filesUnder(filepath.Join(dir, filepath.FromSlash(from)), to)
-		if err != nil {
-			return nil, fmt.Errorf("reading spec.include fromPath '%s' of GitRepository '%s': %w", inc.FromPath, name, err)
-		}
-		out.files = append(out.files, files...)
-		out.artifacts = append(out.artifacts, a)
+		out = append(out, a)
 	}
 	return out, nil
 }
 
-// inArtifact is p as a path inside an artifact: relative to its root,
-// with "..", as securejoin does, stopping at the root.
-func inArtifact(p string) string {
-	return strings.TrimPrefix(path.Clean("/"+filepath.ToSlash(p)), "/")
+// includedFiles lists the files spec.include puts in obj's artifact, at
+// their place in it, from the artifacts included returned.
+func (r *Reconciler) includedFiles(obj *sourcev1.GitRepository, artifacts []*meta.Artifact) ([]artifact.File, error) {
+	var out []artifact.File
+	for i, inc := range obj.Spec.Include {
+		dir, err := r.Storage.Dir(artifacts[i])
+		if err != nil {
+			return nil, fmt.Errorf("reading the artifact of included GitRepository '%s': %w", inc.GitRepositoryRef.Name, err)
+		}
+		from := filepath.Join(dir, filepath.FromSlash(artifact.PathIn(inc.GetFromPath())))
+		files, err := filesUnder(from, artifact.PathIn(inc.GetToPath()))
+		if err != nil {
+			return nil, fmt.Errorf("reading spec.include fromPath '%s' of GitRepository '%s': %w", inc.FromPath, inc.GitRepositoryRef.Name, err)
+		}
+		out = append(out, files...)
+	}
+	return out, nil
 }
 
 // filesUnder lists the regular files below dir, named as if dir were to.
@@ -101,11 +96,11 @@ func filesUnder(dir, to string) ([]artifact.File, error) {
 
 // sameIncludes says the stored artifact was made with these includes, of
 // these artifacts.
-func sameIncludes(obj *sourcev1.GitRepository, inc *includes) bool {
-	if !slices.Equal(obj.Status.ObservedInclude, obj.Spec.Include) || len(obj.Status.IncludedArtifacts) != len(inc.artifacts) {
+func sameIncludes(obj *sourcev1.GitRepository, artifacts []*meta.Artifact) bool {
+	if !slices.Equal(obj.Status.ObservedInclude, obj.Spec.Include) || len(obj.Status.IncludedArtifacts) != len(artifacts) {
 		return false
 	}
-	for i, a := range inc.artifacts {
+	for i, a := range artifacts {
 		if obj.Status.IncludedArtifacts[i] == nil || obj.Status.IncludedArtifacts[i].Digest != a.Digest {
 			return false
 		}

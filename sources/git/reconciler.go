@@ -142,29 +142,21 @@ func (r *Reconciler) reconcileArtifact(ctx context.Context, obj *sourcev1.GitRep
 		return err
 	}
 
-	inc, err := r.included(ctx, obj)
+	included, err := r.included(ctx, obj)
 	if err != nil {
 		status.Set(obj, sourcev1.IncludeUnavailableCondition, metav1.ConditionTrue, sourcev1.IncludeUnavailableCondition, err.Error())
 		r.fail(obj, sourcev1.IncludeUnavailableCondition, err)
 		return err
 	}
 	status.Remove(obj, sourcev1.IncludeUnavailableCondition)
-	if !r.artifactOutdated(obj, rev) && sameIncludes(obj, inc) {
+	if !r.artifactOutdated(obj, rev) && sameIncludes(obj, included) {
 		r.succeed(obj)
 		return nil
 	}
-	extra := inc.files
-	if obj.Spec.RecurseSubmodules {
-		subs := &submodules{dir: filepath.Join(r.MirrorDir, objectDir) + ".submodules", auth: auth}
-		defer subs.close()
-		subFiles, err := subs.files(ctx, commit, "", obj.Spec.URL, 0)
-		if err != nil {
-			r.fail(obj, sourcev1.GitOperationFailedReason, err)
-			return err
-		}
-		// Included files go over the submodules', as Flux copies them
-		// into the checkout last.
-		extra = append(subFiles, inc.files...)
+	extra, err := r.extraFiles(ctx, obj, commit, auth, objectDir, included)
+	if err != nil {
+		r.fail(obj, sourcev1.GitOperationFailedReason, err)
+		return err
 	}
 	files, err := treeFiles(commit, obj.Spec.Ignore, obj.Spec.SparseCheckout, extra)
 	if err == nil {
@@ -174,7 +166,7 @@ func (r *Reconciler) reconcileArtifact(ctx context.Context, obj *sourcev1.GitRep
 			// Changes of an included repository are not in this one's
 			// history: record this one's only while the included
 			// artifacts are those of the previous artifact.
-			if sameIncludes(obj, inc) {
+			if sameIncludes(obj, included) {
 				r.recordChanges(m, previous, commit, a)
 			}
 			obj.Status.Artifact = a
@@ -182,7 +174,7 @@ func (r *Reconciler) reconcileArtifact(ctx context.Context, obj *sourcev1.GitRep
 			obj.Status.ObservedSparseCheckout = obj.Spec.SparseCheckout
 			obj.Status.ObservedInclude = obj.Spec.Include
 			obj.Status.ObservedRecurseSubmodules = obj.Spec.RecurseSubmodules
-			obj.Status.IncludedArtifacts = inc.artifacts
+			obj.Status.IncludedArtifacts = included
 			r.Events.Eventf(obj, nil, corev1.EventTypeNormal, "NewArtifact", "Store",
 				"stored artifact for commit '%s'", firstLine(commit.Message))
 		}
@@ -194,6 +186,27 @@ func (r *Reconciler) reconcileArtifact(ctx context.Context, obj *sourcev1.GitRep
 	}
 	r.succeed(obj)
 	return nil
+}
+
+// extraFiles are the files the artifact holds besides the commit's: its
+// submodules' (spec.recurseSubmodules), then the included ones, which go
+// over them as Flux copies them into the checkout last. The submodules'
+// mirrors stay open until the reconcile ends: their files are read from
+// them when the artifact is stored.
+func (r *Reconciler) extraFiles(ctx context.Context, obj *sourcev1.GitRepository, commit *object.Commit, auth transport.AuthMethod,
+	objectDir string, included []*meta.Artifact) ([]artifact.File, error) {
+	var extra []artifact.File
+	if obj.Spec.RecurseSubmodules {
+		subs := &submodules{dir: filepath.Join(r.MirrorDir, objectDir) + ".submodules", auth: auth}
+		context.AfterFunc(ctx, subs.close)
+		files, err := subs.files(ctx, commit, "", obj.Spec.URL, 0)
+		if err != nil {
+			return nil, err
+		}
+		extra = files
+	}
+	files, err := r.includedFiles(obj, included)
+	return append(extra, files...), err
 }
 
 // artifactOutdated is true when the stored artifact is not the one the
