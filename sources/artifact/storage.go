@@ -27,6 +27,12 @@ type File struct {
 	Open       func() (io.ReadCloser, error)
 }
 
+// DiskFile is the file at p on disk, as name in an artifact; mode says
+// whether it is executable.
+func DiskFile(p, name string, mode os.FileMode) File {
+	return File{Path: name, Executable: mode&0o111 != 0, Open: func() (io.ReadCloser, error) { return os.Open(p) }}
+}
+
 // Storage is a directory of artifacts. BaseURL is where the artifact file
 // server is reachable, used to fill Artifact.URL as Flux does.
 type Storage struct {

@@ -3,7 +3,6 @@ package git
 import (
 	"context"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -59,8 +58,12 @@ func (r *Reconciler) includedFiles(obj *sourcev1.GitRepository, artifacts []*met
 		if err != nil {
 			return nil, fmt.Errorf("reading the artifact of included GitRepository '%s': %w", inc.GitRepositoryRef.Name, err)
 		}
-		from := filepath.Join(dir, filepath.FromSlash(artifact.PathIn(inc.GetFromPath())))
-		files, err := filesUnder(from, artifact.PathIn(inc.GetToPath()))
+		from := artifact.PathIn(inc.GetFromPath())
+		if info, err := os.Stat(filepath.Join(dir, filepath.FromSlash(from))); err != nil || !info.IsDir() {
+			return nil, fmt.Errorf("spec.include fromPath '%s' is not a directory of GitRepository '%s' at revision '%s': "+
+				"fix fromPath, or leave it out to include the whole artifact", inc.FromPath, inc.GitRepositoryRef.Name, artifacts[i].Revision)
+		}
+		files, err := filesUnder(filepath.Join(dir, filepath.FromSlash(from)), artifact.PathIn(inc.GetToPath()))
 		if err != nil {
 			return nil, fmt.Errorf("reading spec.include fromPath '%s' of GitRepository '%s': %w", inc.FromPath, inc.GitRepositoryRef.Name, err)
 		}
@@ -84,11 +87,7 @@ func filesUnder(dir, to string) ([]artifact.File, error) {
 		if err != nil {
 			return err
 		}
-		files = append(files, artifact.File{
-			Path:       path.Join(to, filepath.ToSlash(rel)),
-			Executable: info.Mode()&0o111 != 0,
-			Open:       func() (io.ReadCloser, error) { return os.Open(p) },
-		})
+		files = append(files, artifact.DiskFile(p, path.Join(to, filepath.ToSlash(rel)), info.Mode()))
 		return nil
 	})
 	return files, err

@@ -15,7 +15,8 @@ import (
 
 // TestInclude: spec.include puts another GitRepository's artifact (its
 // fromPath) at toPath in this one's, over the repository's files of the
-// same paths, and this one's spec.ignore applies to them too; until that GitRepository has an artifact, this one waits
+// same paths, and this one's spec.ignore applies to them too; a fromPath
+// the included artifact lacks is named; until that GitRepository has an artifact, this one waits
 // with IncludeUnavailable; a new artifact of it makes a new artifact here,
 // at the same revision.
 func TestInclude(t *testing.T) {
@@ -46,6 +47,15 @@ func TestInclude(t *testing.T) {
 	}
 	if apimeta.FindStatusCondition(first.Status.Conditions, sourcev1.IncludeUnavailableCondition) != nil {
 		t.Errorf("IncludeUnavailable stays after the include became available: %+v", first.Status.Conditions)
+	}
+
+	// A fromPath the included artifact lacks says so, and what to do.
+	f.create(t, "wrongpath", cluster.URL, func(o *sourcev1.GitRepository) {
+		o.Spec.Include = []sourcev1.GitRepositoryInclude{{GitRepositoryRef: meta.LocalObjectReference{Name: "shared"}, FromPath: "nope"}}
+	})
+	wrong := f.waitFailure(t, "wrongpath", sourcev1.IncludeUnavailableCondition)
+	if msg := apimeta.FindStatusCondition(wrong.Status.Conditions, meta.ReadyCondition).Message; !strings.Contains(msg, "fromPath 'nope'") || !strings.Contains(msg, "fix fromPath") {
+		t.Errorf("a missing fromPath reads %q", msg)
 	}
 
 	shared.CommitAndPush("two", map[string]string{"deploy/app.yaml": "v: 2\n"})

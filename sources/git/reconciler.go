@@ -144,8 +144,7 @@ func (r *Reconciler) reconcileArtifact(ctx context.Context, obj *sourcev1.GitRep
 
 	included, err := r.included(ctx, obj)
 	if err != nil {
-		status.Set(obj, sourcev1.IncludeUnavailableCondition, metav1.ConditionTrue, sourcev1.IncludeUnavailableCondition, err.Error())
-		r.fail(obj, sourcev1.IncludeUnavailableCondition, err)
+		r.failInclude(obj, err)
 		return err
 	}
 	status.Remove(obj, sourcev1.IncludeUnavailableCondition)
@@ -153,12 +152,22 @@ func (r *Reconciler) reconcileArtifact(ctx context.Context, obj *sourcev1.GitRep
 		r.succeed(obj)
 		return nil
 	}
-	extra, err := r.extraFiles(ctx, obj, commit, auth, objectDir, included)
+	// The submodules' files are read from their mirrors when the artifact
+	// is stored: the mirrors stay open until then.
+	subFiles, closeSubmodules, err := r.submoduleFiles(ctx, obj, commit, auth, objectDir)
+	defer closeSubmodules()
 	if err != nil {
 		r.fail(obj, sourcev1.GitOperationFailedReason, err)
 		return err
 	}
-	files, err := treeFiles(commit, obj.Spec.Ignore, obj.Spec.SparseCheckout, extra)
+	incFiles, err := r.includedFiles(obj, included)
+	if err != nil {
+		r.failInclude(obj, err)
+		return err
+	}
+	// Included files go over the submodules', as Flux copies them into the
+	// checkout last.
+	files, err := treeFiles(commit, obj.Spec.Ignore, obj.Spec.SparseCheckout, append(subFiles, incFiles...))
 	if err == nil {
 		var a *meta.Artifact
 		if a, err = r.Storage.Store(objectDir, rev, files); err == nil {
@@ -188,25 +197,16 @@ func (r *Reconciler) reconcileArtifact(ctx context.Context, obj *sourcev1.GitRep
 	return nil
 }
 
-// extraFiles are the files the artifact holds besides the commit's: its
-// submodules' (spec.recurseSubmodules), then the included ones, which go
-// over them as Flux copies them into the checkout last. The submodules'
-// mirrors stay open until the reconcile ends: their files are read from
-// them when the artifact is stored.
-func (r *Reconciler) extraFiles(ctx context.Context, obj *sourcev1.GitRepository, commit *object.Commit, auth transport.AuthMethod,
-	objectDir string, included []*meta.Artifact) ([]artifact.File, error) {
-	var extra []artifact.File
-	if obj.Spec.RecurseSubmodules {
-		subs := &submodules{dir: filepath.Join(r.MirrorDir, objectDir) + ".submodules", auth: auth}
-		context.AfterFunc(ctx, subs.close)
-		files, err := subs.files(ctx, commit, "", obj.Spec.URL, 0)
-		if err != nil {
-			return nil, err
-		}
-		extra = files
+// submoduleFiles are the files of the commit's submodules, with
+// spec.recurseSubmodules; closeMirrors closes their mirrors.
+func (r *Reconciler) submoduleFiles(ctx context.Context, obj *sourcev1.GitRepository, commit *object.Commit, auth transport.AuthMethod,
+	objectDir string) (files []artifact.File, closeMirrors func(), err error) {
+	if !obj.Spec.RecurseSubmodules {
+		return nil, func() {}, nil
 	}
-	files, err := r.includedFiles(obj, included)
-	return append(extra, files...), err
+	subs := &submodules{dir: filepath.Join(r.MirrorDir, objectDir) + ".submodules", auth: auth}
+	files, err = subs.files(ctx, commit, "", obj.Spec.URL, 0)
+	return files, subs.close, err
 }
 
 // artifactOutdated is true when the stored artifact is not the one the
@@ -256,6 +256,13 @@ func (r *Reconciler) succeed(obj *sourcev1.GitRepository) {
 	status.Remove(obj, sourcev1.FetchFailedCondition)
 	status.Set(obj, sourcev1.ArtifactInStorageCondition, metav1.ConditionTrue, meta.SucceededReason, msg)
 	status.MarkReady(obj, meta.SucceededReason, msg)
+}
+
+// failInclude records an include that cannot be made: IncludeUnavailable
+// as well as Ready false, the last artifact kept.
+func (r *Reconciler) failInclude(obj *sourcev1.GitRepository, err error) {
+	status.Set(obj, sourcev1.IncludeUnavailableCondition, metav1.ConditionTrue, sourcev1.IncludeUnavailableCondition, err.Error())
+	r.fail(obj, sourcev1.IncludeUnavailableCondition, err)
 }
 
 // fail records err in status and an event, with the URL's credentials

@@ -14,7 +14,6 @@ import (
 	gogit "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 
@@ -74,7 +73,11 @@ func (s *submodules) files(ctx context.Context, commit *object.Commit, prefix, p
 		if err != nil {
 			return nil, fmt.Errorf("submodule '%s' at %s from '%s': %w", path.Join(prefix, p), hash, Redact(subURL), err)
 		}
-		files, err := treeFilesAt(c, path.Join(prefix, p))
+		tree, err := c.Tree()
+		if err != nil {
+			return nil, err
+		}
+		files, err := gittree.AllFiles(tree, path.Join(prefix, p))
 		if err != nil {
 			return nil, err
 		}
@@ -159,26 +162,4 @@ func resolveURL(parent, sub string) (string, error) {
 		return "", err
 	}
 	return base.ResolveReference(ref).String(), nil
-}
-
-// treeFilesAt lists every file of commit's tree under prefix; the artifact's
-// rules are applied to them with the rest.
-func treeFilesAt(c *object.Commit, prefix string) ([]artifact.File, error) {
-	tree, err := c.Tree()
-	if err != nil {
-		return nil, err
-	}
-	var out []artifact.File
-	err = tree.Files().ForEach(func(f *object.File) error {
-		if f.Mode == filemode.Symlink {
-			return nil
-		}
-		out = append(out, artifact.File{
-			Path:       path.Join(prefix, f.Name),
-			Executable: f.Mode == filemode.Executable,
-			Open:       f.Reader,
-		})
-		return nil
-	})
-	return out, err
 }

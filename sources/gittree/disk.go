@@ -2,9 +2,7 @@ package gittree
 
 import (
 	"errors"
-	"io"
 	"io/fs"
-	"os"
 	"path"
 	"path/filepath"
 	"strings"
@@ -72,7 +70,7 @@ func (w *diskWalk) visit(p string, d fs.DirEntry, err error) error {
 	if err != nil {
 		return err
 	}
-	w.files = append(w.files, candidate{name: name, symlink: symlink, file: diskFile(p, name, info.Mode())})
+	w.files = append(w.files, candidate{name: name, symlink: symlink, file: artifact.DiskFile(p, name, info.Mode())})
 	return nil
 }
 
@@ -92,17 +90,9 @@ func (w *diskWalk) gitIgnores(name string, dir bool) bool {
 
 // readDiskPatterns reads an ignore file on disk; none when it is absent.
 func readDiskPatterns(p string, domain []string) ([]gitignore.Pattern, error) {
-	patterns, err := readPatterns(diskFile(p, path.Base(p), 0), domain)
+	patterns, err := readPatterns(artifact.DiskFile(p, path.Base(p), 0), domain)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	return patterns, err
-}
-
-func diskFile(p, name string, mode fs.FileMode) artifact.File {
-	return artifact.File{
-		Path:       name,
-		Executable: mode&0o111 != 0,
-		Open:       func() (io.ReadCloser, error) { return os.Open(p) },
-	}
 }

@@ -24,9 +24,9 @@ import (
 // to its directory), then a GitRepository's spec.ignore block (nil for
 // none); and with spec.sparseCheckout, only the files under the
 // directories it lists. Symbolic links are left out. extra are files put
-// in the artifact besides the tree's, at their place in it (spec.include):
-// they replace the tree's files of the same path, and the exclusion rules,
-// not the sparse checkout, apply to them too.
+// in the artifact besides the tree's, at their place in it (submodules,
+// spec.include): they replace the tree's files of the same path, and the
+// exclusion rules, not the sparse checkout, apply to them too.
 func Files(tree *object.Tree, specIgnore *string, sparse []string, extra ...artifact.File) ([]artifact.File, error) {
 	files, err := walkTree(tree)
 	if err != nil {
@@ -119,39 +119,54 @@ func inSparseCheckout(name string, dirs []string) bool {
 // every tree object of the commit, a thousand for a thousand directories.
 func walkTree(tree *object.Tree) ([]candidate, error) {
 	var files []candidate
-	walker := object.NewTreeWalker(tree, true, nil)
-	defer walker.Close()
-	for {
-		name, entry, err := walker.Next()
-		if err == io.EOF {
-			return files, nil
-		}
-		if err != nil {
-			return nil, err
-		}
+	err := eachEntry(tree, func(name string, entry object.TreeEntry) {
 		if entry.Mode.IsFile() {
 			files = append(files, candidate{name: name, symlink: entry.Mode == filemode.Symlink, file: blobFile(tree, name, entry)})
 		}
+	})
+	return files, err
+}
+
+// AllFiles lists every file of tree but its symbolic links, named as
+// under dir in an artifact, with no rule applied: a submodule's files,
+// which Files then takes as extra.
+func AllFiles(tree *object.Tree, dir string) ([]artifact.File, error) {
+	files, err := walkTree(tree)
+	var out []artifact.File
+	for _, f := range files {
+		if !f.symlink {
+			f.file.Path = path.Join(dir, f.name)
+			out = append(out, f.file)
+		}
 	}
+	return out, err
 }
 
 // Submodules maps the paths of tree's submodules (its gitlinks, at any
 // depth) to the commits they point at.
 func Submodules(tree *object.Tree) (map[string]plumbing.Hash, error) {
 	links := map[string]plumbing.Hash{}
+	err := eachEntry(tree, func(name string, entry object.TreeEntry) {
+		if entry.Mode == filemode.Submodule {
+			links[name] = entry.Hash
+		}
+	})
+	return links, err
+}
+
+// eachEntry calls fn with every entry of tree, at any depth.
+func eachEntry(tree *object.Tree, fn func(name string, entry object.TreeEntry)) error {
 	walker := object.NewTreeWalker(tree, true, nil)
 	defer walker.Close()
 	for {
 		name, entry, err := walker.Next()
 		if err == io.EOF {
-			return links, nil
+			return nil
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if entry.Mode == filemode.Submodule {
-			links[name] = entry.Hash
-		}
+		fn(name, entry)
 	}
 }
 
