@@ -85,6 +85,16 @@ func filesOf(repo *gogit.Repository, repoDir, ref string, rules sourceRules) ([]
 		files, err := gittree.DiskFiles(filepath.Dir(gitDir), rules.ignore, rules.sparse)
 		return files, "", err
 	}
+	tree, hash, err := treeOf(repo, repoDir, ref)
+	if err != nil {
+		return nil, "", err
+	}
+	files, err := gittree.Files(tree, rules.ignore, rules.sparse)
+	return files, hash, err
+}
+
+// treeOf is the tree of the commit ref names, and that commit.
+func treeOf(repo *gogit.Repository, repoDir, ref string) (*object.Tree, string, error) {
 	hash, err := repo.ResolveRevision(plumbing.Revision(ref))
 	if err != nil {
 		return nil, "", fmt.Errorf("resolving %q in %s: %w: name a branch, tag or commit of that repository", ref, repoDir, err)
@@ -94,11 +104,7 @@ func filesOf(repo *gogit.Repository, repoDir, ref string, rules sourceRules) ([]
 		return nil, "", fmt.Errorf("reading commit %s (%s): %w", hash, ref, err)
 	}
 	tree, err := commit.Tree()
-	if err != nil {
-		return nil, "", err
-	}
-	files, err := gittree.Files(tree, rules.ignore, rules.sparse)
-	return files, hash.String(), err
+	return tree, hash.String(), err
 }
 
 func tempBase() string {

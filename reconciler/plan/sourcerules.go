@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	gogit "github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/plumbing"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 
@@ -93,7 +93,7 @@ func checkoutSides(ctx context.Context, repo *gogit.Repository, o Options, root 
 	for i, s := range sides {
 		rules := rulesIn(s.rootRender.objects, o.Source)
 		if rules.submodules {
-			paths, err := submodulePaths(repo, s.ref, o.SourceRoot)
+			paths, err := submodulePaths(repo, o, s.ref)
 			if err != nil {
 				cleanup()
 				return nil, nil, err
@@ -136,21 +136,14 @@ func rulesIn(objects []*unstructured.Unstructured, source graph.Key) sourceRules
 	return sourceRules{}
 }
 
-// submodulePaths lists the submodules of ref (of HEAD for the working
-// tree), relative to the source root.
-func submodulePaths(repo *gogit.Repository, ref, sourceRoot string) ([]string, error) {
+// submodulePaths lists, sorted, the submodules of ref (of HEAD for the
+// working tree), relative to the source root. Sorted, the same submodules
+// give the same rules on both sides, and the same message on every run.
+func submodulePaths(repo *gogit.Repository, o Options, ref string) ([]string, error) {
 	if ref == WorkTree {
 		ref = "HEAD"
 	}
-	hash, err := repo.ResolveRevision(plumbing.Revision(ref))
-	if err != nil {
-		return nil, err
-	}
-	commit, err := repo.CommitObject(*hash)
-	if err != nil {
-		return nil, err
-	}
-	tree, err := commit.Tree()
+	tree, _, err := treeOf(repo, o.RepoDir, ref)
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +151,7 @@ func submodulePaths(repo *gogit.Repository, ref, sourceRoot string) ([]string, e
 	if err != nil {
 		return nil, err
 	}
-	root := artifact.PathIn(sourceRoot)
+	root := artifact.PathIn(o.SourceRoot)
 	var paths []string
 	for p := range links {
 		switch {
@@ -168,5 +161,6 @@ func submodulePaths(repo *gogit.Repository, ref, sourceRoot string) ([]string, e
 			paths = append(paths, strings.TrimPrefix(p, root+"/"))
 		}
 	}
+	slices.Sort(paths)
 	return paths, nil
 }
