@@ -6,9 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	gogit "github.com/go-git/go-git/v5"
@@ -60,7 +62,10 @@ func (s *submodules) files(ctx context.Context, commit *object.Commit, prefix, p
 		return nil, fmt.Errorf("reading .gitmodules%s: %w", at(prefix), err)
 	}
 	var out []artifact.File
-	for p, hash := range links {
+	// In path order, so that a failure names the same submodule every
+	// time and the status does not change between retries.
+	for _, p := range slices.Sorted(maps.Keys(links)) {
+		hash := links[p]
 		sub, ok := modules[p]
 		if !ok {
 			return nil, fmt.Errorf("submodule '%s' has no entry in .gitmodules%s: add one or remove the submodule", path.Join(prefix, p), at(prefix))

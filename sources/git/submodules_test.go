@@ -1,9 +1,12 @@
 package git_test
 
 import (
+	"strings"
 	"testing"
 
+	"github.com/fluxcd/pkg/apis/meta"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 )
@@ -62,5 +65,26 @@ func TestRecurseSubmodules(t *testing.T) {
 	digest := f.waitRevision(t, obj.Name, rev).Status.Artifact.Digest
 	if f.storage.Untouched(digest, before, "vendor/lib/deploy") || !f.storage.Untouched(digest, before, "elsewhere") {
 		t.Errorf("the submodule's move is not recorded as a change under its path only")
+	}
+}
+
+// TestSubmoduleWithoutEntry: a gitlink .gitmodules does not list fails the
+// fetch naming it and what to do, the first such path every time.
+func TestSubmoduleWithoutEntry(t *testing.T) {
+	f := setup(t)
+	parent := testenv.NewGitServer(t).NewRepo(t, "parent")
+	parent.Write(map[string]string{".gitmodules": "[submodule \"other\"]\n\tpath = other\n\turl = ../other.git\n"})
+	parent.Git("add", ".gitmodules")
+	parent.Git("commit", "-q", "-m", "modules")
+	for _, p := range []string{"d", "c", "b", "a"} {
+		parent.Git("update-index", "--add", "--cacheinfo", "160000,"+parent.Git("rev-parse", "HEAD")+","+p)
+	}
+	parent.Git("commit", "-q", "-m", "gitlinks")
+	parent.Push()
+	f.create(t, "parent", parent.URL, func(o *sourcev1.GitRepository) { o.Spec.RecurseSubmodules = true })
+	obj := f.waitFailure(t, "parent", sourcev1.GitOperationFailedReason)
+	msg := apimeta.FindStatusCondition(obj.Status.Conditions, meta.ReadyCondition).Message
+	if !strings.Contains(msg, "submodule 'a' has no entry in .gitmodules") || !strings.Contains(msg, "add one or remove the submodule") {
+		t.Errorf("message %q does not name the first submodule without an entry and what to do", msg)
 	}
 }
