@@ -66,7 +66,13 @@ func Options(obj *kustomizev1.Kustomization) ssa.ApplyOptions {
 // commonMetadata, keeping the fields the volume binder set and a
 // failed-over app on its backup claim. strata plan --kubeconfig dry-runs
 // the same objects.
-func PrepareObjects(ctx context.Context, m *ssa.ResourceManager, live client.Reader, obj *kustomizev1.Kustomization, objects []*unstructured.Unstructured) error {
+//
+// live reads the objects about to be applied, as whoever applies them.
+// failovers reads strata's Failovers as strata itself: keeping an app on
+// its backup is strata's work, so a tenant that may apply a Deployment
+// needs no rights on Failovers.
+func PrepareObjects(ctx context.Context, m *ssa.ResourceManager, live, failovers client.Reader, obj *kustomizev1.Kustomization,
+	objects []*unstructured.Unstructured) error {
 	m.SetOwnerLabels(objects, obj.Name, obj.Namespace)
 	if cm := obj.Spec.CommonMetadata; cm != nil {
 		ssautils.SetCommonMetadata(objects, cm.Labels, cm.Annotations)
@@ -74,7 +80,7 @@ func PrepareObjects(ctx context.Context, m *ssa.ResourceManager, live client.Rea
 	if err := keepBinderFields(ctx, live, objects); err != nil {
 		return err
 	}
-	return keepFailoverSwitch(ctx, live, objects)
+	return keepFailoverSwitch(ctx, failovers, objects)
 }
 
 // NewResourceManager manages objects as the engine's field manager.

@@ -13,7 +13,11 @@ import (
 // apply server-side applies the objects in stages (CRDs and Namespaces
 // first, as Flux does) and returns what changed.
 func (r *Reconciler) apply(ctx context.Context, e *engine, obj *kustomizev1.Kustomization, objects []*unstructured.Unstructured) (*ssa.ChangeSet, error) {
-	if err := apply.PrepareObjects(ctx, e.manager, e.client, obj, objects); err != nil {
+	// Failovers are read from the manager's cache, where their informer
+	// runs: a request per reconcile saved, and no stale read that the
+	// Failover controller would not mend, since it moves a workload it
+	// sees on the wrong claim back at once.
+	if err := apply.PrepareObjects(ctx, e.manager, e.client, r.Client, obj, objects); err != nil {
 		return nil, err
 	}
 	opts := apply.Options(obj)

@@ -7,6 +7,7 @@ import (
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/acl"
 	"github.com/fluxcd/pkg/apis/meta"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,18 +21,7 @@ import (
 // controller: what the account may not do fails, naming it.
 func TestDefaultServiceAccountAppliesAsTheTenant(t *testing.T) {
 	s := newStack(t, func(o *manager.Options) { o.DefaultServiceAccount = "tenant" })
-	ctx := context.Background()
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "tenant", Namespace: s.ns}}
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "tenant", Namespace: s.ns},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"*"}}}}
-	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "tenant", Namespace: s.ns},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "tenant"},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "tenant", Namespace: s.ns}}}
-	for _, obj := range []client.Object{sa, role, binding} {
-		if err := s.c.Create(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s.tenant(rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"*"}})
 	rev := s.push(map[string]string{
 		"allowed/cm.yaml": configMap("allowed"),
 		"denied/sa.yaml":  "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: escalate\n",
@@ -45,6 +35,48 @@ func TestDefaultServiceAccountAppliesAsTheTenant(t *testing.T) {
 		"system:serviceaccount:"+s.ns+":tenant")
 	if s.exists(&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "escalate"}}) {
 		t.Fatal("a Kustomization without a service account applied what the default account may not")
+	}
+}
+
+// A tenant that may apply Deployments needs no rights on strata's
+// Failovers: strata reads them itself to keep a failed-over app on its
+// backup claim.
+func TestATenantAppliesADeploymentWithoutRightsOnFailovers(t *testing.T) {
+	s := newStack(t, func(o *manager.Options) { o.DefaultServiceAccount = "tenant" })
+	s.tenant(rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"*"}})
+	rev := s.push(map[string]string{"app/deploy.yaml": `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: app
+spec:
+  replicas: 0
+  selector: {matchLabels: {app: app}}
+  template:
+    metadata: {labels: {app: app}}
+    spec:
+      containers: [{name: app, image: example-app}]
+`})
+	s.source(rev)
+	s.kustomization("app", "./app", nil)
+	s.waitReady("app", rev)
+	if !s.exists(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "app"}}) {
+		t.Fatal("the tenant's Deployment was not applied")
+	}
+}
+
+// tenant is the service account "tenant" of the stack's namespace, with a
+// role of the rules.
+func (s *stack) tenant(rules ...rbacv1.PolicyRule) {
+	s.t.Helper()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "tenant", Namespace: s.ns}}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "tenant", Namespace: s.ns}, Rules: rules}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "tenant", Namespace: s.ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "tenant"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "tenant", Namespace: s.ns}}}
+	for _, obj := range []client.Object{sa, role, binding} {
+		if err := s.c.Create(context.Background(), obj); err != nil {
+			s.t.Fatal(err)
+		}
 	}
 }
 

@@ -79,7 +79,7 @@ func (c *comparison) prepared(m *ssa.ResourceManager, ks *kustomizev1.Kustomizat
 	for i, o := range objects {
 		out[i] = o.DeepCopy()
 	}
-	return out, apply.PrepareObjects(c.ctx, m, c.live, ks, out)
+	return out, apply.PrepareObjects(c.ctx, m, c.live, c.live, ks, out)
 }
 
 // dryRun is one server-side dry-run apply of desired against the cluster.

@@ -184,7 +184,7 @@ func applyLikeTheEngine(t *testing.T, c client.Client, dir string, ks *kustomize
 	}
 	objects := rendered.Objects
 	m := apply.NewResourceManager(c, polling.NewStatusPoller(c, c.RESTMapper(), polling.Options{}))
-	if err := apply.PrepareObjects(ctx, m, c, ks, objects); err != nil {
+	if err := apply.PrepareObjects(ctx, m, c, c, ks, objects); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := m.ApplyAllStaged(ctx, objects, ssa.DefaultApplyOptions()); err != nil {
