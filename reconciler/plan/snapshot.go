@@ -224,17 +224,13 @@ func changedFiles(repo *gogit.Repository, base, head string) (map[string]bool, e
 			return nil, err
 		}
 	}
-	changes, err := object.DiffTree(trees[0], trees[1])
+	changed, err := gittree.Changed(trees[0], trees[1])
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]bool{}
-	for _, c := range changes {
-		for _, name := range []string{c.From.Name, c.To.Name} {
-			if name != "" {
-				out[name] = true
-			}
-		}
+	out := make(map[string]bool, len(changed))
+	for _, name := range changed {
+		out[name] = true
 	}
 	return out, nil
 }

@@ -6,28 +6,34 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/strata-gitops/strata/internal/local/gitserver"
 	"github.com/strata-gitops/strata/sources/artifact"
+	"github.com/strata-gitops/strata/sources/gittree"
 )
 
 // BenchmarkArtifact stores and extracts the artifact of a commit with
 // 4000 small files, the bench's repository, which is what a push waits for
 // before any Kustomization can apply.
 func BenchmarkArtifact(b *testing.B) {
-	commit := benchCommit(b)
+	commit, _ := benchCommits(b)
+	tree, err := commit.Tree()
+	if err != nil {
+		b.Fatal(err)
+	}
 	storage, err := artifact.NewStorage(b.TempDir(), "http://localhost")
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		files, err := treeFiles(commit, nil, nil, nil)
+		listing, err := gittree.List(tree, nil, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
-		a, err := storage.Store(fmt.Sprintf("gitrepository/ns/n%d", i), "main@sha1:x", files)
+		a, err := storage.Store(fmt.Sprintf("gitrepository/ns/n%d", i), "main@sha1:x", listing.Files(tree))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -38,19 +44,50 @@ func BenchmarkArtifact(b *testing.B) {
 }
 
 // BenchmarkTreeFiles lists the same commit's files with Flux's exclusion
-// rules, the step of every push before the artifact is written.
+// rules, the step of every push before the artifact is written, when
+// there is no listing of the previous commit: the first fetch, or after a
+// restart.
 func BenchmarkTreeFiles(b *testing.B) {
-	commit := benchCommit(b)
+	commit, _ := benchCommits(b)
+	tree, err := commit.Tree()
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := treeFiles(commit, nil, nil, nil); err != nil {
+		if _, err := gittree.List(tree, nil, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
 
-// benchCommit is a commit of 1000 directories of 4 small files each.
-func benchCommit(b *testing.B) *object.Commit {
+// BenchmarkNextTreeFiles lists the files of a commit that changed one
+// file of the first, from the first's listing: a push.
+func BenchmarkNextTreeFiles(b *testing.B) {
+	first, next := benchCommits(b)
+	from, err := first.Tree()
+	if err != nil {
+		b.Fatal(err)
+	}
+	to, err := next.Tree()
+	if err != nil {
+		b.Fatal(err)
+	}
+	listing, err := gittree.List(from, nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, _, err := listing.Next(from, to, nil, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchCommits are a commit of 1000 directories of 4 small files each,
+// and a second commit that changes one of them.
+func benchCommits(b *testing.B) (first, next *object.Commit) {
 	b.Helper()
 	dir := b.TempDir()
 	for i := 0; i < 1000; i++ {
@@ -64,21 +101,37 @@ func benchCommit(b *testing.B) *object.Commit {
 			}
 		}
 	}
-	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "-A"}, {"-c", "user.email=b@b", "-c", "user.name=b", "commit", "-q", "-m", "x"}, {"gc", "-q"}} {
-		if _, err := gitserver.Run(dir, args...); err != nil {
-			b.Fatal(err)
-		}
+	commit := [][]string{{"add", "-A"}, {"-c", "user.email=b@b", "-c", "user.name=b", "commit", "-q", "-m", "x"}}
+	git(b, dir, append([][]string{{"init", "-q", "-b", "main"}}, commit...)...)
+	git(b, dir, []string{"tag", "first"})
+	if err := os.WriteFile(filepath.Join(dir, "app-0500", "f0.yaml"), []byte("changed\n"), 0o644); err != nil {
+		b.Fatal(err)
 	}
+	git(b, dir, append(commit, []string{"gc", "-q"})...)
 	m, err := openMirror(filepath.Join(dir, ".git"), "http://127.0.0.1/unused")
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(m.close)
-	head, err := m.repo.Head()
+	return commitAt(b, m, "refs/tags/first"), commitAt(b, m, "HEAD")
+}
+
+func git(b *testing.B, dir string, commands ...[]string) {
+	b.Helper()
+	for _, args := range commands {
+		if _, err := gitserver.Run(dir, args...); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func commitAt(b *testing.B, m *mirror, ref string) *object.Commit {
+	b.Helper()
+	hash, err := m.repo.ResolveRevision(plumbing.Revision(ref))
 	if err != nil {
 		b.Fatal(err)
 	}
-	commit, err := m.repo.CommitObject(head.Hash())
+	commit, err := m.repo.CommitObject(*hash)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	eventsv1 "k8s.io/api/events/v1"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -295,6 +296,41 @@ func TestIgnoreRules(t *testing.T) {
 		if have := err == nil; have != want {
 			t.Errorf("%s in artifact = %v, want %v", path, have, want)
 		}
+	}
+
+	// The next revision's files are listed from what it changed: the
+	// same rules hold for a file it adds, and one it removes is gone.
+	repo.Remove("keep/me.yaml")
+	repo.Write(map[string]string{"apps/new.enc": "x", "apps/new.yaml": "kind: ConfigMap\n", "docs/new.md": "docs", "apps/app.yaml": "kind: Secret\n"})
+	next := repo.Commit("next")
+	repo.Push()
+	requestReconcile(t, f.env.Client, obj)
+	obj = f.waitRevision(t, "ignore", "main@sha1:"+next)
+	want := map[string]string{
+		"apps/.sourceignore": "*.enc\n", "apps/app.yaml": "kind: Secret\n", "apps/new.yaml": "kind: ConfigMap\n",
+		"keep/deep/too.yaml": "a: 1\n", "keep/deep/x.enc": "x",
+	}
+	if got := f.artifactFiles(t, obj); !maps.Equal(got, want) {
+		t.Errorf("artifact of the next revision:\n%v\nwant\n%v", got, want)
+	}
+
+	// Other rules list the revision anew.
+	obj.Spec.Ignore = nil
+	if err := f.env.Client.Update(context.Background(), obj); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if err := f.env.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		if obj.Status.ObservedIgnore != nil {
+			return fmt.Errorf("spec.ignore removed, still observed %q", *obj.Status.ObservedIgnore)
+		}
+		return nil
+	})
+	want["docs/readme.md"], want["docs/deep/more.md"], want["docs/new.md"] = "docs", "docs", "docs"
+	if got := f.artifactFiles(t, obj); !maps.Equal(got, want) {
+		t.Errorf("artifact without spec.ignore:\n%v\nwant\n%v", got, want)
 	}
 }
 

@@ -166,36 +166,15 @@ func removeAll(paths ...string) error {
 	return nil
 }
 
-// changedFiles lists the files that differ between the commit of a
-// previous revision and commit.
-func (m *mirror) changedFiles(previousRevision string, commit *object.Commit) ([]string, error) {
-	_, hash, ok := strings.Cut(previousRevision, "sha1:")
+// treeAt is the tree of a revision's commit.
+func (m *mirror) treeAt(revision string) (*object.Tree, error) {
+	_, hash, ok := strings.Cut(revision, "sha1:")
 	if !ok {
-		return nil, fmt.Errorf("revision %q has no sha1", previousRevision)
+		return nil, fmt.Errorf("revision %q has no sha1", revision)
 	}
-	prev, err := m.repo.CommitObject(plumbing.NewHash(hash))
+	c, err := m.repo.CommitObject(plumbing.NewHash(hash))
 	if err != nil {
 		return nil, err
 	}
-	from, err := prev.Tree()
-	if err != nil {
-		return nil, err
-	}
-	to, err := commit.Tree()
-	if err != nil {
-		return nil, err
-	}
-	changes, err := object.DiffTree(from, to)
-	if err != nil {
-		return nil, err
-	}
-	var files []string
-	for _, c := range changes {
-		for _, name := range []string{c.From.Name, c.To.Name} {
-			if name != "" {
-				files = append(files, name)
-			}
-		}
-	}
-	return files, nil
+	return c.Tree()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"k8s.io/utils/ptr"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -45,6 +46,8 @@ type Reconciler struct {
 	MirrorDir string
 	// AllowInsecureHTTPAuth lets credentials go to plain http:// URLs.
 	AllowInsecureHTTPAuth bool
+
+	listings listings
 }
 
 // SetupWithManager registers the reconciler.
@@ -167,16 +170,16 @@ func (r *Reconciler) reconcileArtifact(ctx context.Context, obj *sourcev1.GitRep
 	}
 	// Included files go over the submodules', as Flux copies them into the
 	// checkout last.
-	files, err := treeFiles(commit, obj.Spec.Ignore, obj.Spec.SparseCheckout, append(subFiles, incFiles...))
+	files, changed, listing, err := r.artifactFiles(m, obj, objectDir, commit, append(subFiles, incFiles...))
 	if err == nil {
 		var a *meta.Artifact
 		if a, err = r.Storage.Store(objectDir, rev, files); err == nil {
-			previous := obj.Status.Artifact
+			r.listings.keep(objectDir, listing)
 			// Changes of an included repository are not in this one's
 			// history: record this one's only while the included
 			// artifacts are those of the previous artifact.
-			if sameIncludes(obj, included) {
-				r.recordChanges(m, previous, commit, a)
+			if previous := obj.Status.Artifact; previous != nil && changed != nil && sameIncludes(obj, included) {
+				r.Storage.RecordChanges(a.Digest, previous.Revision, changed)
 			}
 			obj.Status.Artifact = a
 			obj.Status.ObservedIgnore = obj.Spec.Ignore
@@ -214,7 +217,7 @@ func (r *Reconciler) submoduleFiles(ctx context.Context, obj *sourcev1.GitReposi
 func (r *Reconciler) artifactOutdated(obj *sourcev1.GitRepository, rev string) bool {
 	a := obj.Status.Artifact
 	return a == nil || a.Revision != rev || !r.Storage.Has(a) ||
-		!equalPtr(obj.Status.ObservedIgnore, obj.Spec.Ignore) || obj.Status.ObservedRecurseSubmodules != obj.Spec.RecurseSubmodules ||
+		!ptr.Equal(obj.Status.ObservedIgnore, obj.Spec.Ignore) || obj.Status.ObservedRecurseSubmodules != obj.Spec.RecurseSubmodules ||
 		!slices.Equal(obj.Status.ObservedSparseCheckout, obj.Spec.SparseCheckout)
 }
 
@@ -283,24 +286,8 @@ func (r *Reconciler) finalize(ctx context.Context, obj *sourcev1.GitRepository) 
 	if err := removeAll(mirror, mirror+".ssh", mirror+".submodules"); err != nil {
 		return err
 	}
+	r.listings.keep(objectDir, nil)
 	return finalizer.Release(ctx, r, obj, Finalizer)
-}
-
-// recordChanges tells consumers which files the new revision changed, so
-// the Kustomizations it concerns can be reconciled first.
-func (r *Reconciler) recordChanges(m *mirror, previous *meta.Artifact, commit *object.Commit, a *meta.Artifact) {
-	if previous == nil {
-		return
-	}
-	files, err := m.changedFiles(previous.Revision, commit)
-	if err != nil {
-		return
-	}
-	r.Storage.RecordChanges(a.Digest, previous.Revision, files)
-}
-
-func equalPtr(a, b *string) bool {
-	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
 }
 
 func firstLine(s string) string {

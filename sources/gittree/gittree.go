@@ -40,26 +40,40 @@ type candidate struct {
 	name    string
 	symlink bool
 	file    artifact.File
+	// entry is the committed file's tree entry, named by its path; zero
+	// for a file on disk.
+	entry object.TreeEntry
 }
 
 // selectFiles keeps the candidates, and extra, that an artifact holds.
 func selectFiles(files []candidate, specIgnore *string, sparse []string, extra []artifact.File) ([]artifact.File, error) {
+	kept, _, err := selectCandidates(files, specIgnore, sparse, extra)
+	out := make([]artifact.File, len(kept))
+	for i, c := range kept {
+		out[i] = c.file
+	}
+	return out, err
+}
+
+// selectCandidates keeps the candidates, and extra, that an artifact
+// holds, and returns the ignore patterns it kept them by.
+func selectCandidates(files []candidate, specIgnore *string, sparse []string, extra []artifact.File) ([]candidate, []gitignore.Pattern, error) {
 	files = withExtra(slices.DeleteFunc(files, func(c candidate) bool { return !inSparseCheckout(c.name, sparse) }), extra)
 	patterns, err := sourceIgnorePatterns(files)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if specIgnore != nil {
 		patterns = append(patterns, sourceignore.ReadPatterns(strings.NewReader(*specIgnore), nil)...)
 	}
-	ignore := ignoreCache{m: sourceignore.NewDefaultMatcher(patterns, nil), dirs: map[string]bool{}}
-	var out []artifact.File
+	ignore := newIgnoreCache(patterns)
+	var kept []candidate
 	for _, f := range files {
 		if !f.symlink && !ignore.ignored(f.name) {
-			out = append(out, f.file)
+			kept = append(kept, f)
 		}
 	}
-	return out, nil
+	return kept, patterns, nil
 }
 
 // withExtra adds extra to files, each replacing a file of the same path.
@@ -121,7 +135,8 @@ func walkTree(tree *object.Tree) ([]candidate, error) {
 	var files []candidate
 	err := eachEntry(tree, func(name string, entry object.TreeEntry) {
 		if entry.Mode.IsFile() {
-			files = append(files, candidate{name: name, symlink: entry.Mode == filemode.Symlink, file: blobFile(tree, name, entry)})
+			entry.Name = name
+			files = append(files, candidate{name: name, symlink: entry.Mode == filemode.Symlink, file: blobFile(tree, entry), entry: entry})
 		}
 	})
 	return files, err
@@ -199,6 +214,11 @@ type ignoreCache struct {
 	dirs map[string]bool
 }
 
+// newIgnoreCache matches Flux's default exclusions, then patterns.
+func newIgnoreCache(patterns []gitignore.Pattern) ignoreCache {
+	return ignoreCache{m: sourceignore.NewDefaultMatcher(patterns, nil), dirs: map[string]bool{}}
+}
+
 func (c ignoreCache) ignored(name string) bool {
 	parts := strings.Split(name, "/")
 	end := 0
@@ -217,9 +237,11 @@ func (c ignoreCache) ignored(name string) bool {
 	return c.m.Match(parts, false)
 }
 
-func blobFile(tree *object.Tree, name string, entry object.TreeEntry) artifact.File {
+// blobFile is the committed file of entry, named by its path, read
+// through tree: any tree of the same repository.
+func blobFile(tree *object.Tree, entry object.TreeEntry) artifact.File {
 	return artifact.File{
-		Path:       name,
+		Path:       entry.Name,
 		Executable: entry.Mode == filemode.Executable,
 		Open: func() (io.ReadCloser, error) {
 			f, err := tree.TreeEntryFile(&entry)
