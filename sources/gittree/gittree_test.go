@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-git/go-billy/v5/memfs"
 	gogit "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/storage/memory"
 
@@ -56,6 +57,12 @@ func commitAll(t *testing.T, repo *gogit.Repository) *object.Tree {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return treeOf(t, repo, hash)
+}
+
+// treeOf is the tree of repo's commit hash.
+func treeOf(t *testing.T, repo *gogit.Repository, hash plumbing.Hash) *object.Tree {
+	t.Helper()
 	c, err := repo.CommitObject(hash)
 	if err != nil {
 		t.Fatal(err)

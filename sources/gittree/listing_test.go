@@ -145,15 +145,7 @@ func commitStep(t *testing.T, dir string, repo *gogit.Repository) *object.Tree {
 	t.Helper()
 	gitIn(t, dir, "add", "-A")
 	gitIn(t, dir, "commit", "-q", "--allow-empty", "-m", "step")
-	c, err := repo.CommitObject(plumbing.NewHash(gitIn(t, dir, "rev-parse", "HEAD")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := c.Tree()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tr
+	return treeOf(t, repo, plumbing.NewHash(gitIn(t, dir, "rev-parse", "HEAD")))
 }
 
 // goGitDiff are the paths go-git's tree diff names, sorted, once each.
