@@ -2,22 +2,25 @@ package gittree
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
+	"os"
 	"path"
 	"path/filepath"
 	"strings"
 
 	"github.com/fluxcd/pkg/sourceignore/gitignore"
+	"github.com/go-git/go-git/v5/plumbing/format/index"
 
 	"github.com/strata-gitops/strata/sources/artifact"
 )
 
 // DiskFiles lists the files of the git working tree at top that an
 // artifact would hold once they are committed: what `git add --all` would
-// commit (untracked files included, those git ignores left out), under
-// the same rules as Files. A tracked file that a .gitignore also matches
-// is left out too; git keeps committing it, but such files are rare in a
-// cluster repository.
+// commit (untracked files included, those git ignores left out, tracked
+// ones kept even where a .gitignore matches them), under the same rules
+// as Files. The user's global excludes file (core.excludesFile) is not
+// read.
 func DiskFiles(top string, specIgnore *string, sparse []string) ([]artifact.File, error) {
 	w := diskWalk{top: top}
 	exclude, err := readDiskPatterns(filepath.Join(top, ".git", "info", "exclude"), nil)
@@ -25,6 +28,9 @@ func DiskFiles(top string, specIgnore *string, sparse []string) ([]artifact.File
 		return nil, err
 	}
 	w.gitPatterns = exclude
+	if w.tracked, w.trackedDirs, err = trackedPaths(top); err != nil {
+		return nil, err
+	}
 	if err := filepath.WalkDir(top, w.visit); err != nil {
 		return nil, err
 	}
@@ -39,6 +45,35 @@ type diskWalk struct {
 	top         string
 	files       []candidate
 	gitPatterns []gitignore.Pattern // .gitignore and .git/info/exclude
+	// tracked are the paths git's index holds, which git commits even
+	// where an ignore pattern matches them; trackedDirs the directories
+	// above them.
+	tracked, trackedDirs map[string]bool
+}
+
+// trackedPaths reads the paths of the index of the repository at top, and
+// the directories holding them; none without an index (no commit yet).
+func trackedPaths(top string) (files, dirs map[string]bool, err error) {
+	files, dirs = map[string]bool{}, map[string]bool{}
+	f, err := os.Open(filepath.Join(top, ".git", "index"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return files, dirs, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	idx := &index.Index{}
+	if err := index.NewDecoder(f).Decode(idx); err != nil {
+		return nil, nil, fmt.Errorf("reading git's index %s: %w", f.Name(), err)
+	}
+	for _, e := range idx.Entries {
+		files[e.Name] = true
+		for d := path.Dir(e.Name); d != "."; d = path.Dir(d) {
+			dirs[d] = true
+		}
+	}
+	return files, dirs, nil
 }
 
 func (w *diskWalk) visit(p string, d fs.DirEntry, err error) error {
@@ -57,13 +92,13 @@ func (w *diskWalk) visit(p string, d fs.DirEntry, err error) error {
 		return nil
 	}
 	if d.IsDir() {
-		if name != "." && w.gitIgnores(name, true) {
+		if name != "." && !w.trackedDirs[name] && w.gitIgnores(name, true) {
 			return filepath.SkipDir
 		}
 		return w.enter(p, domainOf(name))
 	}
 	symlink := d.Type()&fs.ModeSymlink != 0
-	if w.gitIgnores(name, false) || (!d.Type().IsRegular() && !symlink) {
+	if (!w.tracked[name] && w.gitIgnores(name, false)) || (!d.Type().IsRegular() && !symlink) {
 		return nil
 	}
 	info, err := d.Info()

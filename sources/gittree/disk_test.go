@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	gogit "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/strata-gitops/strata/sources/gittree"
@@ -97,5 +98,29 @@ func TestDiskFilesAreWhatACommitWouldHold(t *testing.T) {
 		if slices.Contains(got, out) {
 			t.Errorf("%s is among the working tree's files %q", out, got)
 		}
+	}
+
+	// Files git tracks stay in where an ignore pattern matches them, in an
+	// ignored directory too: git commits them. What git commits next is
+	// what the working tree gave.
+	writeFiles(t, dir, map[string]string{"local/kept.yaml": "force-added", "apps/kept.tmp": "force-added"})
+	gitIn(t, dir, "add", "--force", "local/kept.yaml", "apps/kept.tmp")
+	onDisk, err = gittree.DiskFiles(dir, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range []string{"local/kept.yaml", "apps/kept.tmp"} {
+		if !slices.Contains(names(onDisk), in) {
+			t.Errorf("the tracked %s is not among the working tree's files %q", in, names(onDisk))
+		}
+	}
+	gitIn(t, dir, "add", "--all")
+	gitIn(t, dir, "commit", "-q", "-m", "what the working tree holds")
+	committed, err := gittree.Files(treeOf(t, openRepo(t, dir), plumbing.NewHash(gitIn(t, dir, "rev-parse", "HEAD"))), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := names(onDisk), names(committed); !slices.Equal(got, want) {
+		t.Errorf("the working tree gave\n%q\nits commit holds\n%q", got, want)
 	}
 }
