@@ -2,10 +2,14 @@ package git
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
+	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
@@ -136,4 +140,61 @@ func commitAt(b *testing.B, m *mirror, ref string) *object.Commit {
 		b.Fatal(err)
 	}
 	return commit
+}
+
+// BenchmarkStorePush stores the artifact of a commit that changed one file
+// of the one before, as a push does: listed from the change, written into
+// the tree garbage collection set aside.
+func BenchmarkStorePush(b *testing.B) {
+	first, next := benchCommits(b)
+	storage, err := artifact.NewStorage(b.TempDir(), "http://localhost")
+	if err != nil {
+		b.Fatal(err)
+	}
+	from, err := first.Tree()
+	if err != nil {
+		b.Fatal(err)
+	}
+	to, err := next.Tree()
+	if err != nil {
+		b.Fatal(err)
+	}
+	listing, err := gittree.List(from, nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	trees := []*object.Tree{from, to}
+	var kept []*meta.Artifact
+	store := func(i int) {
+		tree := trees[i%2]
+		next, _, err := listing.Next(trees[(i+1)%2], tree, nil, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		listing = next
+		// A file of its own makes each revision's artifact new, as every
+		// push's is.
+		files := append(listing.Files(tree), artifact.File{Path: "revision", Open: func() (io.ReadCloser, error) {
+			return io.NopCloser(strings.NewReader(strconv.Itoa(i))), nil
+		}})
+		a, err := storage.Store("gitrepository/ns/push", fmt.Sprintf("main@sha1:%d", i), files)
+		if err != nil {
+			b.Fatal(err)
+		}
+		// The reconciler keeps the new artifact and the previous one.
+		kept = append(kept, a)
+		if len(kept) > 2 {
+			kept = kept[1:]
+		}
+		if err := storage.GarbageCollect("gitrepository/ns/push", kept...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := 0; i < 3; i++ {
+		store(i)
+	}
+	b.ResetTimer()
+	for i := 3; i < b.N+3; i++ {
+		store(i)
+	}
 }
