@@ -25,6 +25,10 @@ type File struct {
 	Path       string // slash-separated, relative to the artifact root
 	Executable bool
 	Open       func() (io.ReadCloser, error)
+	// Key identifies the content: two files with the same path, mode and
+	// key hold the same bytes (a git blob's hash). Empty when unknown; a
+	// file with a key may be copied from the previous artifact unread.
+	Key string
 }
 
 // DiskFile is the file at p on disk, as name in an artifact; mode says
@@ -58,6 +62,8 @@ type Storage struct {
 	// manifests holds, by directory, what each tree written by this
 	// process contains, so that a garbage tree can be recycled.
 	manifests sync.Map
+	// members are the members of each source's last tarball.
+	members lastMembers
 }
 
 // spareTree is where garbage collection sets aside one old tree per
@@ -173,18 +179,20 @@ func (s *Storage) Store(objectDir, revision string, files []File) (*meta.Artifac
 	if s.bootID == "" {
 		write = atomicfile.WriteNamed
 	}
+	var written map[string]member
 	_, err = write(dir, func(w io.Writer) (string, error) {
 		hash := sha256.New()
-		n, err := writeTarball(io.MultiWriter(w, hash), files, tree, &budget{Limits: s.Limits})
+		n, members, err := writeTarball(io.MultiWriter(w, hash), files, tree, &budget{Limits: s.Limits}, s.members.of(dir))
 		if werr := tree.wait(); err == nil {
 			err = werr
 		}
-		digest, size = hex.EncodeToString(hash.Sum(nil)), n
+		digest, size, written = hex.EncodeToString(hash.Sum(nil)), n, members
 		return digest + ".tar.gz", err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("writing artifact for %s: %w", revision, err)
 	}
+	s.members.keep(dir, &members{tarball: filepath.Join(dir, digest+".tar.gz"), byKey: written})
 	if err := s.keepTree(tmp, filepath.Join(dir, digest), tree.out); err != nil {
 		return nil, fmt.Errorf("writing artifact for %s: %w", revision, err)
 	}

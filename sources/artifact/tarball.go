@@ -12,43 +12,33 @@ import (
 )
 
 // writeTarball writes files in the artifact's format, a gzipped tar of
-// regular files with fixed headers, and hands each to tree as well. It
-// returns the compressed size.
-func writeTarball(w io.Writer, files []File, tree *treeWriter, b *budget) (int64, error) {
-	counter := &countingWriter{w: w}
-	// Speed over size: the tarball stays on local disk and loopback.
-	gz, err := gzip.NewWriterLevel(counter, gzip.BestSpeed)
-	if err != nil {
-		return 0, err
-	}
-	tw := tar.NewWriter(gz)
+// regular files with fixed headers, in members (members.go), and hands
+// each file to tree as well. from is the previous tarball of the source,
+// whose members it copies where their files are unchanged; nil for none.
+// It returns the compressed size and the members written.
+func writeTarball(w io.Writer, files []File, tree *treeWriter, b *budget, from *members) (int64, map[string]member, error) {
 	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
-	for _, f := range files {
-		if err := addFile(tw, f, tree, b); err != nil {
-			return 0, err
+	tw := &tarballWriter{out: &countingWriter{w: w}, tree: tree, b: b, fromIndex: from, written: map[string]member{}}
+	if from != nil {
+		if f, err := os.Open(from.tarball); err == nil {
+			defer f.Close()
+			tw.from = f
 		}
 	}
-	if err := tw.Close(); err != nil {
-		return 0, err
+	if err := tw.write(runsOf(files)); err != nil {
+		return 0, nil, err
 	}
-	if err := gz.Close(); err != nil {
-		return 0, err
-	}
-	return counter.n, nil
+	return tw.out.n, tw.written, nil
 }
 
-func addFile(tw *tar.Writer, f File, tree *treeWriter, b *budget) error {
-	r, err := f.Open()
+// addFile writes f's tar records and hands it to tree.
+func addFile(tw *tar.Writer, f File, tree *treeWriter, b *budget) (memberFile, error) {
+	data, err := readFile(f, b)
 	if err != nil {
-		return fmt.Errorf("reading %s: %w", f.Path, err)
-	}
-	defer r.Close()
-	data, err := readLimited(r, b.File)
-	if err != nil {
-		return fmt.Errorf("reading %s: %w", f.Path, err)
+		return memberFile{}, err
 	}
 	if err := b.take(f.Path, int64(len(data))); err != nil {
-		return err
+		return memberFile{}, err
 	}
 	mode := int64(0o644)
 	if f.Executable {
@@ -57,12 +47,27 @@ func addFile(tw *tar.Writer, f File, tree *treeWriter, b *budget) error {
 	// Fixed header fields keep the digest a function of content alone.
 	hdr := &tar.Header{Name: f.Path, Mode: mode, Size: int64(len(data)), Typeflag: tar.TypeReg, Format: tar.FormatPAX}
 	if err := tw.WriteHeader(hdr); err != nil {
-		return err
+		return memberFile{}, err
 	}
 	if _, err := tw.Write(data); err != nil {
-		return err
+		return memberFile{}, err
 	}
-	return tree.add(f.Path, data, os.FileMode(mode))
+	sum := sumOf(data, os.FileMode(mode))
+	return memberFile{sum: sum, size: int64(len(data))}, tree.addKnown(f.Path, sum, func() ([]byte, error) { return data, nil })
+}
+
+// readFile reads f, within the budget's limit per file.
+func readFile(f File, b *budget) ([]byte, error) {
+	r, err := f.Open()
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", f.Path, err)
+	}
+	defer r.Close()
+	data, err := readLimited(r, b.File)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", f.Path, err)
+	}
+	return data, nil
 }
 
 // readLimited reads all of r, but never more than one byte past limit:

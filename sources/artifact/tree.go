@@ -76,6 +76,12 @@ func recycleTree(root string, base manifest) *treeWriter {
 
 // add queues a file; name is slash-separated and must stay inside the root.
 func (t *treeWriter) add(name string, data []byte, mode os.FileMode) error {
+	return t.addKnown(name, sumOf(data, mode), func() ([]byte, error) { return data, nil })
+}
+
+// addKnown queues a file whose sum is known, reading its content only when
+// the recycled tree holds something else there.
+func (t *treeWriter) addKnown(name string, sum fileSum, read func() ([]byte, error)) error {
 	target := filepath.Join(t.root, filepath.FromSlash(name))
 	if !strings.HasPrefix(target, t.root+string(os.PathSeparator)) {
 		return fmt.Errorf("entry %q escapes the artifact root", name)
@@ -83,13 +89,16 @@ func (t *treeWriter) add(name string, data []byte, mode os.FileMode) error {
 	if err := t.failed(); err != nil {
 		return err
 	}
-	sum := sumOf(data, mode)
 	t.out[name] = sum
 	old, had := t.base[name]
 	if had && old == sum {
 		return nil
 	}
-	t.jobs <- treeFile{name: target, data: data, mode: mode, replace: had}
+	data, err := read()
+	if err != nil {
+		return err
+	}
+	t.jobs <- treeFile{name: target, data: data, mode: sum.mode, replace: had}
 	return nil
 }
 

@@ -241,6 +241,7 @@ func (c ignoreCache) ignored(name string) bool {
 // through tree: any tree of the same repository.
 func blobFile(tree *object.Tree, entry object.TreeEntry) artifact.File {
 	return artifact.File{
+		Key:        entry.Hash.String(),
 		Path:       entry.Name,
 		Executable: entry.Mode == filemode.Executable,
 		Open: func() (io.ReadCloser, error) {
