@@ -22,11 +22,7 @@ import (
 // 4000 small files, the bench's repository, which is what a push waits for
 // before any Kustomization can apply.
 func BenchmarkArtifact(b *testing.B) {
-	commit, _ := benchCommits(b)
-	tree, err := commit.Tree()
-	if err != nil {
-		b.Fatal(err)
-	}
+	tree, _ := benchTrees(b)
 	storage, err := artifact.NewStorage(b.TempDir(), "http://localhost")
 	if err != nil {
 		b.Fatal(err)
@@ -52,11 +48,7 @@ func BenchmarkArtifact(b *testing.B) {
 // there is no listing of the previous commit: the first fetch, or after a
 // restart.
 func BenchmarkTreeFiles(b *testing.B) {
-	commit, _ := benchCommits(b)
-	tree, err := commit.Tree()
-	if err != nil {
-		b.Fatal(err)
-	}
+	tree, _ := benchTrees(b)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if _, err := gittree.List(tree, nil, nil); err != nil {
@@ -68,15 +60,7 @@ func BenchmarkTreeFiles(b *testing.B) {
 // BenchmarkNextTreeFiles lists the files of a commit that changed one
 // file of the first, from the first's listing: a push.
 func BenchmarkNextTreeFiles(b *testing.B) {
-	first, next := benchCommits(b)
-	from, err := first.Tree()
-	if err != nil {
-		b.Fatal(err)
-	}
-	to, err := next.Tree()
-	if err != nil {
-		b.Fatal(err)
-	}
+	from, to := benchTrees(b)
 	listing, err := gittree.List(from, nil, nil)
 	if err != nil {
 		b.Fatal(err)
@@ -89,9 +73,9 @@ func BenchmarkNextTreeFiles(b *testing.B) {
 	}
 }
 
-// benchCommits are a commit of 1000 directories of 4 small files each,
-// and a second commit that changes one of them.
-func benchCommits(b *testing.B) (first, next *object.Commit) {
+// benchTrees are the trees of a commit of 1000 directories of 4 small
+// files each, and of a second commit that changes one of them.
+func benchTrees(b *testing.B) (first, next *object.Tree) {
 	b.Helper()
 	dir := b.TempDir()
 	for i := 0; i < 1000; i++ {
@@ -117,7 +101,7 @@ func benchCommits(b *testing.B) (first, next *object.Commit) {
 		b.Fatal(err)
 	}
 	b.Cleanup(m.close)
-	return commitAt(b, m, "refs/tags/first"), commitAt(b, m, "HEAD")
+	return treeAt(b, m, "refs/tags/first"), treeAt(b, m, "HEAD")
 }
 
 func git(b *testing.B, dir string, commands ...[]string) {
@@ -129,7 +113,7 @@ func git(b *testing.B, dir string, commands ...[]string) {
 	}
 }
 
-func commitAt(b *testing.B, m *mirror, ref string) *object.Commit {
+func treeAt(b *testing.B, m *mirror, ref string) *object.Tree {
 	b.Helper()
 	hash, err := m.repo.ResolveRevision(plumbing.Revision(ref))
 	if err != nil {
@@ -139,23 +123,19 @@ func commitAt(b *testing.B, m *mirror, ref string) *object.Commit {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return commit
+	tree, err := commit.Tree()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return tree
 }
 
 // BenchmarkStorePush stores the artifact of a commit that changed one file
 // of the one before, as a push does: listed from the change, written into
 // the tree garbage collection set aside.
 func BenchmarkStorePush(b *testing.B) {
-	first, next := benchCommits(b)
+	from, to := benchTrees(b)
 	storage, err := artifact.NewStorage(b.TempDir(), "http://localhost")
-	if err != nil {
-		b.Fatal(err)
-	}
-	from, err := first.Tree()
-	if err != nil {
-		b.Fatal(err)
-	}
-	to, err := next.Tree()
 	if err != nil {
 		b.Fatal(err)
 	}
