@@ -1,7 +1,6 @@
 package gittree
 
 import (
-	"k8s.io/utils/ptr"
 	"maps"
 	"path"
 	"slices"
@@ -11,6 +10,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"k8s.io/utils/ptr"
 
 	"github.com/strata-gitops/strata/sources/artifact"
 )
@@ -106,7 +106,10 @@ func Changed(from, to *object.Tree) ([]string, error) {
 func diff(from, to *object.Tree) ([]string, map[string]object.TreeEntry, error) {
 	// Not nil when nothing changed: nil is "unknown" to Next's callers.
 	d := &differ{changed: []string{}, entries: map[string]object.TreeEntry{}}
-	return d.changed, d.entries, d.trees("", from, to)
+	if err := d.trees("", from, to); err != nil {
+		return nil, nil, err
+	}
+	return d.changed, d.entries, nil
 }
 
 // differ gathers the files, symbolic links and gitlinks that differ
