@@ -110,6 +110,8 @@ func (l *lastMembers) of(dir string) *members {
 
 func (l *lastMembers) keep(dir string, m *members) { l.m.Store(dir, m) }
 
+func (l *lastMembers) forget(dir string) { l.m.Delete(dir) }
+
 // tarballWriter writes the members of one tarball.
 type tarballWriter struct {
 	out  *countingWriter

@@ -381,6 +381,7 @@ func (s *Storage) Remove(objectDir string) error {
 		}
 		return true
 	})
+	s.members.forget(dir)
 	return os.RemoveAll(dir)
 }
 

@@ -50,10 +50,8 @@ func (r *Reconciler) artifactFiles(m *mirror, obj *sourcev1.GitRepository, objec
 		if err != nil || from == nil {
 			return files, nil, nil, err
 		}
-		changed, err := gittree.Changed(from, tree)
-		if err != nil {
-			changed = nil
-		}
+		// A diff that cannot be read leaves the changes unknown (nil).
+		changed, _ := gittree.Changed(from, tree)
 		return files, changed, nil, nil
 	}
 	listing, changed, err := r.listings.last(objectDir).Next(from, tree, obj.Spec.Ignore, obj.Spec.SparseCheckout)

@@ -65,7 +65,8 @@ func trackedPaths(top string) (files, dirs map[string]bool, err error) {
 	defer f.Close()
 	idx := &index.Index{}
 	if err := index.NewDecoder(f).Decode(idx); err != nil {
-		return nil, nil, fmt.Errorf("reading git's index %s: %w", f.Name(), err)
+		return nil, nil, fmt.Errorf("reading git's index %s, which says which files git tracks: %w; "+
+			"check the clone with `git status`, or plan a committed revision instead of WORKTREE", f.Name(), err)
 	}
 	for _, e := range idx.Entries {
 		files[e.Name] = true

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	gogit "github.com/go-git/go-git/v5"
@@ -122,5 +123,21 @@ func TestDiskFilesAreWhatACommitWouldHold(t *testing.T) {
 	}
 	if got, want := names(onDisk), names(committed); !slices.Equal(got, want) {
 		t.Errorf("the working tree gave\n%q\nits commit holds\n%q", got, want)
+	}
+}
+
+// TestADamagedIndexIsNamed: a git index that cannot be read fails the
+// listing, naming the file and what to do, rather than leaving out what
+// git tracks.
+func TestADamagedIndexIsNamed(t *testing.T) {
+	dir := t.TempDir()
+	commitOnDisk(t, dir, map[string]string{"apps/app.yaml": "a"})
+	index := filepath.Join(dir, ".git", "index")
+	if err := os.WriteFile(index, []byte("not an index"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := gittree.DiskFiles(dir, nil, nil)
+	if err == nil || !strings.Contains(err.Error(), index) || !strings.Contains(err.Error(), "git status") {
+		t.Fatalf("a damaged index gave %v, want an error naming %s and what to do", err, index)
 	}
 }
