@@ -24,9 +24,9 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/strata-gitops/strata/internal/finalizer"
@@ -88,11 +88,16 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	if err := indexFields(ctx, mgr); err != nil {
 		return err
 	}
+	kustomizations, err := mgr.GetCache().GetInformer(ctx, &kustomizev1.Kustomization{})
+	if err != nil {
+		return err
+	}
 	// Made now, the sources' informer lists beside the Kustomizations'
-	// while the manager's caches sync. Made when the controller starts,
+	// while the manager's caches sync. Made when the controller started,
 	// it held the first reconcile back by 100-200 ms: client-go checks
 	// an informer's sync every 100 ms.
-	if _, err := mgr.GetCache().GetInformer(ctx, &sourcev1.GitRepository{}); err != nil {
+	sources, err := mgr.GetCache().GetInformer(ctx, &sourcev1.GitRepository{})
+	if err != nil {
 		return err
 	}
 	// Registered before the manager starts, the recorded kinds' informers
@@ -101,11 +106,13 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	// had synced, and the first reconciles waited for them.
 	r.warmLive(ctx)
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&kustomizev1.Kustomization{}, builder.WithPredicates(
+		Named(controllerName).
+		WatchesRawSource(watch(kustomizations, &handler.EnqueueRequestForObject{},
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicates.ReconcileRequestedPredicate{}))).
-		Watches(&kustomizev1.Kustomization{}, dependentsOf(r.Client, r.Storage), builder.WithPredicates(readyOrSpecChanged{})).
-		Watches(&sourcev1.GitRepository{}, kustomizationsOfSource(r.Client, r.Storage), builder.WithPredicates(artifactChanged{})).
+		WatchesRawSource(watch(kustomizations, dependentsOf(r.Client, r.Storage), readyOrSpecChanged{})).
+		WatchesRawSource(watch(sources, kustomizationsOfSource(r.Client, r.Storage), artifactChanged{})).
 		WithOptions(opts).
+		WithLogConstructor(requestLogger(mgr.GetLogger())).
 		Complete(r)
 }
 

@@ -4,18 +4,23 @@ import (
 	"context"
 	"time"
 
+	"github.com/go-logr/logr"
+
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	ctrlsource "sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/strata-gitops/strata/internal/status"
 	"github.com/strata-gitops/strata/reconciler/graph"
@@ -23,9 +28,38 @@ import (
 )
 
 const (
+	// controllerName names the controller in logs and metrics, as
+	// controller-runtime names one made for Kustomizations.
+	controllerName = "kustomization"
+
 	dependsOnIndex = ".strata.dependsOn"
 	sourceIndex    = ".strata.sourceRef"
 )
+
+// watch feeds h from an informer of the manager's cache. The watches
+// controller-runtime makes (For, Watches) hold the first reconcile back
+// until their handler has seen the informer's whole initial list, and look
+// every 100 ms: after a restart that was about 100 ms, a tenth of a
+// no-change pass over 1000 Kustomizations. The manager starts no
+// controller before its caches have synced, so nothing is missing from
+// them; the workers take the initial list as the handler queues it.
+func watch(inf cache.Informer, h handler.EventHandler, p ...predicate.Predicate) ctrlsource.Source {
+	return &ctrlsource.Informer{Informer: inf, Handler: h, Predicates: p}
+}
+
+// requestLogger gives each reconcile's log lines the fields
+// controller-runtime gives a controller made with For, so that log queries
+// written for Flux's kustomize-controller find strata's lines too.
+func requestLogger(base logr.Logger) func(*reconcile.Request) logr.Logger {
+	kind := kustomizev1.KustomizationKind
+	log := base.WithValues("controller", controllerName, "controllerGroup", kustomizev1.GroupVersion.Group, "controllerKind", kind)
+	return func(req *reconcile.Request) logr.Logger {
+		if req == nil {
+			return log
+		}
+		return log.WithValues(kind, klog.KRef(req.Namespace, req.Name), "namespace", req.Namespace, "name", req.Name)
+	}
+}
 
 func indexFields(ctx context.Context, mgr ctrl.Manager) error {
 	idx := mgr.GetFieldIndexer()
