@@ -77,3 +77,29 @@ func TestLoopbackRemoveAfterACrash(t *testing.T) {
 		t.Fatalf("after removal: %v", err)
 	}
 }
+
+// A volume removed while its group is listed is left out of the listing,
+// as lvs would: the listing, and the group's free space the agent reports
+// as capacity, do not fail for it. The removal is pinned between the
+// directory read and the record read by a record that is listed but
+// cannot be found (a dangling link).
+func TestLoopbackListingSkipsAVolumeRemovedMeanwhile(t *testing.T) {
+	m, vg := loopbackGroup(t)
+	ctx := context.Background()
+	if err := m.CreateVolume(ctx, vg, VolumeSpec{Name: "kept", Size: 8 * mib}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(m.recordPath(vg, "removed-meanwhile")+".gone", m.recordPath(vg, "removed-meanwhile")); err != nil {
+		t.Fatal(err)
+	}
+	lvs, err := m.LogicalVolumes(ctx, vg)
+	if err != nil {
+		t.Fatalf("listing with a volume removed meanwhile: %v", err)
+	}
+	if len(lvs) != 1 || lvs[0].Name != "kept" {
+		t.Errorf("listed %v, want only kept", lvs)
+	}
+	if _, err := FindVolumeGroupOf(ctx, m, vg); err != nil {
+		t.Errorf("the group's free space with a volume removed meanwhile: %v", err)
+	}
+}

@@ -115,6 +115,12 @@ func (l *Loopback) records(vg string) ([]record, error) {
 			continue
 		}
 		r, err := l.record(vg, name)
+		if errors.Is(err, ErrNotFound) {
+			// Removed since the listing: lvs reports a consistent state,
+			// and a listing that failed whenever a volume went beside it
+			// made the agent drop the group's capacity for a while.
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
