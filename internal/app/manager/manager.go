@@ -110,6 +110,7 @@ func Defaults() Options {
 
 // New builds the manager with every strata controller registered.
 func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, error) {
+	cfg = withoutFinalizerNameWarning(cfg)
 	cacheOpts, err := shardCache(o.WatchLabelSelector)
 	if err != nil {
 		return nil, err
