@@ -27,6 +27,10 @@ import (
 func Setup(mgr ctrl.Manager, feature string, kinds []client.Object, setup func() error) error {
 	return mgr.Add(ctrlmanager.RunnableFunc(func(ctx context.Context) error {
 		used, err := watch(ctx, mgr.GetCache(), kinds)
+		if ctx.Err() != nil {
+			// Stopped while the kinds were listed: no failure to report.
+			return nil
+		}
 		if err != nil {
 			return fmt.Errorf("the %s controllers start with the first object of their kinds, but watching for one failed: %w; "+
 				"check that the cluster serves the kind (strata's chart installs its CRDs) and that strata may list and watch it", feature, err)

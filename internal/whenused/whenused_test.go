@@ -5,10 +5,12 @@ import (
 	"errors"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -93,6 +95,50 @@ func TestAKindNotServedSaysWhatToCheck(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "the Nothing controllers start with the first object of their kinds") ||
 		!strings.Contains(err.Error(), "check that the cluster serves the kind") {
 		t.Fatalf("manager stopped with %v, want the feature named and what to check", err)
+	}
+}
+
+// A manager stopped while the feature's kinds are still being listed
+// stops cleanly: no error says that watching them failed.
+func TestStoppingWhileListingIsNoFailure(t *testing.T) {
+	env := testenv.Get(t)
+	var mu sync.Mutex
+	var errorsLogged []string
+	logger := funcr.New(func(_, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		errorsLogged = append(errorsLogged, args)
+	}, funcr.Options{})
+	// The kind is never listed: the manager's account may not list it.
+	nobody := testenv.ServiceAccountConfig(env.Config, "default", "may-list-nothing")
+	mgr, err := ctrl.NewManager(nobody, manager.Options{Scheme: scheme.New(), Logger: logger,
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Setup(mgr, "Failover", []client.Object{&failoverv1alpha1.Failover{}}, func() error { return errors.New("started") }); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- mgr.Start(ctx) }()
+	select {
+	case <-mgr.Elected():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the manager did not start within 30 s")
+	}
+	cancel()
+	if err := <-stopped; err != nil {
+		t.Errorf("the manager stopped with %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, line := range errorsLogged {
+		if strings.Contains(line, "start with the first object") {
+			t.Errorf("a stop while listing was logged as a failure: %s", line)
+		}
 	}
 }
 
