@@ -3,7 +3,9 @@ package volumegroups
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -98,6 +100,42 @@ func quantityBytes(q *resource.Quantity) uint64 {
 
 func bytesQuantity(n uint64) *resource.Quantity {
 	return resource.NewQuantity(int64(n), resource.BinarySI)
+}
+
+// DefaultCapacityGrace is how long a failing class keeps its capacity on
+// the Node: two resyncs, so that one failed lvm2 command (a lock held by
+// another tool, a device slow to answer) does not make the scheduler see
+// no room on the node, while a class that stays broken stops being
+// offered new volumes.
+const DefaultCapacityGrace = 2 * resyncPeriod
+
+// noteFailure records when class began to fail, or that it no longer does.
+func (r *Reconciler) noteFailure(class string, failed bool) {
+	if !failed {
+		delete(r.failingSince, class)
+		return
+	}
+	if r.failingSince == nil {
+		r.failingSince = map[string]time.Time{}
+	}
+	if _, ok := r.failingSince[class]; !ok {
+		r.failingSince[class] = time.Now()
+	}
+}
+
+// keepRecentCapacity carries a failing class's capacity on node over into
+// capacity while the class has failed for less than the grace.
+func (r *Reconciler) keepRecentCapacity(node *corev1.Node, class string, capacity map[string]uint64) {
+	grace := r.CapacityGrace
+	if grace == 0 {
+		grace = DefaultCapacityGrace
+	}
+	if time.Since(r.failingSince[class]) >= grace {
+		return
+	}
+	if last, err := strconv.ParseUint(node.Annotations[storagev1alpha1.CapacityAnnotationPrefix+class], 10, 64); err == nil {
+		capacity[class] = last
+	}
 }
 
 // annotateCapacity writes each class's capacity on the Node and drops

@@ -58,6 +58,14 @@ type Reconciler struct {
 	// NoDeviceMapper says the kernel has no device-mapper, so lvm2 can
 	// make no logical volume here: every class fails, saying so.
 	NoDeviceMapper bool
+	// CapacityGrace is how long a class that fails keeps the capacity it
+	// last had on the Node (default DefaultCapacityGrace).
+	CapacityGrace time.Duration
+
+	// failingSince holds when each failing class began to fail. Only
+	// Reconcile uses it, and controller-runtime never runs two at once for
+	// the node's one request.
+	failingSince map[string]time.Time
 }
 
 // SetupWithManager reconciles the node's whole state on any change of an
@@ -133,8 +141,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 				continue
 			}
 			st := r.reconcileClass(ctx, &cluster, dc, &state.Status, capacity)
+			r.noteFailure(dc.Name, st.State == storagev1alpha1.StateFailed)
 			if st.State == storagev1alpha1.StateFailed {
 				failed = append(failed, dc.Name)
+				r.keepRecentCapacity(node, dc.Name, capacity)
 			}
 			state.Status.DeviceClasses = append(state.Status.DeviceClasses, st)
 		}
