@@ -109,28 +109,15 @@ func bytesQuantity(n uint64) *resource.Quantity {
 // offered new volumes.
 const DefaultCapacityGrace = 2 * resyncPeriod
 
-// noteFailure records when class began to fail, or that it no longer does.
-func (r *Reconciler) noteFailure(class string, failed bool) {
-	if !failed {
-		delete(r.failingSince, class)
-		return
-	}
-	if r.failingSince == nil {
-		r.failingSince = map[string]time.Time{}
-	}
-	if _, ok := r.failingSince[class]; !ok {
-		r.failingSince[class] = time.Now()
-	}
-}
-
 // keepRecentCapacity carries a failing class's capacity on node over into
-// capacity while the class has failed for less than the grace.
-func (r *Reconciler) keepRecentCapacity(node *corev1.Node, class string, capacity map[string]uint64) {
+// capacity while the class has failed, since the time given, for less
+// than the grace.
+func (r *Reconciler) keepRecentCapacity(node *corev1.Node, class string, since time.Time, capacity map[string]uint64) {
 	grace := r.CapacityGrace
 	if grace == 0 {
 		grace = DefaultCapacityGrace
 	}
-	if time.Since(r.failingSince[class]) >= grace {
+	if time.Since(since) >= grace {
 		return
 	}
 	if last, err := strconv.ParseUint(node.Annotations[storagev1alpha1.CapacityAnnotationPrefix+class], 10, 64); err == nil {

@@ -62,9 +62,9 @@ type Reconciler struct {
 	// last had on the Node (default DefaultCapacityGrace).
 	CapacityGrace time.Duration
 
-	// failingSince holds when each failing class began to fail. Only
-	// Reconcile uses it, and controller-runtime never runs two at once for
-	// the node's one request.
+	// failingSince holds when each class that failed in the last pass
+	// began to fail. Only Reconcile uses it, and controller-runtime never
+	// runs two at once for the node's one request.
 	failingSince map[string]time.Time
 }
 
@@ -128,6 +128,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 	state.Status.DeviceClasses = nil
 	capacity := map[string]uint64{} // per class, for the Node's annotations
 	var failed []string
+	failing := map[string]time.Time{} // the classes failing now, since when
 	for _, cluster := range clusters.Items {
 		for _, dc := range cluster.Spec.Storage.DeviceClasses {
 			selected, err := selects(dc.NodeSelector, node)
@@ -141,14 +142,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 				continue
 			}
 			st := r.reconcileClass(ctx, &cluster, dc, &state.Status, capacity)
-			r.noteFailure(dc.Name, st.State == storagev1alpha1.StateFailed)
 			if st.State == storagev1alpha1.StateFailed {
 				failed = append(failed, dc.Name)
-				r.keepRecentCapacity(node, dc.Name, capacity)
+				failing[dc.Name] = r.failingSince[dc.Name]
+				if failing[dc.Name].IsZero() {
+					failing[dc.Name] = time.Now()
+				}
+				r.keepRecentCapacity(node, dc.Name, failing[dc.Name], capacity)
 			}
 			state.Status.DeviceClasses = append(state.Status.DeviceClasses, st)
 		}
 	}
+	r.failingSince = failing
 	if state.Status.Unclaimed, err = r.unclaimed(ctx, state.Status.DeviceClasses); err != nil {
 		return ctrl.Result{}, err
 	}
