@@ -203,8 +203,8 @@ func measure(cfg config, ctl controller) (result, error) {
 	}
 
 	passStart := time.Now()
-	restarts := 1
-	if ctl.servesReceiver() { // strata; Flux's pass does not end in the limit
+	restarts := 1 // Flux's no-change pass does not end within the limit
+	if ctl.name() == "strata" {
 		restarts = b.restarts
 	}
 	for i := range restarts {
