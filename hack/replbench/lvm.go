@@ -11,6 +11,7 @@ import (
 
 	"github.com/strata-gitops/strata/internal/local/localdisk"
 	"github.com/strata-gitops/strata/internal/loopdev"
+	"github.com/strata-gitops/strata/internal/testing/agenttls"
 	"github.com/strata-gitops/strata/storage/agent/lvmpairs"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
@@ -72,9 +73,12 @@ func newLVMAgent(dir, name string, size int64) (*lvmAgent, error) {
 		return nil, err
 	}
 	server := volumeapi.NewPairServer(&lvmpairs.Store{LVM: m, Dir: filepath.Join(dir, name+"-pairs")}, tenants)
-	a.srv = httptest.NewTLSServer(server.Handler())
-	server.PeerHTTP = a.srv.Client()
-	a.client = (&volumeapi.Client{URL: a.srv.URL, Token: token, HTTP: a.srv.Client()}).WithoutTimeout()
+	served, err := agenttls.Serve(server.Handler())
+	if err != nil {
+		return nil, err
+	}
+	a.srv, server.PeerHTTP = served.Srv, served.Client
+	a.client = (&volumeapi.Client{URL: a.srv.URL, Token: token, HTTP: served.Client}).WithoutTimeout()
 	_, err = a.client.SetPair(ctx, pair, wire.PairRequest{Volume: a.vg + "/db", Token: secret})
 	return a, err
 }

@@ -6,7 +6,6 @@ package btrfsagent
 import (
 	"context"
 	"crypto/rand"
-	"encoding/pem"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
+	"github.com/strata-gitops/strata/internal/testing/agenttls"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 	"github.com/strata-gitops/strata/storage/agent/volumes"
@@ -55,10 +55,13 @@ func Start(t testing.TB, c client.Client, ns, name string) Agent {
 		t.Fatal(err)
 	}
 	server := volumeapi.New(store, tenants)
-	srv := httptest.NewTLSServer(server.Handler())
-	server.PeerHTTP = srv.Client() // every test server has the same certificate
+	served, err := agenttls.Serve(server.Handler())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, caPEM := served.Srv, served.CAPEM
+	server.PeerHTTP = served.Client
 	t.Cleanup(srv.Close)
-	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
 	objects := []client.Object{
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ca-" + name}, Data: map[string][]byte{"ca.crt": caPEM}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant-" + name},

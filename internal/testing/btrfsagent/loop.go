@@ -2,7 +2,6 @@ package btrfsagent
 
 import (
 	"context"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/strata-gitops/strata/internal/local/localdisk"
 	"github.com/strata-gitops/strata/internal/loopdev"
+	"github.com/strata-gitops/strata/internal/testing/agenttls"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 	"github.com/strata-gitops/strata/storage/agent/volumes"
 )
@@ -50,10 +50,12 @@ func OnLoop(dir, name string, size int64, tenant, token string) (*Node, error) {
 		return nil, err
 	}
 	server := volumeapi.New(n.Store, tenants)
-	n.Srv = httptest.NewTLSServer(server.Handler())
-	volumeapi.KeepConnections(n.Srv.Client().Transport.(*http.Transport))
-	server.PeerHTTP = n.Srv.Client()
-	n.Client = (&volumeapi.Client{URL: n.Srv.URL, Token: token, HTTP: n.Srv.Client()}).WithoutTimeout()
+	served, err := agenttls.Serve(server.Handler())
+	if err != nil {
+		return nil, err
+	}
+	n.Srv, server.PeerHTTP = served.Srv, served.Client
+	n.Client = (&volumeapi.Client{URL: n.Srv.URL, Token: token, HTTP: served.Client}).WithoutTimeout()
 	return n, nil
 }
 
