@@ -39,12 +39,12 @@ func TestEveryObjectIsValid(t *testing.T) {
 	if err := env.Client.Create(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	objects := testenv.RenderChart(t, "valid", ns.Name, everything...)
+	objects := testenv.RenderChartServing(t, "valid", ns.Name, []string{mutatingPolicies}, everything...)
 	kinds := map[string]int{}
 	for _, o := range objects {
 		kinds[o.GetKind()]++
 	}
-	want := map[string]int{"Deployment": 2, "DaemonSet": 2, "CSIDriver": 1, "ServiceAccount": 4, "Service": 2}
+	want := map[string]int{"Deployment": 2, "DaemonSet": 2, "CSIDriver": 1, "ServiceAccount": 4, "Service": 2, "MutatingAdmissionPolicy": 1}
 	for kind, n := range want {
 		if kinds[kind] != n {
 			t.Errorf("the chart renders %d %s, want %d (all: %v)", kinds[kind], kind, n, kinds)

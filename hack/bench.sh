@@ -39,4 +39,6 @@ else
 fi
 # The Buildbarn controllers: 50 installations (250 components) to Ready.
 go run ./hack/bbbench -installations 50 -strata bin/strata
+# The engine renders the chart's finalizer policy with bin/helm.
+bash hack/tools.sh helm
 go run ./hack/bench -flux bin/flux/kustomize-controller -flux-defaults "$@"

@@ -50,6 +50,11 @@ type bench struct {
 	metrics    string
 	pprof      string
 
+	// withFinalizerPolicy installs the chart's policy that adds Flux's
+	// finalizer before the Kustomizations are created, as a cluster with
+	// strata's chart has it.
+	withFinalizerPolicy bool
+
 	lastRevision   string
 	fetchLatencies []time.Duration
 }
@@ -219,6 +224,15 @@ func (b *bench) createObjects() error {
 			return err
 		}
 	}
+	if b.withFinalizerPolicy {
+		policy, err := b.finalizerPolicy()
+		if err != nil {
+			return err
+		}
+		if err := b.installFinalizerPolicy(policy, "flux-system"); err != nil {
+			return err
+		}
+	}
 	if err := b.c.Create(ctx, &sourcev1.GitRepository{
 		ObjectMeta: metav1.ObjectMeta{Name: "bench", Namespace: "flux-system", Labels: map[string]string{shardLabel: sourceShard}},
 		Spec: sourcev1.GitRepositorySpec{URL: b.repoURL, Interval: metav1.Duration{Duration: time.Hour},
@@ -227,22 +241,28 @@ func (b *bench) createObjects() error {
 		return err
 	}
 	for i := 0; i < b.kustomizations; i++ {
-		n := name(i, b.infra)
-		ks := &kustomizev1.Kustomization{
-			ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: "flux-system"},
-			Spec: kustomizev1.KustomizationSpec{
-				Interval: metav1.Duration{Duration: time.Hour}, Path: "./" + n, Prune: true, TargetNamespace: "bench",
-				SourceRef: kustomizev1.CrossNamespaceSourceReference{Kind: sourcev1.GitRepositoryKind, Name: "bench"},
-			},
-		}
-		if i >= b.infra {
-			ks.Spec.DependsOn = []meta.DependencyReference{{Name: name(i%b.infra, b.infra)}}
-		}
-		if err := b.c.Create(ctx, ks); err != nil {
+		if err := b.c.Create(ctx, b.kustomization(i)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// kustomization is the i-th Kustomization: an infrastructure one, or an
+// app that depends on one of them.
+func (b *bench) kustomization(i int) *kustomizev1.Kustomization {
+	n := name(i, b.infra)
+	ks := &kustomizev1.Kustomization{
+		ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: "flux-system"},
+		Spec: kustomizev1.KustomizationSpec{
+			Interval: metav1.Duration{Duration: time.Hour}, Path: "./" + n, Prune: true, TargetNamespace: "bench",
+			SourceRef: kustomizev1.CrossNamespaceSourceReference{Kind: sourcev1.GitRepositoryKind, Name: "bench"},
+		},
+	}
+	if i >= b.infra {
+		ks.Spec.DependsOn = []meta.DependencyReference{{Name: name(i%b.infra, b.infra)}}
+	}
+	return ks
 }
 
 func (b *bench) waitAllReady(rev string, limit time.Duration) error {

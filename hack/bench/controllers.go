@@ -22,6 +22,9 @@ type controller interface {
 	// userAgent prefixes the controller's API requests in the audit log.
 	userAgent() string
 	servesReceiver() bool
+	// finalizerPolicy says whether the controller's installation has the
+	// API server add Flux's finalizer as Kustomizations are created.
+	finalizerPolicy() bool
 }
 
 type strataController struct{}
@@ -30,6 +33,9 @@ func (strataController) name() string                   { return "strata" }
 func (strataController) prepare(*bench) (func(), error) { return func() {}, nil }
 func (strataController) userAgent() string              { return "strata/" }
 func (strataController) servesReceiver() bool           { return true }
+
+// finalizerPolicy: strata's chart installs it (docs/engine.md, "Finalizers").
+func (strataController) finalizerPolicy() bool { return true }
 
 func (strataController) command(b *bench) *exec.Cmd {
 	args := []string{"controller", "--kubeconfig", b.kubeconfig,
@@ -65,6 +71,9 @@ func (f fluxController) name() string {
 }
 func (fluxController) userAgent() string    { return "kustomize-controller/" }
 func (fluxController) servesReceiver() bool { return false }
+
+// finalizerPolicy: Flux is measured as Flux installs itself.
+func (fluxController) finalizerPolicy() bool { return false }
 
 func (f fluxController) command(b *bench) *exec.Cmd {
 	args := []string{"--metrics-addr", b.metrics, "--health-addr", freeAddr(), "--enable-leader-election=false"}

@@ -32,8 +32,14 @@ type requestCost struct {
 // costRounds is how many turns the request kinds take.
 const costRounds = 5
 
-// floorRequest is the index of the floor's own request among the costs.
-const floorRequest = 1
+// Indexes among the costs: the floor's own request, the finalizer patch
+// the chart's policy saves, and the creates without and with the policy.
+const (
+	floorRequest     = 1
+	finalizerRequest = 2
+	plainCreate      = 5
+	policyCreate     = 6
+)
 
 // measureCosts sends, on a fresh control plane, each kind of request
 // strata's first pass makes, as many as the pass makes, floorWorkers at a
@@ -70,23 +76,33 @@ func measureCosts(cfg config) ([]requestCost, error) {
 		byName[list.Items[i].Name] = &list.Items[i]
 	}
 	ks := func(i int) *kustomizev1.Kustomization { return byName[name(i, cfg.infra)].DeepCopy() }
+	createIn, err := b.namespacesForPolicy()
+	if err != nil {
+		return nil, err
+	}
 	perObject := func(opts ...client.PatchOption) func(i int) error {
 		return func(i int) error { return applyCreating(ctx, c, objs[i].DeepCopy(), opts...) }
 	}
 	// The floor's request is kinds[floorRequest].
 	kinds := []struct {
 		what string
-		n    int
+		n    int // requests measured
+		per  int // requests per Kustomization in the controller's first pass
 		send func(i int) error
 	}{
 		// Each round dry-runs its objects before it creates them.
-		{"server-side apply dry-run of an object to create", len(objs), perObject(client.DryRunAll)},
-		{"server-side apply creating an object (the floor's request)", len(objs), perObject()},
-		{"Kustomization finalizer, merge patch", cfg.kustomizations, func(i int) error { return addFinalizer(ctx, c, ks(i)) }},
-		{"Kustomization status, merge patch", cfg.kustomizations, func(i int) error {
+		{"server-side apply dry-run of an object to create", len(objs), 4, perObject(client.DryRunAll)},
+		{"server-side apply creating an object (the floor's request)", len(objs), 4, perObject()},
+		{"Kustomization finalizer, merge patch", cfg.kustomizations, 1, func(i int) error { return addFinalizer(ctx, c, ks(i)) }},
+		{"Kustomization status, merge patch", cfg.kustomizations, 1, func(i int) error {
 			return writeStatus(ctx, c, ks(i), created(objs[4*i:4*i+4]))
 		}},
-		{"Event", cfg.kustomizations, func(i int) error { return recordEvent(ctx, c, name(i, cfg.infra), created(objs[4*i:4*i+4])) }},
+		{"Event", cfg.kustomizations, 1, func(i int) error { return recordEvent(ctx, c, name(i, cfg.infra), created(objs[4*i:4*i+4])) }},
+		// Sent by whoever creates the Kustomizations, not by the controller.
+		{"Kustomization create", cfg.kustomizations, 0, func(i int) error { return createKustomization(ctx, c, b.kustomization(i), createIn[0]) }},
+		{"Kustomization create, Flux's finalizer added by the chart's policy", cfg.kustomizations, 0, func(i int) error {
+			return createKustomization(ctx, c, b.kustomization(i), createIn[1])
+		}},
 	}
 	// In rounds, each kind a share of its requests in turn, so that a
 	// machine that slows down or speeds up during the run weighs on every
@@ -104,7 +120,7 @@ func measureCosts(cfg config) ([]requestCost, error) {
 	}
 	var costs []requestCost
 	for i, k := range kinds {
-		costs = append(costs, requestCost{what: k.what, perKustomization: k.n / cfg.kustomizations, cpu: cpu[i] / float64(k.n)})
+		costs = append(costs, requestCost{what: k.what, perKustomization: k.per, cpu: cpu[i] / float64(k.n)})
 	}
 	return costs, nil
 }
@@ -129,6 +145,37 @@ func writeStatus(ctx context.Context, c client.Client, ks *kustomizev1.Kustomiza
 	ks.Status.Inventory = apply.Inventory(cs)
 	status.MarkReady(ks, meta.ReconciliationSucceededReason, "Applied revision: "+revision)
 	return status.Patch(ctx, c, before, ks)
+}
+
+// namespacesForPolicy makes two namespaces to create Kustomizations in, the
+// chart's finalizer policy bound only in the second.
+func (b *bench) namespacesForPolicy() ([2]string, error) {
+	const label = "bench.strata.dev/finalizer-policy"
+	names := [2]string{"policy-off", "policy-on"}
+	ctx := context.Background()
+	for i, n := range names {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}
+		if i == 1 {
+			ns.Labels = map[string]string{label: "on"}
+		}
+		if err := b.c.Create(ctx, ns); err != nil {
+			return names, err
+		}
+	}
+	policy, err := b.finalizerPolicy()
+	if err != nil {
+		return names, err
+	}
+	if err := boundTo(policy, label); err != nil {
+		return names, err
+	}
+	return names, b.installFinalizerPolicy(policy, names[1])
+}
+
+// createKustomization creates ks in namespace ns.
+func createKustomization(ctx context.Context, c client.Client, ks *kustomizev1.Kustomization, ns string) error {
+	ks.Namespace = ns
+	return c.Create(ctx, ks)
 }
 
 // recordEvent is the event of a first apply, naming each change.
@@ -161,14 +208,18 @@ func created(objs []*unstructured.Unstructured) *ssa.ChangeSet {
 // Kustomization cost the control plane against the floor's.
 func printCosts(costs []requestCost) {
 	fmt.Printf("costs: CPU of kube-apiserver and etcd per request, %d at a time on a fresh control plane, with nothing watching:\n", floorWorkers)
-	var floor, strata float64
+	var floor, without float64
 	for i, c := range costs {
 		fmt.Printf("  %s: %.2f ms, %d per Kustomization\n", c.what, 1000*c.cpu, c.perKustomization)
-		strata += float64(c.perKustomization) * c.cpu
+		without += float64(c.perKustomization) * c.cpu
 		if i == floorRequest {
 			floor = float64(c.perKustomization) * c.cpu
 		}
 	}
-	fmt.Printf("costs: per Kustomization, the floor's requests %.1f ms, strata's %.1f ms: %.2fx the floor's\n",
-		1000*floor, 1000*strata, strata/floor)
+	// With the chart's policy the controller sends no finalizer patch, and
+	// each create costs what the policy adds to it.
+	added := costs[policyCreate].cpu - costs[plainCreate].cpu
+	with := without - costs[finalizerRequest].cpu + added
+	fmt.Printf("costs: per Kustomization, the floor's requests %.1f ms, strata's %.1f ms with the chart's finalizer policy (no finalizer patch, %.2f ms more for the create), %.1f ms without it: %.2fx and %.2fx the floor's\n",
+		1000*floor, 1000*with, 1000*added, 1000*without, with/floor, without/floor)
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // clockTicks is USER_HZ, 100 on Linux for every architecture Go supports.
@@ -69,4 +70,21 @@ func machineCPU() float64 {
 		}
 	}
 	return busy / clockTicks
+}
+
+// waitIdle returns once the control plane uses less than a twentieth of a
+// core over a second, so that a measurement starts from an idle API server
+// rather than one still at its own start-up work (it builds the OpenAPI
+// documents of every CRD after it starts serving). It returns how long
+// that took.
+func waitIdle(limit time.Duration) (time.Duration, error) {
+	start := time.Now()
+	for time.Since(start) < limit {
+		before := serverCPU()
+		time.Sleep(time.Second) // the window the rate is measured over
+		if serverCPU()-before < 0.05 {
+			return time.Since(start), nil
+		}
+	}
+	return time.Since(start), fmt.Errorf("the control plane was still busy after %s", limit)
 }

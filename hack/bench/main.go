@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,7 +25,7 @@ import (
 
 type config struct {
 	kustomizations, infra, concurrent, pushes int
-	restarts                                  int
+	restarts, pairs                           int
 	qps                                       float64
 	burst                                     int
 	strata, flux, root, profile, profileFirst string
@@ -46,6 +47,7 @@ func main() {
 	flag.BoolVar(&c.fluxDefaults, "flux-defaults", false, "with -flux, also run Flux with its default flags (slow: 4 at a time, dependencies requeued after 30 s)")
 	flag.StringVar(&c.root, "root", ".", "repository root (for bin/k8s and the CRDs)")
 	flag.IntVar(&c.restarts, "restarts", 5, "no-change passes of strata's controller, each from a new start; the median is reported")
+	flag.IntVar(&c.pairs, "pairs", 3, "floors and strata first passes measured in turn, each on a fresh control plane; the median ratio is reported")
 	flag.BoolVar(&c.requests, "requests", false, "log every request and print the controller's first-pass requests by verb and resource (slows the API server)")
 	flag.Parse()
 	ctrllog.SetLogger(logr.Discard())
@@ -87,24 +89,15 @@ const secondPassLimit = 5 * time.Minute
 func run(cfg config) error {
 	fmt.Printf("bench: %d Kustomizations (%d infrastructure), --concurrent=%d --kube-api-qps=%g --kube-api-burst=%d\n",
 		cfg.kustomizations, cfg.infra, cfg.concurrent, cfg.qps, cfg.burst)
-	floor, err := measureFloor(cfg)
-	if err != nil {
-		return fmt.Errorf("floor: %w", err)
-	}
-	fmt.Printf("floor: the same %d objects as bare server-side apply patches, %d at a time: %.1f s; CPU: kube-apiserver %.1f s, etcd %.1f s of %.1f s on the machine\n",
-		4*cfg.kustomizations, floorWorkers, floor.took.Seconds(), floor.apiServerCPU, floor.etcdCPU, floor.machineCPU)
 	costs, err := measureCosts(cfg)
 	if err != nil {
 		return fmt.Errorf("costs: %w", err)
 	}
 	printCosts(costs)
-	s, err := measure(cfg, strataController{})
+	s, err := strataBesideFloor(cfg)
 	if err != nil {
-		return fmt.Errorf("strata: %w", err)
+		return err
 	}
-	s.print()
-	fmt.Printf("ratio strata/floor: first pass %.2fx (target 2x); the machine's CPU seconds %.2fx\n",
-		s.firstPass.Seconds()/floor.took.Seconds(), s.machineCPU/floor.machineCPU)
 	if cfg.flux == "" {
 		return nil
 	}
@@ -112,7 +105,7 @@ func run(cfg config) error {
 		if defaults && !cfg.fluxDefaults {
 			continue
 		}
-		f, err := measure(cfg, fluxController{binary: cfg.flux, defaults: defaults})
+		f, err := measure(cfg, fluxController{binary: cfg.flux, defaults: defaults}, true)
 		if err != nil {
 			// Flux may not finish in the bench's limit (four at a time
 			// with 30 s requeues, or a slow machine): that is its figure.
@@ -155,14 +148,50 @@ func (r result) print() {
 	}
 }
 
-// measure runs the three passes for one controller on a fresh control plane.
-func measure(cfg config, ctl controller) (result, error) {
+// strataBesideFloor measures the floor and strata's first pass in turn,
+// -pairs times, each on a fresh control plane, and prints each pair's
+// ratio and their median: a floor moved by a fifth or more within one
+// run of the bench as the machine slowed and sped up, so a ratio is taken
+// between neighbours. The last strata run goes on to the other passes.
+func strataBesideFloor(cfg config) (result, error) {
+	var s result
+	var ratios, cpuRatios []float64
+	for i := range cfg.pairs {
+		floor, err := measureFloor(cfg)
+		if err != nil {
+			return s, fmt.Errorf("floor: %w", err)
+		}
+		fmt.Printf("floor: the same %d objects as bare server-side apply patches, %d at a time: %.1f s; CPU: kube-apiserver %.1f s, etcd %.1f s of %.1f s on the machine\n",
+			4*cfg.kustomizations, floorWorkers, floor.took.Seconds(), floor.apiServerCPU, floor.etcdCPU, floor.machineCPU)
+		if s, err = measure(cfg, strataController{}, i == cfg.pairs-1); err != nil {
+			return s, fmt.Errorf("strata: %w", err)
+		}
+		ratios = append(ratios, s.firstPass.Seconds()/floor.took.Seconds())
+		cpuRatios = append(cpuRatios, s.machineCPU/floor.machineCPU)
+		fmt.Printf("pair %d: strata/floor: first pass %.2fx; the machine's CPU seconds %.2fx\n", i+1, ratios[i], cpuRatios[i])
+	}
+	s.print()
+	fmt.Printf("ratio strata/floor: first pass %.2fx, the median of %d pairs (target 2x); the machine's CPU seconds %.2fx\n",
+		median(ratios), cfg.pairs, median(cpuRatios))
+	return s, nil
+}
+
+func median(xs []float64) float64 {
+	sorted := slices.Clone(xs)
+	slices.Sort(sorted)
+	return sorted[len(sorted)/2]
+}
+
+// measure runs the first pass for one controller on a fresh control
+// plane, and with all, the no-change pass and the pushes after it.
+func measure(cfg config, ctl controller, all bool) (result, error) {
 	res := result{name: ctl.name()}
 	b, err := newBench(cfg)
 	if err != nil {
 		return res, err
 	}
 	defer b.close()
+	b.withFinalizerPolicy = ctl.finalizerPolicy()
 	if err := b.populate(); err != nil {
 		return res, err
 	}
@@ -172,6 +201,10 @@ func measure(cfg config, ctl controller) (result, error) {
 	}
 	defer stopSource()
 
+	// From an idle control plane, as the floor.
+	if _, err := waitIdle(time.Minute); err != nil {
+		return res, err
+	}
 	machineStart, apiServerStart, etcdStart := machineCPU(), childrenCPU("kube-apiserver"), childrenCPU("etcd")
 	proc, start, err := b.start(ctl)
 	if err != nil {
@@ -201,25 +234,35 @@ func measure(cfg config, ctl controller) (result, error) {
 			return res, err
 		}
 	}
+	if !all {
+		return res, nil
+	}
+	return res, b.laterPasses(ctl, &res)
+}
 
+// laterPasses measures the no-change pass after each restart, then the
+// pushes, into res.
+func (b *bench) laterPasses(ctl controller, res *result) error {
 	passStart := time.Now()
 	restarts := 1 // Flux's no-change pass does not end within the limit
 	if ctl.name() == "strata" {
 		restarts = b.restarts
 	}
-	for i := range restarts {
-		if i > 0 {
+	var proc *exec.Cmd
+	var err error
+	for range restarts {
+		if proc != nil {
 			stop(proc)
 		}
-		if proc, err = b.noChangePass(ctl, &res); err != nil {
-			return res, err
+		if proc, err = b.noChangePass(ctl, res); err != nil {
+			return err
 		}
 	}
 	defer stop(proc)
 	res.secondPass = benchstat.Percentile(res.secondPasses, 50)
 	res.secondPassFirst = benchstat.Percentile(res.secondPassFirsts, 50)
 	if res.writes, err = b.writesSince(passStart, ctl.userAgent()); err != nil {
-		return res, err
+		return err
 	}
 	if ctl.servesReceiver() && b.pushes > 0 && res.secondPassUnfinished == "" {
 		cpu := processCPU(proc.Process.Pid)
@@ -227,7 +270,7 @@ func measure(cfg config, ctl controller) (result, error) {
 		res.fetch = b.fetchLatencies
 		res.pushCPU = (processCPU(proc.Process.Pid) - cpu) / float64(b.pushes)
 	}
-	return res, err
+	return err
 }
 
 // noChangePass starts the controller again over the Kustomizations it

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-gitops/strata/internal/testing/testenv"
+	"github.com/strata-gitops/strata/reconciler/kustomization"
 )
 
 // A static PersistentVolume from Git, pinned to one node, is bound to
@@ -47,6 +49,13 @@ func TestStaticVolumeFromGitAndTheGuard(t *testing.T) {
 		Interval: metav1.Duration{Duration: 10 * time.Second}, Path: "./", Prune: true,
 		SourceRef: kustomizev1.CrossNamespaceSourceReference{Kind: sourcev1.GitRepositoryKind, Name: source.Name}}}
 	create(t, cl, source, ks)
+	// The chart's policy: the API server adds Flux's finalizer as they are
+	// created, so strata's first reconciles send no patch for it.
+	for _, o := range []client.Object{source, ks} {
+		if !slices.Contains(o.GetFinalizers(), kustomization.Finalizer) {
+			t.Errorf("%T %s was created with finalizers %v: the chart's policy did not add %s", o, o.GetName(), o.GetFinalizers(), kustomization.Finalizer)
+		}
+	}
 
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: ns}}
 	first := waitServing(t, pod)

@@ -7,10 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
+	"time"
 
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	ssautils "github.com/fluxcd/pkg/ssa/utils"
-
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -20,7 +23,19 @@ import (
 // `make test` installs) as release name in namespace, with --set values.
 func RenderChart(t testing.TB, name, namespace string, set ...string) []*unstructured.Unstructured {
 	t.Helper()
-	out, err := Helm(t, append([]string{"template", name, filepath.Join(RepoRoot(), "charts", "strata"), "--namespace", namespace}, setFlags(set)...)...)
+	return RenderChartServing(t, name, namespace, nil, set...)
+}
+
+// RenderChartServing is RenderChart for a cluster that also serves the
+// given APIs (Helm's --api-versions, "group/version/Kind"), as a cluster
+// Helm installs into reports them.
+func RenderChartServing(t testing.TB, name, namespace string, apis []string, set ...string) []*unstructured.Unstructured {
+	t.Helper()
+	args := []string{"template", name, filepath.Join(RepoRoot(), "charts", "strata"), "--namespace", namespace}
+	for _, api := range apis {
+		args = append(args, "--api-versions", api)
+	}
+	out, err := Helm(t, append(args, setFlags(set)...)...)
 	if err != nil {
 		t.Fatalf("helm template: %v", err)
 	}
@@ -77,4 +92,22 @@ func ServiceAccountConfig(cfg *rest.Config, namespace, name string) *rest.Config
 		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
 	}
 	return sa
+}
+
+// FinalizerPolicyServes returns nil once the API server adds finalizer to
+// a Kustomization created in ns, as the chart's MutatingAdmissionPolicy
+// does from the time the API server has seen it; it tries with a dry run.
+func FinalizerPolicyServes(ctx context.Context, c client.Client, ns, finalizer string) error {
+	probe := &kustomizev1.Kustomization{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "finalizer-policy-probe"},
+		Spec: kustomizev1.KustomizationSpec{Interval: metav1.Duration{Duration: time.Hour},
+			SourceRef: kustomizev1.CrossNamespaceSourceReference{Kind: "GitRepository", Name: "probe"}},
+	}
+	if err := c.Create(ctx, probe, client.DryRunAll); err != nil {
+		return err
+	}
+	if !slices.Contains(probe.Finalizers, finalizer) {
+		return fmt.Errorf("a Kustomization created in %s gets finalizers %v, not %s", ns, probe.Finalizers, finalizer)
+	}
+	return nil
 }
