@@ -14,15 +14,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	failoverv1alpha1 "github.com/strata-gitops/strata/api/failover/v1alpha1"
-	"github.com/strata-gitops/strata/internal/scheme"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 )
 
@@ -78,9 +74,7 @@ func waitStarted(t *testing.T, started <-chan struct{}, what string) {
 // instead of waiting for ever.
 func TestAKindNotServedSaysWhatToCheck(t *testing.T) {
 	env := testenv.Get(t)
-	mgr, err := ctrl.NewManager(env.Config, manager.Options{Scheme: scheme.New(),
-		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
+	mgr, err := ctrl.NewManager(env.Config, testenv.ManagerOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,9 +105,9 @@ func TestStoppingWhileListingIsNoFailure(t *testing.T) {
 	}, funcr.Options{})
 	// The kind is never listed: the manager's account may not list it.
 	nobody := testenv.ServiceAccountConfig(env.Config, "default", "may-list-nothing")
-	mgr, err := ctrl.NewManager(nobody, manager.Options{Scheme: scheme.New(), Logger: logger,
-		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
+	opts := testenv.ManagerOptions()
+	opts.Logger = logger
+	mgr, err := ctrl.NewManager(nobody, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,13 +12,9 @@ import (
 	"github.com/go-logr/logr/funcr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/strata-gitops/strata/internal/scheme"
@@ -78,11 +74,9 @@ func TestTheControllerLogsAReconcileWithItsKustomization(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.RunManagerFrom(t, func(ctx context.Context) (testenv.Manager, error) {
-		mgr, err := ctrl.NewManager(env.Config, manager.Options{
-			Scheme: scheme.New(), Logger: logger,
-			Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-			Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-		})
+		opts := testenv.ManagerOptions()
+		opts.Logger = logger
+		mgr, err := ctrl.NewManager(env.Config, opts)
 		if err != nil {
 			return nil, err
 		}

@@ -38,14 +38,7 @@ func Eventually(t testing.TB, timeout time.Duration, check func() error) {
 // that stops it earlier, for restart tests.
 func RunManager(t testing.TB, env *Env, setup func(mgr manager.Manager) error) (stop func()) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(env.Config, manager.Options{
-		Scheme:                 scheme.New(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		// Tests start several managers in one process, each naming its
-		// controllers the same way.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	mgr, err := ctrl.NewManager(env.Config, ManagerOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,6 +46,20 @@ func RunManager(t testing.TB, env *Env, setup func(mgr manager.Manager) error) (
 		t.Fatal(err)
 	}
 	return RunManagerFrom(t, func(context.Context) (Manager, error) { return mgr, nil })
+}
+
+// ManagerOptions are the options of a test's manager: strata's scheme, no
+// metrics or probe listeners, and controllers that may share a name with
+// those of other managers in the process.
+func ManagerOptions() manager.Options {
+	return manager.Options{
+		Scheme:                 scheme.New(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		// Tests start several managers in one process, each naming its
+		// controllers the same way.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	}
 }
 
 // Manager is what RunManagerFrom starts.
