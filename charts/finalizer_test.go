@@ -70,6 +70,7 @@ func TestTheAPIServerAddsFluxsFinalizer(t *testing.T) {
 	if err := env.Client.Create(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { letGo(t, env.Client, ns.Name) })
 
 	// The API server serves a new policy once it has seen it.
 	testenv.Eventually(t, time.Minute, func() error {
@@ -97,6 +98,36 @@ func TestTheAPIServerAddsFluxsFinalizer(t *testing.T) {
 	}
 	if err := wantFinalizers(repo, "example.com/keep", git.Finalizer); err != nil {
 		t.Fatalf("a GitRepository created with a finalizer of its own: %v", err)
+	}
+}
+
+// letGo deletes the Kustomizations and GitRepositories the test created
+// in ns, without their finalizers, since no controller here runs to
+// remove them.
+func letGo(t *testing.T, c client.Client, ns string) {
+	ctx := context.Background()
+	for _, kind := range []string{kustomizev1.KustomizationKind, sourcev1.GitRepositoryKind} {
+		list := &unstructured.UnstructuredList{}
+		gv := kustomizev1.GroupVersion
+		if kind == sourcev1.GitRepositoryKind {
+			gv = sourcev1.GroupVersion
+		}
+		list.SetGroupVersionKind(gv.WithKind(kind + "List"))
+		if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+			t.Errorf("listing the %ss in %s to delete them: %v", kind, ns, err)
+			continue
+		}
+		for i := range list.Items {
+			o := &list.Items[i]
+			patch := client.MergeFrom(o.DeepCopy())
+			o.SetFinalizers(nil)
+			if err := c.Patch(ctx, o, patch); err != nil {
+				t.Errorf("removing the finalizers of %s %s/%s: %v", kind, ns, o.GetName(), err)
+			}
+			if err := client.IgnoreNotFound(c.Delete(ctx, o)); err != nil {
+				t.Errorf("deleting %s %s/%s: %v", kind, ns, o.GetName(), err)
+			}
+		}
 	}
 }
 

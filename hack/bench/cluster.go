@@ -319,18 +319,17 @@ func firstHoldingUp(last map[string]*kustomizev1.Kustomization, ready map[string
 // waitReconciles polls the controller's metrics until n Kustomization
 // reconciles have finished, and says when the first had (zero when none).
 func (b *bench) waitReconciles(n int, limit time.Duration) (first time.Time, err error) {
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
+	err = poll(limit, 50*time.Millisecond, func() error {
 		done := reconciles(b.metrics)
 		if done > 0 && first.IsZero() {
 			first = time.Now()
 		}
-		if done >= n {
-			return first, nil
+		if done < n {
+			return fmt.Errorf("not finished within %s: %d of %d reconciles", limit, done, n)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return first, fmt.Errorf("not finished within %s: %d of %d reconciles", limit, reconciles(b.metrics), n)
+		return nil
+	})
+	return first, err
 }
 
 func reconciles(addr string) int {

@@ -95,17 +95,21 @@ func (fluxController) prepare(b *bench) (func(), error) {
 		return nil, err
 	}
 	stopSource := func() { stop(cmd) }
-	deadline := time.Now().Add(2 * time.Minute)
-	for time.Now().Before(deadline) {
+	err := poll(2*time.Minute, 100*time.Millisecond, func() error {
 		repo := &sourcev1.GitRepository{}
-		err := b.c.Get(context.Background(), client.ObjectKey{Namespace: "flux-system", Name: "bench"}, repo)
-		if err == nil && repo.Status.Artifact != nil && repo.Status.Artifact.Revision == b.lastRevision {
-			return stopSource, nil
+		if err := b.c.Get(context.Background(), client.ObjectKey{Namespace: "flux-system", Name: "bench"}, repo); err != nil {
+			return err
 		}
-		time.Sleep(100 * time.Millisecond)
+		if repo.Status.Artifact == nil || repo.Status.Artifact.Revision != b.lastRevision {
+			return fmt.Errorf("the GitRepository has no artifact at %s after 2 minutes", b.lastRevision)
+		}
+		return nil
+	})
+	if err != nil {
+		stopSource()
+		return nil, err
 	}
-	stopSource()
-	return nil, fmt.Errorf("the GitRepository has no artifact at %s after 2 minutes", b.lastRevision)
+	return stopSource, nil
 }
 
 // start runs ctl's process, logging to a file in the bench directory.

@@ -25,21 +25,25 @@ import (
 // apply sends.
 type requestCost struct {
 	what             string
+	role             costRole
 	perKustomization int
 	cpu              float64
 }
 
+// costRole names the costs the summary line reads, so that adding a kind
+// of request cannot shift which one it takes.
+type costRole int
+
+const (
+	anyRequest costRole = iota
+	floorRequest
+	finalizerPatch
+	plainCreate  // a Kustomization created without the chart's finalizer policy
+	policyCreate // and with it
+)
+
 // costRounds is how many turns the request kinds take.
 const costRounds = 5
-
-// Indexes among the costs: the floor's own request, the finalizer patch
-// the chart's policy saves, and the creates without and with the policy.
-const (
-	floorRequest     = 1
-	finalizerRequest = 2
-	plainCreate      = 5
-	policyCreate     = 6
-)
 
 // measureCosts sends, on a fresh control plane, each kind of request
 // strata's first pass makes, as many as the pass makes, floorWorkers at a
@@ -83,24 +87,28 @@ func measureCosts(cfg config) ([]requestCost, error) {
 	perObject := func(opts ...client.PatchOption) func(i int) error {
 		return func(i int) error { return applyCreating(ctx, c, objs[i].DeepCopy(), opts...) }
 	}
-	// The floor's request is kinds[floorRequest].
 	kinds := []struct {
 		what string
+		role costRole
 		n    int // requests measured
 		per  int // requests per Kustomization in the controller's first pass
 		send func(i int) error
 	}{
 		// Each round dry-runs its objects before it creates them.
-		{"server-side apply dry-run of an object to create", len(objs), 4, perObject(client.DryRunAll)},
-		{"server-side apply creating an object (the floor's request)", len(objs), 4, perObject()},
-		{"Kustomization finalizer, merge patch", cfg.kustomizations, 1, func(i int) error { return addFinalizer(ctx, c, ks(i)) }},
-		{"Kustomization status, merge patch", cfg.kustomizations, 1, func(i int) error {
+		{"server-side apply dry-run of an object to create", anyRequest, len(objs), 4, perObject(client.DryRunAll)},
+		{"server-side apply creating an object (the floor's request)", floorRequest, len(objs), 4, perObject()},
+		{"Kustomization finalizer, merge patch", finalizerPatch, cfg.kustomizations, 1, func(i int) error { return addFinalizer(ctx, c, ks(i)) }},
+		{"Kustomization status, merge patch", anyRequest, cfg.kustomizations, 1, func(i int) error {
 			return writeStatus(ctx, c, ks(i), created(objs[4*i:4*i+4]))
 		}},
-		{"Event", cfg.kustomizations, 1, func(i int) error { return recordEvent(ctx, c, name(i, cfg.infra), created(objs[4*i:4*i+4])) }},
+		{"Event", anyRequest, cfg.kustomizations, 1, func(i int) error {
+			return recordEvent(ctx, c, name(i, cfg.infra), created(objs[4*i:4*i+4]))
+		}},
 		// Sent by whoever creates the Kustomizations, not by the controller.
-		{"Kustomization create", cfg.kustomizations, 0, func(i int) error { return createKustomization(ctx, c, b.kustomization(i), createIn[0]) }},
-		{"Kustomization create, Flux's finalizer added by the chart's policy", cfg.kustomizations, 0, func(i int) error {
+		{"Kustomization create", plainCreate, cfg.kustomizations, 0, func(i int) error {
+			return createKustomization(ctx, c, b.kustomization(i), createIn[0])
+		}},
+		{"Kustomization create, Flux's finalizer added by the chart's policy", policyCreate, cfg.kustomizations, 0, func(i int) error {
 			return createKustomization(ctx, c, b.kustomization(i), createIn[1])
 		}},
 	}
@@ -120,7 +128,7 @@ func measureCosts(cfg config) ([]requestCost, error) {
 	}
 	var costs []requestCost
 	for i, k := range kinds {
-		costs = append(costs, requestCost{what: k.what, perKustomization: k.per, cpu: cpu[i] / float64(k.n)})
+		costs = append(costs, requestCost{what: k.what, role: k.role, perKustomization: k.per, cpu: cpu[i] / float64(k.n)})
 	}
 	return costs, nil
 }
@@ -208,18 +216,18 @@ func created(objs []*unstructured.Unstructured) *ssa.ChangeSet {
 // Kustomization cost the control plane against the floor's.
 func printCosts(costs []requestCost) {
 	fmt.Printf("costs: CPU of kube-apiserver and etcd per request, %d at a time on a fresh control plane, with nothing watching:\n", floorWorkers)
-	var floor, without float64
-	for i, c := range costs {
+	var without float64
+	byRole := map[costRole]requestCost{}
+	for _, c := range costs {
 		fmt.Printf("  %s: %.2f ms, %d per Kustomization\n", c.what, 1000*c.cpu, c.perKustomization)
 		without += float64(c.perKustomization) * c.cpu
-		if i == floorRequest {
-			floor = float64(c.perKustomization) * c.cpu
-		}
+		byRole[c.role] = c
 	}
+	floor := float64(byRole[floorRequest].perKustomization) * byRole[floorRequest].cpu
 	// With the chart's policy the controller sends no finalizer patch, and
 	// each create costs what the policy adds to it.
-	added := costs[policyCreate].cpu - costs[plainCreate].cpu
-	with := without - costs[finalizerRequest].cpu + added
+	added := byRole[policyCreate].cpu - byRole[plainCreate].cpu
+	with := without - byRole[finalizerPatch].cpu + added
 	fmt.Printf("costs: per Kustomization, the floor's requests %.1f ms, strata's %.1f ms with the chart's finalizer policy (no finalizer patch, %.2f ms more for the create), %.1f ms without it: %.2fx and %.2fx the floor's\n",
 		1000*floor, 1000*with, 1000*added, 1000*without, with/floor, without/floor)
 }

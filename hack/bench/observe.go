@@ -92,20 +92,18 @@ func send(ctx context.Context, out chan<- client.Object, obj client.Object) {
 // from its profiler, polled until it answers.
 func (b *bench) cpuProfile(file string, d time.Duration) error {
 	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", b.pprof, int(d.Seconds()))
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var data []byte
+	err := poll(30*time.Second, 5*time.Millisecond, func() error {
 		resp, err := http.Get(url) //nolint:noctx,gosec // a loopback address of the bench's own
-		if err == nil {
-			defer resp.Body.Close()
-			data, err := io.ReadAll(resp.Body)
-			if err != nil {
-				return err
-			}
-			return os.WriteFile(file, data, 0o644)
-		}
-		if time.Now().After(deadline) {
+		if err != nil {
 			return err
 		}
-		time.Sleep(5 * time.Millisecond)
+		defer resp.Body.Close()
+		data, err = io.ReadAll(resp.Body)
+		return err
+	})
+	if err != nil {
+		return err
 	}
+	return os.WriteFile(file, data, 0o644)
 }

@@ -42,17 +42,13 @@ func (b *bench) installFinalizerPolicy(objects []*unstructured.Unstructured, ns 
 			return fmt.Errorf("%s %s: %w", o.GetKind(), o.GetName(), err)
 		}
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		err := testenv.FinalizerPolicyServes(ctx, b.c, ns, kustomization.Finalizer)
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the chart's finalizer policy, a minute after it was applied: %w", err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	err := poll(time.Minute, 50*time.Millisecond, func() error {
+		return testenv.FinalizerPolicyServes(ctx, b.c, ns, kustomization.Finalizer)
+	})
+	if err != nil {
+		return fmt.Errorf("the chart's finalizer policy, a minute after it was applied: %w", err)
 	}
+	return nil
 }
 
 // boundTo binds the policy only in namespaces with the label, so that

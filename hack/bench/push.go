@@ -55,18 +55,22 @@ func (b *bench) setupReceiver() error {
 		return err
 	}
 	url := "http://" + b.receiver + rcv.GetWebhookPath("bench")
-	for i := 0; i < 300; i++ {
+	err := poll(30*time.Second, 100*time.Millisecond, func() error {
 		resp, err := http.Post(url, "application/json", nil) //nolint:noctx
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				b.hookURL.Store(url)
-				return nil
-			}
+		if err != nil {
+			return fmt.Errorf("the receiver at %s, 30 s after it was created: %w", url, err)
 		}
-		time.Sleep(100 * time.Millisecond)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("the receiver at %s, 30 s after it was created: %s", url, resp.Status)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	return fmt.Errorf("receiver never became ready")
+	b.hookURL.Store(url)
+	return nil
 }
 
 // measurePush commits a change to one app, pushes it and returns the time

@@ -19,15 +19,22 @@ import (
 // artifact would hold once they are committed: what `git add --all` would
 // commit (untracked files included, those git ignores left out, tracked
 // ones kept even where a .gitignore matches them), under the same rules
-// as Files. The user's global excludes file (core.excludesFile) is not
-// read.
+// as Files. git's ignore files are read as git reads them: each
+// directory's .gitignore, .git/info/exclude and the user's excludes file
+// (core.excludesFile).
 func DiskFiles(top string, specIgnore *string, sparse []string) ([]artifact.File, error) {
 	w := diskWalk{top: top}
+	// Later patterns take precedence: the user's excludes, then the
+	// repository's, then each directory's .gitignore as it is entered.
+	user, err := userExcludes(top)
+	if err != nil {
+		return nil, err
+	}
 	exclude, err := readDiskPatterns(filepath.Join(top, ".git", "info", "exclude"), nil)
 	if err != nil {
 		return nil, err
 	}
-	w.gitPatterns = exclude
+	w.gitPatterns = append(user, exclude...)
 	if w.tracked, w.trackedDirs, err = trackedPaths(top); err != nil {
 		return nil, err
 	}
@@ -44,7 +51,7 @@ func DiskFiles(top string, specIgnore *string, sparse []string) ([]artifact.File
 type diskWalk struct {
 	top         string
 	files       []candidate
-	gitPatterns []gitignore.Pattern // .gitignore and .git/info/exclude
+	gitPatterns []gitignore.Pattern // core.excludesFile, .git/info/exclude and .gitignore
 	// tracked are the paths git's index holds, which git commits even
 	// where an ignore pattern matches them; trackedDirs the directories
 	// above them.

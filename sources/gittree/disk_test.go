@@ -141,3 +141,70 @@ func TestADamagedIndexIsNamed(t *testing.T) {
 		t.Fatalf("a damaged index gave %v, want an error naming %s and what to do", err, index)
 	}
 }
+
+// TestTheUsersExcludesFileIsRead: files the user's excludes file ignores
+// (core.excludesFile, or git's default under the XDG configuration
+// directory) are left out, as `git add --all` leaves them out; the
+// repository's own setting wins over the user's, and a .gitignore's
+// negation over both.
+func TestTheUsersExcludesFileIsRead(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", "")
+	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+	dir := t.TempDir()
+	commitOnDisk(t, dir, map[string]string{"apps/app.yaml": "a"})
+	untracked := map[string]string{
+		"apps/notes.scratch":  "the default excludes file ignores it",
+		"apps/plan.mine":      "the configured one ignores it",
+		"apps/repo.local":     "the repository's excludes file ignores it",
+		"apps/keep.mine":      "a .gitignore takes it back",
+		"apps/.gitignore":     "!keep.mine\n",
+		"apps/deploy.yaml":    "in",
+		"clusters/app.yaml":   "in",
+		"clusters/a.scratch2": "in: a pattern of no excludes file in use",
+	}
+	writeFiles(t, home, map[string]string{
+		".config/git/ignore": "*.scratch\n",
+		"mine":               "*.mine\n",
+		"repo-excludes":      "*.local\n*.scratch2\n",
+	})
+	writeFiles(t, dir, untracked)
+
+	check := func(when string) {
+		t.Helper()
+		onDisk, err := gittree.DiskFiles(dir, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// What real git would commit from the same working tree, but for
+		// the .gitignore files an artifact leaves out.
+		var want []string
+		for _, line := range strings.Split(gitIn(t, dir, "add", "--all", "--dry-run"), "\n") {
+			if p, ok := strings.CutPrefix(line, "add '"); ok && filepath.Base(p) != ".gitignore'" {
+				want = append(want, strings.TrimSuffix(p, "'"))
+			}
+		}
+		want = append(want, "apps/app.yaml")
+		slices.Sort(want)
+		if got := names(onDisk); !slices.Equal(got, want) {
+			t.Errorf("%s: the working tree gives\n%q\ngit add --all would add\n%q", when, got, want)
+		}
+	}
+	check("the default excludes file")
+	if err := os.WriteFile(filepath.Join(home, ".gitconfig"), []byte("[core]\n\texcludesFile = ~/mine\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	check("core.excludesFile in ~/.gitconfig")
+	gitIn(t, dir, "config", "core.excludesFile", filepath.Join(home, "repo-excludes"))
+	check("core.excludesFile in the repository's configuration")
+
+	// A configuration git could not read either stops the listing, named.
+	broken := filepath.Join(home, ".gitconfig")
+	if err := os.WriteFile(broken, []byte("[core\n\texcludesFile = ~/mine\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gittree.DiskFiles(dir, nil, nil); err == nil || !strings.Contains(err.Error(), broken) {
+		t.Errorf("a broken %s: %v, want an error naming it", broken, err)
+	}
+}
