@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-gitops/strata/internal/testing/testenv"
@@ -106,13 +107,12 @@ func TestTheAPIServerAddsFluxsFinalizer(t *testing.T) {
 // remove them.
 func letGo(t *testing.T, c client.Client, ns string) {
 	ctx := context.Background()
-	for _, kind := range []string{kustomizev1.KustomizationKind, sourcev1.GitRepositoryKind} {
+	for _, gvk := range []schema.GroupVersionKind{
+		kustomizev1.GroupVersion.WithKind(kustomizev1.KustomizationKind), sourcev1.GroupVersion.WithKind(sourcev1.GitRepositoryKind),
+	} {
+		kind := gvk.Kind
 		list := &unstructured.UnstructuredList{}
-		gv := kustomizev1.GroupVersion
-		if kind == sourcev1.GitRepositoryKind {
-			gv = sourcev1.GroupVersion
-		}
-		list.SetGroupVersionKind(gv.WithKind(kind + "List"))
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(kind + "List"))
 		if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
 			t.Errorf("listing the %ss in %s to delete them: %v", kind, ns, err)
 			continue

@@ -98,7 +98,7 @@ func (fluxController) prepare(b *bench) (func(), error) {
 	err := poll(2*time.Minute, 100*time.Millisecond, func() error {
 		repo := &sourcev1.GitRepository{}
 		if err := b.c.Get(context.Background(), client.ObjectKey{Namespace: "flux-system", Name: "bench"}, repo); err != nil {
-			return err
+			return fmt.Errorf("reading GitRepository flux-system/bench, whose artifact Flux is served: %w", err)
 		}
 		if repo.Status.Artifact == nil || repo.Status.Artifact.Revision != b.lastRevision {
 			return fmt.Errorf("the GitRepository has no artifact at %s after 2 minutes", b.lastRevision)

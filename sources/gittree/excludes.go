@@ -27,8 +27,9 @@ func userExcludes(top string) ([]gitignore.Pattern, error) {
 
 // excludesFile is the path core.excludesFile names, the last setting
 // winning as in git: the system's configuration (unless
-// GIT_CONFIG_NOSYSTEM is set), the user's, then the repository's. Without one it is git's default under the XDG
-// configuration directory; empty when no home is known.
+// GIT_CONFIG_NOSYSTEM is set), the user's, then the repository's. Without
+// one it is git's default under the XDG configuration directory; empty
+// when no home is known.
 func excludesFile(top string) (string, error) {
 	home, _ := os.UserHomeDir()
 	xdg := os.Getenv("XDG_CONFIG_HOME")
@@ -72,13 +73,15 @@ func configuredExcludes(p string) (string, error) {
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	}
-	if err != nil {
-		return "", err
+	if err == nil {
+		defer f.Close()
+		cfg := gitconfig.New()
+		if err = gitconfig.NewDecoder(f).Decode(cfg); err == nil {
+			return cfg.Section("core").Option("excludesFile"), nil
+		}
 	}
-	defer f.Close()
-	cfg := gitconfig.New()
-	if err := gitconfig.NewDecoder(f).Decode(cfg); err != nil {
-		return "", fmt.Errorf("reading git's configuration %s for core.excludesFile: %w; check it with `git config --list --show-origin`", p, err)
-	}
-	return cfg.Section("core").Option("excludesFile"), nil
+	// git would stop on it too; a plan that skipped it could list files
+	// the user's excludes leave out of every commit.
+	return "", fmt.Errorf("reading git's configuration %s for core.excludesFile: %w; "+
+		"check it with `git config --list --show-origin`", p, err)
 }
