@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strings"
 	"unsafe"
@@ -22,15 +23,53 @@ func Send(ctx context.Context, w io.Writer, snap, parent string) error {
 	return stream(ctx, "sending "+snap, nil, w, append(args, snap)...)
 }
 
+// Confinement is what a received stream may make: one subvolume of an
+// agreed name, from nothing or from an agreed parent, in bounded bytes.
+type Confinement struct {
+	// Name is the subvolume the stream makes in the receiving directory.
+	Name string
+	// Parent is the local read-only subvolume an incremental stream
+	// builds on; empty for a whole stream.
+	Parent string
+	// MaxBytes bounds the stream; 0 is no bound.
+	MaxBytes int64
+}
+
 // Receive makes the subvolume of a send stream read from r in dir, as
-// `btrfs receive` does, named as the sent one was. btrfs marks it
-// received and read-only only once the stream ends well. This
-// btrfs-progs refuses a stream cut anywhere before its end command,
-// older ones took one cut between two commands, so the caller still
-// checks that the stream is whole before trusting the subvolume, and
-// removes what a failed receive left in dir.
-func Receive(ctx context.Context, r io.Reader, dir string) error {
-	return stream(ctx, "receiving into "+dir, r, io.Discard, "receive", "-q", dir)
+// `btrfs receive` does, confined: btrfs receive runs chrooted into dir,
+// so no path, symbolic link or "..", of the stream or already in the
+// parent, reaches past it, and the stream reaches it only through a
+// check that refuses, before btrfs sees them, commands naming paths
+// outside the subvolume, a subvolume other than c.Name, a parent or a
+// clone source other than c.Parent (btrfs receive resolves those by
+// UUID over the whole filesystem), clones through symbolic links in the
+// parent, device nodes, and anything past c.MaxBytes. A refusal is
+// returned as an error wrapping ErrStreamRefused.
+//
+// btrfs marks the subvolume received and read-only only once the stream
+// ends well. The caller still checks that the stream is whole before
+// trusting the subvolume, and removes what a failed receive left in dir.
+func (f *Filesystem) Receive(ctx context.Context, r io.Reader, dir string, c Confinement) error {
+	rules := streamRules{name: c.Name, maxBytes: c.MaxBytes, inUse: f.uuidInUse}
+	if c.Parent != "" {
+		info, err := subvolumeInfo(c.Parent)
+		if err != nil {
+			return err
+		}
+		rules.parent = info.identity()
+		parent, err := os.Open(c.Parent)
+		if err != nil {
+			return err
+		}
+		defer parent.Close()
+		rules.cloneSource = func(path string) error { return regularFileBeneath(parent, path) }
+	}
+	check := &streamCheck{r: r, rules: rules}
+	err := stream(ctx, "receiving into "+dir, check, io.Discard, "receive", "-q", "--chroot", dir)
+	if check.refusal != nil {
+		return check.refusal
+	}
+	return err
 }
 
 // stream runs btrfs with r as its input and w as its output; the error

@@ -262,16 +262,24 @@ func (s *Store) Receive(ctx context.Context, tenant, name string, seq, parent ui
 	if err := s.clearIncomplete(ctx, tenant, name); err != nil {
 		return Pair{}, err
 	}
+	confine, err := s.receiveConfinement(tenant, name, rec.Volume, parent)
+	if err != nil {
+		return Pair{}, err
+	}
+	started := time.Now().UTC()
 	dir := s.replicaDir(tenant, name, seq)
 	if err := os.MkdirAll(dir+partSuffix, 0o700); err != nil {
 		return Pair{}, err
 	}
-	err = btrfs.Receive(ctx, r, dir+partSuffix)
+	err = s.FS.Receive(ctx, r, dir+partSuffix, confine)
+	if errors.Is(err, btrfs.ErrStreamRefused) {
+		err = newError(Invalid, "pair %s, replica %d: %v", name, seq, err)
+	}
 	if err == nil {
 		err = whole()
 	}
 	if err == nil {
-		err = finishReplica(dir+partSuffix, dir, replicaRecord{Parent: parent, MadeAt: madeAt})
+		err = finishReplica(dir+partSuffix, dir, replicaRecord{Parent: parent, MadeAt: earliest(madeAt, started)})
 	}
 	if err != nil {
 		return Pair{}, errors.Join(fmt.Errorf("pair %s, replica %d: %w; replica %d is kept", name, seq, err, have.Latest),
@@ -281,6 +289,37 @@ func (s *Store) Receive(ctx context.Context, tenant, name string, seq, parent ui
 		return Pair{}, err
 	}
 	return s.pairState(tenant, rec)
+}
+
+// receiveConfinement is what a stream of the pair may make: the
+// replica's data subvolume, from the local copy of its parent, in no more
+// bytes than the tenant's quota or, for a tenant without one, twice its
+// volume's size and 64 MiB for metadata. A sender cannot make a
+// replica larger than what it replicates: a received replica is the
+// agent's copy, outside the tenant's qgroup, so it is bounded here.
+func (s *Store) receiveConfinement(tenant, name, volume string, parent uint64) (btrfs.Confinement, error) {
+	c := btrfs.Confinement{Name: dataDir, MaxBytes: s.Quotas[tenant].total()}
+	if c.MaxBytes == 0 {
+		v, err := s.Get(tenant, volume)
+		if err != nil {
+			return c, err
+		}
+		c.MaxBytes = 2*v.SizeBytes + 64<<20
+	}
+	if parent != 0 {
+		c.Parent = filepath.Join(s.replicaDir(tenant, name, parent), dataDir)
+	}
+	return c, nil
+}
+
+// earliest is the older of two times. A replica's time is what its
+// sender says it was made at, but never later than when it began to
+// arrive: a sender cannot make old data look newer than its receipt.
+func earliest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return b
+	}
+	return a
 }
 
 // finishReplica records a replica in its .new or .part directory, whose

@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/strata-gitops/strata/internal/testing/sendstream"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
 	"github.com/strata-gitops/strata/storage/agent/volumes"
@@ -342,4 +343,57 @@ func processState(t *testing.T, pid int) string {
 		t.Fatalf("reading /proc/%d/stat: %v", pid, err)
 	}
 	return fields[2]
+}
+
+// A peer's stream may not write outside its pair: here, into another
+// tenant's volume on the same store through a path that climbs out.
+// It is refused as invalid, leaves no replica, and the other tenant's
+// file is as it was.
+func TestReceiveRefusesAStreamWritingIntoAnotherTenant(t *testing.T) {
+	a, _ := pairedStores(t)
+	ctx := context.Background()
+	other, _, err := a.Create(ctx, "bob", volumes.CreateRequest{Name: "private", SizeBytes: 64 * mib})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(other.Path, "secret")
+	if err := os.WriteFile(secret, []byte("bob's"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(filepath.Join(a.Base, "t", ".pairs", "p", "1.part", "data"), secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream := sendstream.New().Subvolume("data", sendstream.NewUUID()).File(rel, 257, []byte("alice's")).End().Bytes()
+	_, err = a.Receive(ctx, "t", "p", 1, 0, time.Now(), bytes.NewReader(stream), func() error { return nil })
+	wantKind(t, err, volumes.Invalid, "a stream climbing out of its replica")
+	if got, err := os.ReadFile(secret); err != nil || string(got) != "bob's" {
+		t.Fatalf("bob's file holds %q, %v", got, err)
+	}
+	if p, err := a.GetPair("t", "p"); err != nil || len(p.Replicas) != 0 {
+		t.Fatalf("the pair holds %+v, %v; want no replica", p, err)
+	}
+}
+
+// A replica's time is never later than when it began to arrive,
+// whatever its sender says: the failover judges data age by it.
+func TestAReplicaIsNeverNewerThanItsReceipt(t *testing.T) {
+	a, b := pairedStores(t)
+	ctx := context.Background()
+	out, err := a.SnapshotForSend(ctx, "t", "p", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stream bytes.Buffer
+	if err := out.Stream(ctx, &stream); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	p, err := b.Receive(ctx, "t", "p", out.Seq, out.Parent, before.Add(time.Hour), &stream, func() error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.LatestAt == nil || p.LatestAt.After(time.Now()) {
+		t.Fatalf("the replica claims to be made at %v, after it arrived (%v)", p.LatestAt, before)
+	}
 }
