@@ -53,9 +53,9 @@ func (f *Filesystem) uuidInUse(uuid [16]byte) (bool, error) {
 	// what was found; only the count of items is read.
 	var args struct {
 		TreeID, MinObjectID, MaxObjectID, MinOffset, MaxOffset, MinTransID, MaxTransID uint64
-		MinType, MaxType, NrItems, _                                                 uint32
-		_                                                                            [4]uint64
-		Buf                                                                          [4096 - 104]byte
+		MinType, MaxType, NrItems, _                                                   uint32
+		_                                                                              [4]uint64
+		Buf                                                                            [4096 - 104]byte
 	}
 	args.TreeID = uuidTreeID
 	args.MinObjectID = binary.LittleEndian.Uint64(uuid[0:8])
