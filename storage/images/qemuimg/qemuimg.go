@@ -3,14 +3,13 @@
 package qemuimg
 
 import (
-	"unsafe"
-
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -36,36 +35,69 @@ type Info struct {
 	Format string `json:"format"`
 	// VirtualSize is the disk the image holds: what a volume needs.
 	VirtualSize int64 `json:"virtual-size"`
+	// BackingFile and a data file, which Inspect refuses.
+	BackingFile    string `json:"backing-filename,omitempty"`
+	FormatSpecific struct {
+		Data struct {
+			DataFile string `json:"data-file,omitempty"`
+		} `json:"data"`
+	} `json:"format-specific"`
 }
 
 // Inspect reads the image at path as the format it is declared to be,
 // and refuses one whose header says another: a declared raw image that
 // is really qcow2 would be copied as its container, not its disk; a
-// declared qcow2 that is not one is no image at all.
+// declared qcow2 that is not one is no image at all. A qcow2 that names
+// a backing file or an external data file is refused before qemu-img
+// opens it: either would have qemu-img read a file of the host, chosen
+// by whoever made the image, into the volume.
 func (t Tool) Inspect(ctx context.Context, path, declared string) (Info, error) {
 	if declared != QCOW2 && declared != Raw {
 		return Info{}, fmt.Errorf("image format %q: use qcow2 or raw", declared)
 	}
-	probed, err := t.info(ctx, path)
+	header, err := readQcow2Header(path)
 	if err != nil {
 		return Info{}, err
 	}
-	if probed.Format != declared {
-		return Info{}, fmt.Errorf("the image is declared %s, but its header says %s: declare its real format", declared, probed.Format)
+	switch {
+	case declared == Raw && header != nil:
+		return Info{}, fmt.Errorf("the image is declared raw, but its header says qcow2: declare its real format")
+	case declared == QCOW2 && header == nil:
+		return Info{}, fmt.Errorf("the image is declared qcow2, but it has no qcow2 header: declare its real format")
+	case header != nil:
+		if err := header.selfContained(); err != nil {
+			return Info{}, err
+		}
 	}
-	return probed, nil
+	return t.info(ctx, path, declared)
 }
 
-func (t Tool) info(ctx context.Context, path string) (Info, error) {
-	out, err := t.Runner.Run(ctx, "qemu-img", "info", "--output=json", path)
+func (t Tool) info(ctx context.Context, path, format string) (Info, error) {
+	out, err := t.Runner.Run(ctx, "qemu-img", "info", "--output=json", "-f", format, path)
 	if err != nil {
-		return Info{}, fmt.Errorf("reading image %s: %w", path, err)
+		return Info{}, fmt.Errorf("reading the image: %w", err)
 	}
 	var i Info
 	if err := json.Unmarshal(out, &i); err != nil {
-		return Info{}, fmt.Errorf("qemu-img info of %s: %w", path, err)
+		return Info{}, fmt.Errorf("qemu-img info of the image: %w", err)
+	}
+	if i.BackingFile != "" || i.FormatSpecific.Data.DataFile != "" {
+		return Info{}, fmt.Errorf("the image names another file (backing file %q, data file %q): flatten it into one self-contained image (qemu-img convert -O qcow2)", i.BackingFile, i.FormatSpecific.Data.DataFile)
 	}
 	return i, nil
+}
+
+// source is how every qemu-img command that reads an image names it: as
+// the declared format over a plain file, with no backing file whatever
+// its header says, so that not even a header changed after Inspect
+// leads qemu-img to another file.
+func source(path, format string) (string, error) {
+	opts := map[string]any{"driver": format, "file": map[string]string{"driver": "file", "filename": path}}
+	if format == QCOW2 {
+		opts["backing"] = nil
+	}
+	data, err := json.Marshal(opts)
+	return "json:" + string(data), err
 }
 
 // Convert writes the disk of the image Inspect read, raw, over dst: an
@@ -81,7 +113,11 @@ func (t Tool) Convert(ctx context.Context, src string, image Info, dst string) e
 	if size < image.VirtualSize {
 		return fmt.Errorf("the volume %s holds %d bytes, the image %s needs %d: make the volume at least that large", dst, size, src, image.VirtualSize)
 	}
-	if _, err := t.Runner.Run(ctx, "qemu-img", "convert", "-n", "-f", image.Format, "-O", Raw, src, dst); err != nil {
+	from, err := source(src, image.Format)
+	if err != nil {
+		return err
+	}
+	if _, err := t.Runner.Run(ctx, "qemu-img", "convert", "-n", "-O", Raw, from, dst); err != nil {
 		return fmt.Errorf("converting %s (%s) to raw on %s: %w", src, image.Format, dst, err)
 	}
 	if err := zeroFrom(dst, image.VirtualSize, size); err != nil {
@@ -129,7 +165,11 @@ func sizeOf(path string) (int64, error) {
 // Same reads dst back and checks it holds the image's disk: the bytes
 // a VM would read, with anything beyond the image's size zero.
 func (t Tool) Same(ctx context.Context, src, format, dst string) error {
-	_, err := t.Runner.Run(ctx, "qemu-img", "compare", "-f", format, "-F", Raw, src, dst)
+	from, err := source(src, format)
+	if err != nil {
+		return err
+	}
+	_, err = t.Runner.Run(ctx, "qemu-img", "compare", "-F", Raw, from, dst)
 	var failed *command.Error
 	if errors.As(err, &failed) && failed.ExitCode == 1 {
 		return fmt.Errorf("%s does not hold the image %s after the conversion: %s", dst, src, failed.Stderr)

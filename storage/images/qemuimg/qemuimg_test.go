@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -92,7 +93,7 @@ func TestAWrongFormatIsRefused(t *testing.T) {
 	tool, ctx := qemuimg.New(), context.Background()
 	for _, c := range []struct{ path, declared, want string }{
 		{qcow2, qemuimg.Raw, "declared raw, but its header says qcow2"},
-		{raw, qemuimg.QCOW2, "declared qcow2, but its header says raw"},
+		{raw, qemuimg.QCOW2, "declared qcow2, but it has no qcow2 header"},
 		{raw, "vmdk", `format "vmdk"`},
 	} {
 		if _, err := tool.Inspect(ctx, c.path, c.declared); err == nil || !strings.Contains(err.Error(), c.want) {
@@ -160,5 +161,67 @@ func TestAVolumeThatHeldDataReadsAsTheDiskThenZeros(t *testing.T) {
 		if err != nil || !bytes.Equal(got[:len(disk)], disk) || !bytes.Equal(got[len(disk):], make([]byte, 16*mib-len(disk))) {
 			t.Errorf("%s does not read as the disk, then zeros (%v)", target, err)
 		}
+	}
+}
+
+// hostileImages are qcow2 images that reach a host file: one through a
+// backing file, one through an external data file, as qemu-img makes
+// them.
+func hostileImages(t *testing.T) (host string, images map[string]string) {
+	t.Helper()
+	dir := t.TempDir()
+	host = filepath.Join(dir, "host-secret")
+	if err := os.WriteFile(host, bytes.Repeat([]byte("host secret "), 1<<16), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	images = map[string]string{
+		"backing file": filepath.Join(dir, "backed.qcow2"),
+		"data file":    filepath.Join(dir, "external.qcow2"),
+	}
+	for _, args := range [][]string{
+		{"-b", host, "-F", "raw", images["backing file"]},
+		{"-o", "data_file=" + host + ",data_file_raw=on", images["data file"]},
+	} {
+		if out, err := exec.Command("qemu-img", append(append([]string{"create", "-q", "-f", "qcow2"}, args...), "768K")...).CombinedOutput(); err != nil {
+			t.Fatalf("qemu-img create: %v: %s", err, out)
+		}
+	}
+	return host, images
+}
+
+func TestAnImageReachingAHostFileIsRefused(t *testing.T) {
+	host, images := hostileImages(t)
+	tool, ctx := qemuimg.New(), context.Background()
+	for what, path := range images {
+		_, err := tool.Inspect(ctx, path, qemuimg.QCOW2)
+		if err == nil || !strings.Contains(err.Error(), what) {
+			t.Errorf("Inspect of an image with a %s = %v, want it refused naming the %s", what, err, what)
+		}
+	}
+	if _, err := tool.Inspect(ctx, images["backing file"], qemuimg.QCOW2); err == nil || !strings.Contains(err.Error(), host) {
+		t.Errorf("the refusal does not name the backing file %s: %v", host, err)
+	}
+}
+
+// Even past Inspect (a header changed after it, say), conversion and
+// comparison never follow a backing file: the volume gets the image's
+// own clusters, zeros here, not the host file.
+func TestConversionNeverReadsABackingFile(t *testing.T) {
+	_, images := hostileImages(t)
+	tool, ctx := qemuimg.New(), context.Background()
+	dst := volume(t, mib)
+	info := qemuimg.Info{Format: qemuimg.QCOW2, VirtualSize: 768 << 10}
+	if err := tool.Convert(ctx, images["backing file"], info, dst); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(got, []byte("host secret")) {
+		t.Fatal("the volume holds the backing file's data")
+	}
+	if err := tool.Same(ctx, images["backing file"], qemuimg.QCOW2, dst); err != nil {
+		t.Fatalf("comparing without the backing file: %v", err)
 	}
 }
