@@ -84,7 +84,9 @@ func (cl Cluster) Start(t testing.TB, c client.Client, node, ip, group string) A
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: volumeapi.NewPairServer(a.Store, tenants).Handler(), ReadHeaderTimeout: 10 * time.Second}
+	pairs := volumeapi.NewPairServer(a.Store, tenants)
+	pairs.Peers.PlainHTTP = true // served over plain HTTP, as its peers are
+	srv := &http.Server{Handler: pairs.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	ctx := context.Background()

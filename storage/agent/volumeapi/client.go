@@ -14,6 +14,10 @@ import (
 	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
 )
 
+// maxResponse bounds what a client reads of an answer: a peer or agent
+// that answers without end fills no memory.
+const maxResponse = 16 << 20
+
 // Client calls an agent's API as one tenant.
 type Client struct {
 	// URL is the agent's base URL, such as http://storage-1:8420.
@@ -110,7 +114,7 @@ func (c *Client) roundTrip(req *http.Request, out any) error {
 	if out == nil {
 		return nil
 	}
-	return json.NewDecoder(resp.Body).Decode(out)
+	return json.NewDecoder(io.LimitReader(resp.Body, maxResponse)).Decode(out)
 }
 
 // CreateVolume creates a volume, or returns the one of that name and size.

@@ -93,6 +93,14 @@ func (s *Server) syncPair(w http.ResponseWriter, r *http.Request, tenant string)
 	if req.Peer == "" || req.PeerTenant == "" || req.Token == "" {
 		return 0, nil, &volumes.Error{Kind: volumes.Invalid, Message: fmt.Sprintf("sync of pair %s: give peer, peerTenant and token", name)}
 	}
+	if err := s.Peers.Check(r.Context(), req.Peer); err != nil {
+		return 0, nil, &volumes.Error{Kind: volumes.Invalid, Message: fmt.Sprintf("sync of pair %s: %v", name, err)}
+	}
+	release, ok := s.streams.take()
+	if !ok {
+		return 0, nil, errBusyStreams
+	}
+	defer release()
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{}) // a sync takes as long as its stream
 	peer := &PeerClient{URL: req.Peer, Tenant: req.PeerTenant, Pair: name, Token: req.Token, HTTP: s.PeerHTTP}
 	remote, err := peer.State(r.Context())
@@ -158,8 +166,16 @@ func (s *Server) receive(w http.ResponseWriter, r *http.Request, tenant string) 
 	if err != nil {
 		return 0, nil, &volumes.Error{Kind: volumes.Invalid, Message: fmt.Sprintf("header %s: %v", headerMadeAt, err)}
 	}
-	_ = http.NewResponseController(w).SetReadDeadline(time.Time{}) // a stream takes as long as it takes
+	release, ok := s.streams.take()
+	if !ok {
+		return 0, nil, errBusyStreams
+	}
+	defer release()
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{}) // a stream takes as long as it takes, while it moves
 	body := newDigestReader(r.Body)
+	body.idle = watchIdle(streamIdle, func() { _ = rc.SetReadDeadline(time.Now()) })
+	defer body.idle.stop()
 	whole := func() error {
 		if _, err := io.Copy(io.Discard, body); err != nil {
 			return err
@@ -180,9 +196,10 @@ func (s *Server) receive(w http.ResponseWriter, r *http.Request, tenant string) 
 
 // digestReader counts and hashes what is read through it.
 type digestReader struct {
-	r io.Reader
-	h hash.Hash
-	n int64
+	r    io.Reader
+	h    hash.Hash
+	n    int64
+	idle *idleWatch
 }
 
 func newDigestReader(r io.Reader) *digestReader { return &digestReader{r: r, h: newStreamSum()} }
@@ -191,6 +208,9 @@ func (d *digestReader) Read(p []byte) (int, error) {
 	n, err := d.r.Read(p)
 	d.h.Write(p[:n])
 	d.n += int64(n)
+	if n > 0 {
+		d.idle.touch()
+	}
 	return n, err
 }
 
@@ -220,6 +240,8 @@ func (p *PeerClient) path() string {
 
 // State returns the peer's side of the pair: its newest replica.
 func (p *PeerClient) State(ctx context.Context) (pair wire.Pair, err error) {
+	ctx, cancel := context.WithTimeout(ctx, peerCallTimeout)
+	defer cancel()
 	return pair, p.client().do(ctx, http.MethodGet, p.path(), nil, &pair)
 }
 
@@ -236,7 +258,13 @@ func (p *PeerClient) Send(ctx context.Context, out replicas.Outgoing) (int64, er
 	req.Header.Set(headerMadeAt, out.MadeAt.Format(time.RFC3339Nano))
 	req.Header.Set("Content-Type", "application/octet-stream")
 	req.Trailer = http.Header{trailerSum: nil}
-	stream := &digestWriter{w: pw, h: newStreamSum()}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	req = req.WithContext(ctx)
+	stream := &digestWriter{w: pw, h: newStreamSum(), idle: watchIdle(streamIdle, func() {
+		cancel(fmt.Errorf("the stream moved no byte for %s", streamIdle))
+	})}
+	defer stream.idle.stop()
 	go func() {
 		if err := out.Stream(ctx, stream); err != nil {
 			pw.CloseWithError(err)
@@ -250,6 +278,9 @@ func (p *PeerClient) Send(ctx context.Context, out replicas.Outgoing) (int64, er
 	var held wire.Pair
 	err = c.roundTrip(req, &held)
 	pr.CloseWithError(io.ErrClosedPipe) // stops btrfs send when the peer gave up early
+	if cause := context.Cause(ctx); err != nil && cause != nil && cause != context.Canceled {
+		return 0, cause
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -260,15 +291,19 @@ func (p *PeerClient) Send(ctx context.Context, out replicas.Outgoing) (int64, er
 }
 
 type digestWriter struct {
-	w io.Writer
-	h hash.Hash
-	n int64
+	w    io.Writer
+	h    hash.Hash
+	n    int64
+	idle *idleWatch
 }
 
 func (d *digestWriter) Write(p []byte) (int, error) {
 	n, err := d.w.Write(p)
 	d.h.Write(p[:n])
 	d.n += int64(n)
+	if n > 0 {
+		d.idle.touch()
+	}
 	return n, err
 }
 

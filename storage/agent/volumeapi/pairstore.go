@@ -47,5 +47,5 @@ var (
 // NewPairServer serves only the pair and replica routes, and health and
 // metrics, of a store of pairs: the node agent's API for the LVM mover.
 func NewPairServer(pairs Pairs, tenants *Tenants) *Server {
-	return &Server{Pairs: pairs, Tenants: tenants, metrics: newMetrics(nil)}
+	return &Server{Pairs: pairs, Tenants: tenants, metrics: newMetrics(nil), streams: make(streamBudget, MaxStreams)}
 }

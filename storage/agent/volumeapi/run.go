@@ -115,7 +115,7 @@ func Run(ctx context.Context, c client.Reader, o Options) error {
 	go reloadTenants(ctx, served.tenants, served.load, o.SyncInterval, logger)
 	logger.Info("serving the volume API", "listen", o.Listen, "tls", served.tls != nil, "base", store.Base, "exporter", o.Exporter, "tenants", len(served.byTenant))
 	server := New(store, served.tenants)
-	server.Networks, server.PeerHTTP = networks, served.peerHTTP
+	server.Networks, server.PeerHTTP, server.Peers = networks, served.peerHTTP, served.peers(c)
 	if o.Images.Dir != "" {
 		if server.Images, err = o.Images.open(ctx, c, provision.BtrfsVolumes{Store: store}, o.imageNotice(logger)); err != nil {
 			return err
@@ -137,7 +137,7 @@ func RunPairs(ctx context.Context, c client.Reader, o Options, pairs Pairs, imag
 	go reloadTenants(ctx, served.tenants, served.load, o.SyncInterval, logger)
 	logger.Info("serving the pair API", "listen", o.Listen, "tls", served.tls != nil, "tenants", len(served.byTenant))
 	server := NewPairServer(pairs, served.tenants)
-	server.PeerHTTP = served.peerHTTP
+	server.PeerHTTP, server.Peers = served.peerHTTP, served.peers(c)
 	if o.Images.Dir != "" {
 		if server.Images, err = o.Images.open(ctx, c, images, o.imageNotice(logger)); err != nil {
 			return err
@@ -154,6 +154,16 @@ type serving struct {
 	tenants  *Tenants
 	byTenant map[string]string
 	load     func() (map[string]string, error)
+}
+
+// peers is where the agent's syncs may send: over HTTPS when it serves
+// HTTPS itself, to the cluster's nodes when it has a Kubernetes API.
+func (sv serving) peers(c client.Reader) PeerPolicy {
+	p := PeerPolicy{PlainHTTP: sv.tls == nil}
+	if c != nil {
+		p.Hosts = NodeHosts(c, time.Minute)
+	}
+	return p
 }
 
 // served reads the options' TLS, peer client and tenants.

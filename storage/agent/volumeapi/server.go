@@ -41,6 +41,9 @@ type Server struct {
 	// PeerHTTP calls other agents when this one sends a replica; nil
 	// uses http.DefaultClient.
 	PeerHTTP *http.Client
+	// Peers says which agents a sync may send to.
+	Peers   PeerPolicy
+	streams streamBudget
 	// Images, when set, serves image jobs on libvirt-volume-provisioner's
 	// routes (docs/images.md).
 	Images  *provision.Provisioner
@@ -49,7 +52,7 @@ type Server struct {
 
 // New returns a server of the store for the given tenants.
 func New(store *volumes.Store, tenants *Tenants) *Server {
-	return &Server{Store: store, Pairs: btrfsPairs{store}, Tenants: tenants, metrics: newMetrics(store)}
+	return &Server{Store: store, Pairs: btrfsPairs{store}, Tenants: tenants, metrics: newMetrics(store), streams: make(streamBudget, MaxStreams)}
 }
 
 // Handler routes the API.
@@ -125,6 +128,9 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, tenant string, h
 	code, body, err := h(w, r, tenant)
 	if err != nil {
 		code, body = errorResponse(err)
+		if code == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", "5")
+		}
 		if code == http.StatusInternalServerError {
 			// Command lines, stderr and host paths stay in the log.
 			log.Log.WithName("volume-api").Error(err, "request failed", "tenant", tenant, "method", r.Method, "path", r.URL.Path)
@@ -154,6 +160,9 @@ func errorResponse(err error) (int, errorBody) {
 		volumes.InUse:     {http.StatusConflict, "InUse"},
 		volumes.NoSpace:   {http.StatusInsufficientStorage, "NoSpace"},
 		volumes.Forbidden: {http.StatusForbidden, "Forbidden"},
+	}
+	if errors.Is(err, errBusyStreams) {
+		return http.StatusServiceUnavailable, errorBody{Error: err.Error(), Reason: "Busy"}
 	}
 	if c, ok := codes[volumes.KindOf(err)]; ok {
 		return c.status, errorBody{Error: err.Error(), Reason: c.reason}

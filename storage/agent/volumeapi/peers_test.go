@@ -1,0 +1,126 @@
+package volumeapi_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/strata-gitops/strata/internal/httpserver"
+	"github.com/strata-gitops/strata/internal/testing/testenv"
+	"github.com/strata-gitops/strata/storage/agent/volumeapi"
+	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
+	"github.com/strata-gitops/strata/storage/agent/volumes"
+)
+
+// guardedAgent serves a store over TLS, with the server's bound on
+// requests as httpserver serves it, and syncs only to 127.0.0.1: the one
+// node of its cluster.
+func guardedAgent(t *testing.T) (*httptest.Server, *volumeapi.Client) {
+	t.Helper()
+	_, store := agentAndStore(t)
+	tenants := &volumeapi.Tenants{}
+	if err := tenants.Set(map[string]string{tenantA: tokenA}); err != nil {
+		t.Fatal(err)
+	}
+	server := volumeapi.New(store, tenants)
+	server.Peers.Hosts = func(context.Context) (map[string]bool, error) { return map[string]bool{"127.0.0.1": true}, nil }
+	srv := httptest.NewTLSServer(httpserver.LimitInFlight(server.Handler(), httpserver.MaxInFlight))
+	server.PeerHTTP = srv.Client()
+	t.Cleanup(srv.Close)
+	c := client(srv, tokenA)
+	ctx := context.Background()
+	if _, err := c.CreateVolume(ctx, volumes.CreateRequest{Name: "db", SizeBytes: 64 * mib}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SetPair(ctx, "db-pair", wire.PairRequest{Volume: "db", Token: pairToken}); err != nil {
+		t.Fatal(err)
+	}
+	return srv, c
+}
+
+// A tenant names the peer of a sync; the agent calls only another
+// agent's https:// base URL at a node's address, and nothing else is
+// ever dialled.
+func TestASyncCallsOnlyAnAgentOfTheCluster(t *testing.T) {
+	_, c := guardedAgent(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var dialled atomic.Int32
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			dialled.Add(1)
+			conn.Close()
+		}
+	}()
+	port := l.Addr().(*net.TCPAddr).Port
+	for _, peer := range []string{
+		"http://127.0.0.1:" + strconv.Itoa(port),
+		"https://localhost:" + strconv.Itoa(port),
+		"https://10.0.0.1:" + strconv.Itoa(port),
+		"https://user:pass@127.0.0.1:" + strconv.Itoa(port),
+		"https://127.0.0.1:" + strconv.Itoa(port) + "/latest/meta-data",
+		"file:///etc/passwd",
+	} {
+		_, err := c.SyncPair(context.Background(), "db-pair", wire.SyncRequest{Peer: peer, PeerTenant: tenantA, Token: pairToken})
+		wantStatus(t, err, http.StatusBadRequest, "Invalid", "a sync to "+peer)
+	}
+	if n := dialled.Load(); n != 0 {
+		t.Fatalf("the agent dialled the refused peers %d times", n)
+	}
+}
+
+// Syncs to a peer that never answers hold stream slots, not the
+// server's requests: as many of them as the server takes requests leave
+// the volume API answering, and the syncs over the budget are told to
+// come back.
+func TestHangingSyncsLeaveTheVolumeAPIServed(t *testing.T) {
+	_, c := guardedAgent(t)
+	release := make(chan struct{})
+	var arrived atomic.Int32
+	hanging := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived.Add(1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer hanging.Close()
+	var busy atomic.Int32
+	var wg sync.WaitGroup
+	for range httpserver.MaxInFlight {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := c.WithoutTimeout().SyncPair(context.Background(), "db-pair",
+				wire.SyncRequest{Peer: hanging.URL, PeerTenant: tenantA, Token: pairToken})
+			if volumeapi.StatusOf(err) == http.StatusServiceUnavailable && volumeapi.ReasonOf(err) == "Busy" {
+				busy.Add(1)
+			}
+		}()
+	}
+	testenv.Eventually(t, 20*time.Second, func() error {
+		if a, b := arrived.Load(), busy.Load(); a != volumeapi.MaxStreams || int(b) != httpserver.MaxInFlight-volumeapi.MaxStreams {
+			return fmt.Errorf("%d syncs reached the peer and %d were told the agent is busy", a, b)
+		}
+		return nil
+	})
+	if _, err := c.GetVolume(context.Background(), "db"); err != nil {
+		t.Fatalf("the volume API while syncs hang: %v", err)
+	}
+	close(release)
+	wg.Wait()
+}
