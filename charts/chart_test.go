@@ -285,7 +285,8 @@ func TestTheBtrfsVolumeAPIServesTLSByDefault(t *testing.T) {
 func TestImageJobsAreConfigured(t *testing.T) {
 	objects := testenv.RenderChart(t, "img", "strata-system", append(required, "btrfsHost.enabled=true",
 		"btrfsHost.nodeSelector.strata\\.dev/btrfs-host=true", "btrfsHost.images.enabled=true",
-		"btrfsHost.images.cacheBytes=53687091200", "btrfsHost.images.credentialsSecret=minio-creds")...)
+		"btrfsHost.images.cacheBytes=53687091200", "btrfsHost.images.credentialsSecret=minio-creds",
+		"btrfsHost.images.endpoints={http://minio.lan:9000,https://s3.lan}")...)
 	host := find(t, objects, "DaemonSet", "img-btrfs-host")
 	containers, _, _ := unstructured.NestedSlice(host.Object, "spec", "template", "spec", "containers")
 	var args []string
@@ -293,7 +294,8 @@ func TestImageJobsAreConfigured(t *testing.T) {
 		args = append(args, a.(string))
 	}
 	for name, want := range map[string]string{"--image-dir": "/var/lib/strata/images", "--image-cache-bytes": "53687091200",
-		"--image-jobs": "2", "--image-credentials-secret": "strata-system/minio-creds"} {
+		"--image-jobs": "2", "--image-credentials-secret": "strata-system/minio-creds",
+		"--image-endpoints": "http://minio.lan:9000,https://s3.lan"} {
 		if got := flag(args, name); got != want {
 			t.Errorf("%s = %q, want %q (args %v)", name, got, want, args)
 		}

@@ -122,6 +122,7 @@ func agentCommand() *cobra.Command {
 	f.Int64Var(&vo.Images.CacheBytes, "image-cache-bytes", vo.Images.CacheBytes, "bound of the image cache in bytes; least recently used images not in use go first; 0 is no bound")
 	f.IntVar(&vo.Images.Concurrency, "image-jobs", provision.DefaultConcurrency, "image jobs that run at once")
 	f.StringVar(&vo.Images.CredentialsSecret, "image-credentials-secret", vo.Images.CredentialsSecret, "namespace/name of a Secret with accessKey and secretKey for the image buckets; empty reads them anonymously")
+	f.StringSliceVar(&vo.Images.Endpoints, "image-endpoints", nil, "the S3 endpoints (scheme://host[:port]) image URLs may name; an image job naming another is refused before any request. None: image jobs are refused")
 	return cmd
 }
 

@@ -115,6 +115,7 @@ func imageFillCommand() *cobra.Command {
 	f.StringVar(&o.Target, "target", "", "an existing file or block device at least the image's disk, or a directory, which gets disk.raw")
 	f.StringVar(&o.CacheDir, "cache-dir", o.CacheDir, "the node's image cache")
 	f.Int64Var(&o.CacheBytes, "cache-bytes", 0, "bound of the cache in bytes; least recently used images not in use go first; 0 is none")
+	f.StringSliceVar(&o.Endpoints, "endpoints", []string{provision.AnyEndpoint}, "the S3 endpoints (scheme://host[:port]) the image may come from; * allows any")
 	return cmd
 }
 

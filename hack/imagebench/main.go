@@ -255,7 +255,7 @@ func (b *bench) provisioner() (*provision.Provisioner, func(), error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p, err := provision.Open(ctx, provision.Options{Dir: filepath.Join(dir, "jobs"), Cache: cached, Tool: qemuimg.New(),
-		Images:  provision.BucketImages{AccessKey: b.minio.AccessKey, SecretKey: b.minio.SecretKey},
+		Images:  provision.BucketImages{AccessKey: b.minio.AccessKey, SecretKey: b.minio.SecretKey, Endpoints: []string{b.minio.Endpoint}},
 		Volumes: provision.BtrfsVolumes{Store: b.store}})
 	stop := func() {
 		cancel()

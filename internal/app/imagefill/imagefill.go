@@ -30,6 +30,9 @@ type Options struct {
 	// AccessKey and SecretKey sign the bucket's requests; empty reads it
 	// anonymously.
 	AccessKey, SecretKey string
+	// Endpoints are the S3 endpoints the image may come from
+	// (provision.BucketImages).
+	Endpoints []string
 }
 
 // Fill fills the target and tells out each stage.
@@ -38,7 +41,7 @@ func Fill(ctx context.Context, o Options, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	f := provision.Filler{Images: provision.BucketImages{AccessKey: o.AccessKey, SecretKey: o.SecretKey}, Cache: c, Tool: qemuimg.New()}
+	f := provision.Filler{Images: provision.BucketImages{AccessKey: o.AccessKey, SecretKey: o.SecretKey, Endpoints: o.Endpoints}, Cache: c, Tool: qemuimg.New()}
 	start := time.Now()
 	var target string
 	err = f.Fill(ctx, o.Image, provision.Steps{

@@ -36,7 +36,7 @@ func TestFillWritesTheImagesDiskAndChecksIt(t *testing.T) {
 		var out bytes.Buffer
 		err := imagefill.Fill(context.Background(), imagefill.Options{
 			Image:  provision.Image{URL: minio.Endpoint + "/images/" + object, Format: qemuimg.QCOW2},
-			Target: target, CacheDir: cacheDir, AccessKey: minio.AccessKey, SecretKey: minio.SecretKey}, &out)
+			Target: target, CacheDir: cacheDir, AccessKey: minio.AccessKey, SecretKey: minio.SecretKey, Endpoints: []string{minio.Endpoint}}, &out)
 		return out.String(), err
 	}
 

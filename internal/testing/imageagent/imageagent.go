@@ -48,7 +48,7 @@ func Start(t *testing.T, tenants map[string]string) Agent {
 		t.Fatal(err)
 	}
 	p, err := provision.Open(ctx, provision.Options{Dir: t.TempDir(), Cache: images, Tool: qemuimg.New(),
-		Images: provision.BucketImages{AccessKey: m.AccessKey, SecretKey: m.SecretKey}, Volumes: provision.BtrfsVolumes{Store: a.Store}})
+		Images: provision.BucketImages{AccessKey: m.AccessKey, SecretKey: m.SecretKey, Endpoints: []string{m.Endpoint}}, Volumes: provision.BtrfsVolumes{Store: a.Store}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,9 @@ type ImageOptions struct {
 	// and secretKey sign bucket requests; empty reads buckets
 	// anonymously.
 	CredentialsSecret string
+	// Endpoints are the S3 endpoints image URLs may name; none allows
+	// none (provision.BucketImages).
+	Endpoints []string
 }
 
 // open opens the cache and the jobs, which fill volumes, resuming those a
@@ -47,7 +50,7 @@ func (o ImageOptions) open(ctx context.Context, c client.Reader, volumes provisi
 func (o ImageOptions) credentials(ctx context.Context, c client.Reader) (provision.BucketImages, error) {
 	key, err := SecretKey("image-credentials-secret", o.CredentialsSecret)
 	if err != nil || key.Name == "" {
-		return provision.BucketImages{}, err
+		return provision.BucketImages{Endpoints: o.Endpoints}, err
 	}
 	if c == nil {
 		return provision.BucketImages{}, fmt.Errorf("--image-credentials-secret needs a Kubernetes API: set --kubeconfig or run in a cluster")
@@ -60,5 +63,5 @@ func (o ImageOptions) credentials(ctx context.Context, c client.Reader) (provisi
 	if access == "" || secret == "" {
 		return provision.BucketImages{}, fmt.Errorf("image credentials Secret %s needs both accessKey and secretKey", key)
 	}
-	return provision.BucketImages{AccessKey: access, SecretKey: secret}, nil
+	return provision.BucketImages{AccessKey: access, SecretKey: secret, Endpoints: o.Endpoints}, nil
 }

@@ -1,10 +1,15 @@
 // Package cache is a node's cache of VM disk images, keyed by content:
 // each entry holds an image's bytes, decompressed, in a file named by the
 // SHA-256 its source declared for the object, and is made only once the
-// downloaded bytes matched it. A fill writes a temporary file, syncs it
-// and renames it into place, so a crash leaves no partial entry;
-// concurrent requests for one image share one download; entries beyond
-// the size bound go least recently used first, never while in use.
+// downloaded bytes matched it. An entry is handed only to a request from
+// a source that once delivered those bytes (its URL with the credential
+// that read it): knowing a digest gets nothing, and a request from
+// another source downloads the image again and is answered only if its
+// bytes match. A fill writes a temporary file, locked while it is
+// written, syncs it and renames it into place, so a crash leaves no
+// partial entry; concurrent requests for one image from one source
+// share one download; entries beyond the size bound go least recently
+// used first, never while in use.
 package cache
 
 import (
@@ -18,14 +23,22 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/strata-gitops/strata/internal/atomicfile"
 )
 
 // entryPrefix names entry files: entryPrefix + the digest's hex.
 const entryPrefix = "sha256-"
 
 // tempPrefix names the files of fills in progress; Open removes those
-// a crash left.
-const tempPrefix = ".tmp-"
+// a crash left. sourcesPrefix names the file beside an entry listing the
+// sources that delivered it, one per line.
+const (
+	tempPrefix    = ".tmp-"
+	sourcesPrefix = "sources-"
+)
 
 // Cache is one node's image cache in a directory of its own.
 type Cache struct {
@@ -35,15 +48,34 @@ type Cache struct {
 
 	mu      sync.Mutex
 	entries map[Digest]*entry
-	fills   map[Digest]*fill
+	fills   map[fillKey]*fill
 }
 
-// entry is a cached image: its size, when it was last used, and how many
-// Handles hold it.
+// entry is a cached image: its size, when it was last used, how many
+// Handles hold it, and the sources that delivered its bytes.
 type entry struct {
 	size    int64
 	used    time.Time
 	holders int
+	sources map[string]bool
+}
+
+// fillKey is one download: an image from one source.
+type fillKey struct {
+	digest Digest
+	source string
+}
+
+// Source is where a Get downloads an image from when it must.
+type Source struct {
+	// Key names the source and the right it reads with: the image's URL
+	// and the identity of its credential. Never a secret: it is stored.
+	Key         string
+	Compression Compression
+	Fetch       Fetch
+	// MaxBytes bounds the image, decompressed, and what is downloaded
+	// of it; the cache's own bound applies too. 0: only the cache's.
+	MaxBytes int64
 }
 
 // fill is a download in progress, which every request for its digest
@@ -63,7 +95,7 @@ func Open(dir string, maxBytes int64) (*Cache, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("image cache %s: %w", dir, err)
 	}
-	c := &Cache{dir: dir, max: maxBytes, now: time.Now, entries: map[Digest]*entry{}, fills: map[Digest]*fill{}}
+	c := &Cache{dir: dir, max: maxBytes, now: time.Now, entries: map[Digest]*entry{}, fills: map[fillKey]*fill{}}
 	files, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("image cache %s: %w", dir, err)
@@ -77,14 +109,11 @@ func Open(dir string, maxBytes int64) (*Cache, error) {
 }
 
 // adopt takes a file found at Open into the cache, or removes a fill's
-// leftover.
+// leftover that no process still writes.
 func (c *Cache) adopt(f fs.DirEntry) error {
 	path := filepath.Join(c.dir, f.Name())
 	if strings.HasPrefix(f.Name(), tempPrefix) {
-		if err := os.Remove(path); err != nil {
-			return fmt.Errorf("removing %s, an image download a crash cut short: %w", path, err)
-		}
-		return nil
+		return removeAbandoned(path)
 	}
 	hex, ok := strings.CutPrefix(f.Name(), entryPrefix)
 	if !ok || !f.Type().IsRegular() {
@@ -98,8 +127,68 @@ func (c *Cache) adopt(f fs.DirEntry) error {
 	if err != nil {
 		return err
 	}
-	c.entries[d] = &entry{size: info.Size(), used: info.ModTime()}
+	sources, err := c.readSources(d)
+	if err != nil {
+		return err
+	}
+	c.entries[d] = &entry{size: info.Size(), used: info.ModTime(), sources: sources}
 	return nil
+}
+
+// removeAbandoned removes a fill's temporary file unless a process still
+// writes it: its writer holds an exclusive lock on it while it lives.
+func removeAbandoned(path string) error {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return nil //nolint:nilerr // locked: another fill is writing it
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("removing %s, an image download a crash cut short: %w", path, err)
+	}
+	return nil
+}
+
+func (c *Cache) sourcesPath(d Digest) string { return filepath.Join(c.dir, sourcesPrefix+d.Hex()) }
+
+// readSources reads the sources recorded for an entry; an entry without
+// them (cached before they were recorded) has none, and is downloaded
+// again by its next request.
+func (c *Cache) readSources(d Digest) (map[string]bool, error) {
+	data, err := os.ReadFile(c.sourcesPath(d))
+	if errors.Is(err, fs.ErrNotExist) {
+		return map[string]bool{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	sources := map[string]bool{}
+	for _, line := range strings.Split(string(data), "\n") {
+		if line != "" {
+			sources[line] = true
+		}
+	}
+	return sources, nil
+}
+
+// addSourceLocked records that source delivered the entry's bytes. A
+// record lost to a crash only costs that source a download.
+func (c *Cache) addSourceLocked(d Digest, e *entry, source string) {
+	if e.sources[source] {
+		return
+	}
+	e.sources[source] = true
+	var lines strings.Builder
+	for s := range e.sources {
+		lines.WriteString(s + "\n")
+	}
+	_ = atomicfile.Write(c.sourcesPath(d), []byte(lines.String()))
 }
 
 // Handle is an entry held for use: the cache does not evict it until
@@ -137,22 +226,23 @@ func (h *Handle) Release() {
 type Fetch func(ctx context.Context, w io.Writer) error
 
 // Get returns the entry whose object has digest want, held, filling it
-// with fetch first when it is missing: the object's bytes are hashed as
-// they arrive, decompressed by comp into a temporary file, and kept only
-// when their digest is want. Concurrent Gets for one digest share one
-// fill. A Get whose ctx ends stops waiting at once; the fill stops when
-// no Get waits for it.
-func (c *Cache) Get(ctx context.Context, want Digest, comp Compression, fetch Fetch) (*Handle, error) {
+// from src first when it is missing or src never delivered it: the
+// object's bytes are hashed as they arrive, decompressed into a
+// temporary file, and kept only when their digest is want. Concurrent
+// Gets for one digest from one source share one fill. A Get whose ctx
+// ends stops waiting at once; the fill stops when no Get waits for it.
+func (c *Cache) Get(ctx context.Context, want Digest, src Source) (*Handle, error) {
 	c.mu.Lock()
-	if e, ok := c.entries[want]; ok {
+	if e, ok := c.entries[want]; ok && e.sources[src.Key] {
 		e.holders++
 		c.touchLocked(want, e)
 		c.mu.Unlock()
 		return c.handle(want, e, true), nil
 	}
-	f, ok := c.fills[want]
+	key := fillKey{want, src.Key}
+	f, ok := c.fills[key]
 	if !ok {
-		f = c.startFill(want, comp, fetch)
+		f = c.startFill(key, src)
 	}
 	f.waiters++
 	c.mu.Unlock()
@@ -199,27 +289,45 @@ func (c *Cache) handle(d Digest, e *entry, hit bool) *Handle {
 	return &Handle{Digest: d, Path: c.path(d), Size: e.size, Hit: hit, c: c}
 }
 
-// startFill downloads want in the background, for every request that
-// waits for it.
-func (c *Cache) startFill(want Digest, comp Compression, fetch Fetch) *fill {
+// startFill downloads an image from a source in the background, for
+// every request that waits for it.
+func (c *Cache) startFill(key fillKey, src Source) *fill {
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &fill{done: make(chan struct{}), cancel: cancel}
-	c.fills[want] = f
+	c.fills[key] = f
 	go func() {
 		defer cancel()
-		size, err := c.download(ctx, want, comp, fetch)
+		size, err := c.download(ctx, key.digest, src, c.bound(src))
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		delete(c.fills, want)
+		delete(c.fills, key)
 		if err == nil {
 			// Every waiter holds it now, before anything may evict it.
-			c.entries[want] = &entry{size: size, used: c.now(), holders: f.waiters}
+			e, ok := c.entries[key.digest]
+			if !ok {
+				e = &entry{sources: map[string]bool{}}
+				c.entries[key.digest] = e
+			}
+			e.size, e.used, e.holders = size, c.now(), e.holders+f.waiters
+			c.addSourceLocked(key.digest, e, key.source)
 			c.evictLocked()
 		}
 		f.err, f.finished = err, true
 		close(f.done)
 	}()
 	return f
+}
+
+// bound is what a download from src may decompress to: the smaller of
+// the source's and the cache's bounds, 0 for none.
+func (c *Cache) bound(src Source) int64 {
+	switch {
+	case src.MaxBytes > 0 && c.max > 0:
+		return min(src.MaxBytes, c.max)
+	case src.MaxBytes > 0:
+		return src.MaxBytes
+	}
+	return c.max
 }
 
 // touchLocked records a use of the entry, in memory and in its file's
@@ -249,6 +357,7 @@ func (c *Cache) evictLocked() {
 		if err := os.Remove(c.path(oldest)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return // kept, and counted, until a later eviction can remove it
 		}
+		_ = os.Remove(c.sourcesPath(oldest))
 		delete(c.entries, oldest)
 	}
 }

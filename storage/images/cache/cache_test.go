@@ -77,7 +77,7 @@ func open(t *testing.T, dir string, max int64) *Cache {
 
 func get(t *testing.T, c *Cache, s *source, comp Compression) *Handle {
 	t.Helper()
-	h, err := c.Get(context.Background(), digestOf(s.object), comp, s.fetch)
+	h, err := c.Get(context.Background(), digestOf(s.object), Source{Key: "test", Compression: comp, Fetch: s.fetch})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestAMismatchedDownloadCachesNothing(t *testing.T) {
 	c := open(t, dir, 0)
 	s := &source{object: randomImage(t, mib)}
 	declared := digestOf([]byte("another image"))
-	_, err := c.Get(context.Background(), declared, Uncompressed, s.fetch)
+	_, err := c.Get(context.Background(), declared, Source{Key: "test", Compression: Uncompressed, Fetch: s.fetch})
 	var mismatch *MismatchError
 	if !errors.As(err, &mismatch) || mismatch.Want != declared || mismatch.Got != digestOf(s.object) ||
 		!strings.Contains(err.Error(), string(declared)) || !strings.Contains(err.Error(), string(digestOf(s.object))) {
@@ -146,7 +146,7 @@ func TestATruncatedDownloadCachesNothing(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			c := open(t, dir, 0)
-			if _, err := c.Get(context.Background(), digestOf(object), Uncompressed, fetch); err == nil {
+			if _, err := c.Get(context.Background(), digestOf(object), Source{Key: "test", Compression: Uncompressed, Fetch: fetch}); err == nil {
 				t.Fatal("a cut download was cached")
 			}
 			if names := files(t, dir); len(names) != 0 {
@@ -198,7 +198,7 @@ func TestConcurrentGetsShareOneDownload(t *testing.T) {
 	var wg sync.WaitGroup
 	for range jobs {
 		wg.Go(func() {
-			h, err := c.Get(context.Background(), digestOf(s.object), Uncompressed, s.fetch)
+			h, err := c.Get(context.Background(), digestOf(s.object), Source{Key: "test", Compression: Uncompressed, Fetch: s.fetch})
 			if err != nil {
 				t.Error(err)
 				return
@@ -209,7 +209,7 @@ func TestConcurrentGetsShareOneDownload(t *testing.T) {
 	testenv.Eventually(t, 10*time.Second, func() error {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if f := c.fills[digestOf(s.object)]; f == nil || f.waiters != jobs {
+		if f := c.fills[fillKey{digestOf(s.object), "test"}]; f == nil || f.waiters != jobs {
 			return fmt.Errorf("not every job waits for the download yet")
 		}
 		return nil
@@ -290,7 +290,7 @@ func TestACancelledGetStopsTheDownloadWithinASecond(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(200*time.Millisecond, cancel)
 	started := time.Now()
-	_, err := c.Get(ctx, digestOf([]byte("big")), Uncompressed, endless)
+	_, err := c.Get(ctx, digestOf([]byte("big")), Source{Key: "test", Compression: Uncompressed, Fetch: endless})
 	if !errors.Is(err, context.Canceled) || time.Since(started) > time.Second+200*time.Millisecond {
 		t.Fatalf("Get = %v after %s; want it cancelled within a second", err, time.Since(started))
 	}
@@ -308,12 +308,12 @@ func TestAJobThatLeavesDoesNotStopTheOthers(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	left := make(chan error, 1)
 	go func() {
-		_, err := c.Get(ctx, digestOf(s.object), Uncompressed, s.fetch)
+		_, err := c.Get(ctx, digestOf(s.object), Source{Key: "test", Compression: Uncompressed, Fetch: s.fetch})
 		left <- err
 	}()
 	stays := make(chan *Handle, 1)
 	go func() {
-		h, err := c.Get(context.Background(), digestOf(s.object), Uncompressed, s.fetch)
+		h, err := c.Get(context.Background(), digestOf(s.object), Source{Key: "test", Compression: Uncompressed, Fetch: s.fetch})
 		if err != nil {
 			t.Error(err)
 		}
@@ -322,7 +322,7 @@ func TestAJobThatLeavesDoesNotStopTheOthers(t *testing.T) {
 	testenv.Eventually(t, 10*time.Second, func() error {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if f := c.fills[digestOf(s.object)]; f == nil || f.waiters != 2 {
+		if f := c.fills[fillKey{digestOf(s.object), "test"}]; f == nil || f.waiters != 2 {
 			return fmt.Errorf("both jobs do not wait yet")
 		}
 		return nil

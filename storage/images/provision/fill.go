@@ -26,6 +26,9 @@ type Image struct {
 	SHA256 string
 	// Format is qcow2 or raw, checked against the image's header.
 	Format string
+	// MaxBytes bounds the image, decompressed, and its download: a job
+	// bounds it by the volume it fills. 0: only the cache's bound.
+	MaxBytes int64
 }
 
 // Steps hear how a fill goes; nil functions are skipped.
@@ -61,7 +64,8 @@ func (f Filler) Fill(ctx context.Context, img Image, steps Steps) error {
 	fetch := func(ctx context.Context, w io.Writer) error {
 		return f.Images.Copy(ctx, img.URL, &counter{w: w, add: func(n int64) { call(steps.Downloaded, n) }})
 	}
-	image, err := f.Cache.Get(ctx, digest, cache.CompressionOf(img.URL), fetch)
+	image, err := f.Cache.Get(ctx, digest, cache.Source{Key: f.Images.Source(img.URL), Compression: cache.CompressionOf(img.URL),
+		Fetch: fetch, MaxBytes: img.MaxBytes})
 	if err != nil {
 		return err
 	}

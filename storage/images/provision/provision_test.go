@@ -94,7 +94,7 @@ func newWorld(t *testing.T) *world {
 func (w *world) url(object string) string { return w.minio.Endpoint + "/images/" + object }
 
 func (w *world) images() provision.BucketImages {
-	return provision.BucketImages{AccessKey: w.minio.AccessKey, SecretKey: w.minio.SecretKey}
+	return provision.BucketImages{AccessKey: w.minio.AccessKey, SecretKey: w.minio.SecretKey, Endpoints: []string{w.minio.Endpoint}}
 }
 
 // open starts a Provisioner over the world, its records in dir, until

@@ -19,6 +19,10 @@ type Images interface {
 	Size(ctx context.Context, imageURL string) (int64, error)
 	// Copy writes the image object's bytes, as stored, to w.
 	Copy(ctx context.Context, imageURL string, w io.Writer) error
+	// Source names the image's source for the cache: its URL and the
+	// credential it is read with, so that a cached image goes only to
+	// requests that could read it themselves.
+	Source(imageURL string) string
 }
 
 // Volumes makes and removes the volumes jobs fill.
@@ -59,7 +63,7 @@ func (p *Provisioner) fill(ctx context.Context, id, tenant string, req Request) 
 	size := req.VolumeSizeGB * gib
 	f := Filler{Images: p.o.Images, Cache: p.o.Cache, Tool: p.o.Tool}
 	var total int64
-	return f.Fill(ctx, Image{URL: req.ImageURL, SHA256: req.SHA256, Format: req.ImageType}, Steps{
+	return f.Fill(ctx, Image{URL: req.ImageURL, SHA256: req.SHA256, Format: req.ImageType, MaxBytes: imageBound(req.VolumeSizeGB)}, Steps{
 		Stage: func(s Stage) { p.stage(id, s) },
 		Total: func(n int64) {
 			total = n
@@ -179,4 +183,13 @@ func (c *counter) Write(b []byte) (int, error) {
 	n, err := c.w.Write(b)
 	c.add(int64(n))
 	return n, err
+}
+
+// imageBound is the most an image filling a volume of sizeGB may be,
+// decompressed: the volume's size, and for a qcow2 a sixteenth more and
+// 16 MiB for its tables. A tenant's image fills the cache no further
+// than the volume it asked for.
+func imageBound(sizeGB int64) int64 {
+	size := sizeGB * gib
+	return size + size/16 + 16<<20
 }

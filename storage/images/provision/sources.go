@@ -2,6 +2,8 @@ package provision
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,25 +18,59 @@ import (
 )
 
 // BucketImages reads images at S3 URLs, http(s)://<endpoint>/<bucket>/<object>
-// (path-style, as MinIO serves them), with one access key.
+// (path-style, as MinIO serves them), with one access key, from the
+// endpoints an admin allows only.
 type BucketImages struct {
 	AccessKey, SecretKey string
 	Transport            http.RoundTripper
+	// Endpoints are the S3 endpoints images may come from, as
+	// scheme://host[:port]. The URL is a tenant's: without the list an
+	// agent would request any address a tenant names, from the host
+	// network, signed with its key. Empty allows none; AnyEndpoint in it
+	// allows every one (a person running `strata image fill` by hand).
+	Endpoints []string
 }
 
-// open returns the URL's bucket and object.
+// AnyEndpoint, in BucketImages.Endpoints, allows every endpoint.
+const AnyEndpoint = "*"
+
+// open returns the URL's bucket and object, refusing an endpoint off
+// the list before any request, so that no credential goes there.
 func (b BucketImages) open(imageURL string) (*bucket.Bucket, string, error) {
 	u, err := url.Parse(imageURL)
 	if err != nil {
 		return nil, "", fmt.Errorf("image_url %q: %w", imageURL, err)
 	}
 	name, object, ok := strings.Cut(strings.TrimPrefix(u.Path, "/"), "/")
-	if !ok || name == "" || object == "" {
+	if !ok || name == "" || object == "" || u.User != nil {
 		return nil, "", fmt.Errorf("image_url %q names no object: give http(s)://<endpoint>/<bucket>/<object>", imageURL)
 	}
-	bk, err := bucket.Open(bucket.Options{Endpoint: u.Scheme + "://" + u.Host, Bucket: name,
+	endpoint := strings.ToLower(u.Scheme + "://" + u.Host)
+	if !b.allows(endpoint) {
+		return nil, "", fmt.Errorf("image_url %q: the endpoint %s is not one this node may fetch images from; its admin lists them in the chart value images.endpoints (--image-endpoints)", imageURL, endpoint)
+	}
+	bk, err := bucket.Open(bucket.Options{Endpoint: endpoint, Bucket: name,
 		AccessKey: b.AccessKey, SecretKey: b.SecretKey, Transport: b.Transport})
 	return bk, object, err
+}
+
+func (b BucketImages) allows(endpoint string) bool {
+	for _, e := range b.Endpoints {
+		if e == AnyEndpoint || strings.ToLower(strings.TrimSuffix(e, "/")) == endpoint {
+			return true
+		}
+	}
+	return false
+}
+
+// Source implements Images: the URL with a digest of the access key,
+// never the key itself.
+func (b BucketImages) Source(imageURL string) string {
+	if b.AccessKey == "" {
+		return imageURL + " anonymous"
+	}
+	sum := sha256.Sum256([]byte(b.AccessKey))
+	return imageURL + " key-sha256:" + hex.EncodeToString(sum[:8])
 }
 
 // Digest implements Images.
