@@ -43,6 +43,8 @@ func ResolveImage(field, image, release, repository, name string) (Image, error)
 	}
 	repo, tag := splitTag(image)
 	switch {
+	case tag == "" && release == "latest":
+		return Image{}, fmt.Errorf("%s %s would be tagged with spec.release latest, which is not pinned: set spec.release to a release's tag", field, image)
 	case tag == "latest":
 		return Image{}, fmt.Errorf("%s %s is not pinned: :latest is refused; use a release's tag or a digest", field, image)
 	case tag == "" && release == "":

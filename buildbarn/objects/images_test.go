@@ -20,6 +20,8 @@ func TestResolveImage(t *testing.T) {
 		{"mirror.test/bb-storage@sha256:0123456789abcdef0123", "", "", Image{"mirror.test/bb-storage@sha256:0123456789abcdef0123", "0123456789ab"}, ""},
 		{"mirror.test/bb-storage:latest", "r1", "", Image{}, ":latest is refused"},
 		{"mirror.test:5000/bb-storage", "", "", Image{}, "has no tag and spec.release is empty"},
+		{"", "latest", "mirror.test/bb", Image{}, "spec.release latest, which is not pinned"},
+		{"mirror.test/bb-storage", "latest", "", Image{}, "spec.release latest, which is not pinned"},
 		{"", "r1", "", Image{}, "--buildbarn-image-repository"},
 	} {
 		got, err := ResolveImage("spec.image", tc.image, tc.release, tc.repository, StorageImage)

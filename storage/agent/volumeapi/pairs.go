@@ -136,6 +136,12 @@ func (s *Server) peerRoutes() map[string]http.HandlerFunc {
 func (s *Server) pairAuthenticated(h func(http.ResponseWriter, *http.Request, string) (int, any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		tenant, name := r.PathValue("tenant"), r.PathValue("name")
+		if err := volumes.CheckName("tenant", tenant); err != nil {
+			// An escaped slash or dot-dot in the segment would name a
+			// directory outside any tenant's.
+			writeJSON(w, http.StatusBadRequest, errorBody{Reason: "Invalid", Error: err.Error()})
+			return
+		}
 		token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if err := s.Pairs.AuthorizePair(tenant, name, token); err != nil {
 			// Whether the pair exists is not told to a caller without its token.

@@ -124,3 +124,24 @@ func TestHangingSyncsLeaveTheVolumeAPIServed(t *testing.T) {
 	close(release)
 	wg.Wait()
 }
+
+// The replica routes' tenant segment names a directory: an escaped
+// slash or a dot-dot in it is refused before the store is asked.
+func TestAReplicaRouteRefusesATenantThatIsNoName(t *testing.T) {
+	srv, _ := guardedAgent(t)
+	for _, tenant := range []string{"team-a%2F.pairs%2Fdb-pair", "%2E%2E", "team-a%2F..%2Fteam-b", ".pairs"} {
+		req, err := http.NewRequest(http.MethodGet, srv.URL+"/v1/replicas/"+tenant+"/db-pair", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+pairToken)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("GET /v1/replicas/%s/db-pair = %d, want 400", tenant, resp.StatusCode)
+		}
+	}
+}

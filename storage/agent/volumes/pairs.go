@@ -112,6 +112,9 @@ func (s *Store) GetPair(tenant, name string) (Pair, error) {
 }
 
 func (s *Store) pairRecord(tenant, name string) (pairRecord, error) {
+	if err := CheckName("tenant", tenant); err != nil {
+		return pairRecord{}, err
+	}
 	if err := CheckName("pair", name); err != nil {
 		return pairRecord{}, err
 	}
