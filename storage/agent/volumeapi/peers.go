@@ -36,7 +36,7 @@ func (p PeerPolicy) Check(ctx context.Context, raw string) error {
 		return fmt.Errorf("peer %q: %v", raw, err)
 	}
 	switch {
-	case u.Scheme != "https" && !(p.PlainHTTP && u.Scheme == "http"):
+	case !p.allowsScheme(u.Scheme):
 		return fmt.Errorf("peer %q: give the peer agent's https:// URL", raw)
 	case u.User != nil || u.RawQuery != "" || u.Fragment != "" || (u.Path != "" && u.Path != "/"):
 		return fmt.Errorf("peer %q: give only the peer agent's scheme, host and port", raw)
@@ -58,6 +58,10 @@ func (p PeerPolicy) Check(ctx context.Context, raw string) error {
 		return fmt.Errorf("peer %q: %s is not the name or an address of a node of this cluster; a pair's peer is another node's agent", raw, u.Hostname())
 	}
 	return nil
+}
+
+func (p PeerPolicy) allowsScheme(scheme string) bool {
+	return scheme == "https" || (p.PlainHTTP && scheme == "http")
 }
 
 // NodeHosts lists the names and addresses of the cluster's nodes, read

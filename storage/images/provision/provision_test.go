@@ -85,6 +85,10 @@ func newWorld(t *testing.T) *world {
 		t.Fatal(err)
 	}
 	w.objects = testenv.WithChecksums(map[string][]byte{"vm/disk.qcow2": testenv.Qcow2(t, w.disk), "vm/big.qcow2": bigImage})
+	broken := append([]byte("QFI\xfb\x00\x00\x00\x03"), make([]byte, 4096)...) // a qcow2 header qemu-img cannot open
+	for name, data := range testenv.WithChecksums(map[string][]byte{"vm/broken.qcow2": broken}) {
+		w.objects[name] = data
+	}
 	w.objects["vm/wrong.qcow2"] = w.objects["vm/disk.qcow2"]
 	w.objects["vm/wrong.qcow2.sha256"] = w.objects["vm/big.qcow2.sha256"]
 	w.minio.Put(t, "images", w.objects)
@@ -206,6 +210,9 @@ func TestFailedJobsLeaveNothing(t *testing.T) {
 		{"a wrongly declared format", provision.Request{ImageURL: w.url("vm/disk.qcow2"), VolumeName: "vm-format", VolumeSizeGB: 1, ImageType: qemuimg.Raw},
 			"declared raw, but its header says qcow2"},
 		{"a missing image", request(w.url("vm/none.qcow2"), "vm-none"), "vm/none.qcow2.sha256 is missing"},
+		// qemu-img's error names the cache's file: the tenant reads it
+		// without the host's path, the node's events with it.
+		{"an image qemu-img cannot open", request(w.url("vm/broken.qcow2"), "vm-broken"), "<host path>"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			j := submit(t, p, c.req)
@@ -215,7 +222,14 @@ func TestFailedJobsLeaveNothing(t *testing.T) {
 			if w.volumeExists(c.req.VolumeName) || j.VolumeCreated {
 				t.Fatalf("the failed job left volume %s", c.req.VolumeName)
 			}
+			t.Logf("the job's error: %s", j.Error)
+			if strings.Contains(j.Error, "/var/") || strings.Contains(j.Error, os.TempDir()+"/") {
+				t.Fatalf("the tenant reads a host path in the job's error: %q", j.Error)
+			}
 			steps := w.notices.of(j.ID)
+			if c.want == "<host path>" {
+				c.want = "sha256-" // the node's notice names the cache's file
+			}
 			if len(steps) == 0 || !strings.HasPrefix(steps[len(steps)-1], "ImageJobFailed: ") || !strings.Contains(steps[len(steps)-1], c.want) {
 				t.Errorf("the failed job's notices end %q; want ImageJobFailed with %q", steps, c.want)
 			}

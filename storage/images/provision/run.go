@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
+	"regexp"
 	"time"
 
 	"github.com/strata-gitops/strata/storage/images/cache"
@@ -71,7 +73,7 @@ func (p *Provisioner) fill(ctx context.Context, id, tenant string, req Request) 
 		},
 		Downloaded: func(n int64) { p.counted(id, n, total) },
 		Cached: func(path string, hit bool) {
-			_ = p.update(id, func(j *Job) { j.CacheHit, j.ImagePath, j.Progress.BytesProcessed = hit, path, total })
+			_ = p.update(id, func(j *Job) { j.CacheHit, j.ImagePath, j.Progress.BytesProcessed = hit, filepath.Base(path), total })
 		},
 		Target: func(ctx context.Context, virtualSize int64) (string, error) {
 			if virtualSize > size {
@@ -125,8 +127,8 @@ func (p *Provisioner) end(id string, err, cancelled error) {
 		status, message = Cancelled, "cancelled"
 		p.notice(id, "ImageJobCancelled", "cancelled")
 	case err != nil:
-		status, message = Failed, reason(err)
-		p.notice(id, "ImageJobFailed", "failed: "+message)
+		status, message = Failed, withoutHostPaths(reason(err))
+		p.notice(id, "ImageJobFailed", "failed: "+reason(err)) // the node's events and log keep the whole error
 	default:
 		p.notice(id, "ImageJobCompleted", "completed")
 	}
@@ -192,4 +194,16 @@ func (c *counter) Write(b []byte) (int, error) {
 func imageBound(sizeGB int64) int64 {
 	size := sizeGB * gib
 	return size + size/16 + 16<<20
+}
+
+// hostPath is an absolute path in an error's text: one after the start,
+// a space, a quote, a parenthesis or an equals sign (so not the path of
+// a URL, which follows a colon and two slashes).
+var hostPath = regexp.MustCompile(`(^|[\s"'(=])/[^\s"'(),:]+`)
+
+// withoutHostPaths is an error as its tenant reads it: the host's paths
+// (the cache, the volume's file or device, qemu-img's command line) are
+// the agent's, not the tenant's, and are left out.
+func withoutHostPaths(message string) string {
+	return hostPath.ReplaceAllString(message, "$1<host path>")
 }
