@@ -73,6 +73,10 @@ func (s *Server) provision(w http.ResponseWriter, r *http.Request, tenant string
 		req.IdempotencyKey = key
 	}
 	job, existing, err := s.Images.Submit(tenant, req)
+	if errors.Is(err, provision.ErrTooManyJobs) {
+		writeJSON(w, http.StatusTooManyRequests, imageError{Error: "too many jobs", Details: err.Error()})
+		return
+	}
 	if err != nil {
 		writeJSON(w, http.StatusBadRequest, imageError{Error: "invalid request", Details: err.Error()})
 		return

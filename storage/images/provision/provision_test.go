@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -408,6 +409,56 @@ func TestARepeatedRequestReturnsItsFirstJob(t *testing.T) {
 	for _, bad := range []provision.Request{{}, {ImageURL: "x", VolumeName: "v", VolumeSizeGB: 1, ImageType: "vmdk"}, {ImageURL: "x", VolumeName: "v", ImageType: "raw"}} {
 		if _, _, err := p.Submit(tenant, bad); err == nil {
 			t.Errorf("Submit(%+v) took it", bad)
+		}
+	}
+}
+
+// Ended jobs are kept for the retention, then their records go; and a
+// tenant's unfinished jobs are bounded, so that jobs fill neither the
+// agent's memory nor its disk.
+func TestJobsArePrunedAndBounded(t *testing.T) {
+	w := newWorld(t)
+	dir := t.TempDir()
+	h := held{BucketImages: w.images(), BtrfsVolumes: provision.BtrfsVolumes{Store: w.store}, stage: provision.CheckingCache}
+	p, err := provision.Open(context.Background(), provision.Options{Dir: dir, Cache: w.cache, Images: h, Volumes: h,
+		Tool: qemuimg.New(), Retention: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Wait)
+	var held []string
+	for i := range provision.MaxUnfinished {
+		j, _, err := p.Submit(tenant, request(w.url("vm/disk.qcow2"), fmt.Sprintf("vm-%d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, j.ID)
+	}
+	if _, _, err := p.Submit(tenant, request(w.url("vm/disk.qcow2"), "vm-over")); !errors.Is(err, provision.ErrTooManyJobs) {
+		t.Fatalf("a job over the bound: %v, want ErrTooManyJobs", err)
+	}
+	if _, _, err := p.Submit("another-tenant", request(w.url("vm/disk.qcow2"), "vm-other")); err != nil {
+		t.Fatalf("another tenant's job: %v; the bound is per tenant", err)
+	}
+	if _, err := p.Cancel(tenant, held[0]); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, p, held[0], ended)
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if _, _, err := p.Submit(tenant, request(w.url("vm/disk.qcow2"), "vm-next")); err != nil {
+			return err
+		}
+		return nil
+	})
+	if _, err := p.Get(tenant, held[0]); !errors.Is(err, provision.ErrNotFound) {
+		t.Fatalf("the job that ended past its retention: %v, want it gone", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, held[0]+".json")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("its record: %v, want it removed", err)
+	}
+	for _, who := range []string{tenant, "another-tenant"} { // the held jobs end, so that p.Wait returns
+		for _, j := range p.List(who) {
+			_, _ = p.Cancel(who, j.ID)
 		}
 	}
 }

@@ -23,6 +23,15 @@ import (
 // otherwise: as libvirt-volume-provisioner, two.
 const DefaultConcurrency = 2
 
+// DefaultRetention is how long an ended job's record is kept unless the
+// options say otherwise: a day, for its caller to read how it ended.
+const DefaultRetention = 24 * time.Hour
+
+// MaxUnfinished bounds the jobs one tenant has not ended: each holds a
+// record and waits for a slot, so without a bound a tenant could fill the
+// agent's memory and disk with jobs.
+const MaxUnfinished = 16
+
 // Options are what a Provisioner works with.
 type Options struct {
 	// Dir keeps one record per job.
@@ -34,6 +43,9 @@ type Options struct {
 	// Concurrency bounds the jobs running at once; 0 is
 	// DefaultConcurrency.
 	Concurrency int
+	// Retention is how long an ended job is kept: its record is removed
+	// after, at the next start or submit. 0 is DefaultRetention.
+	Retention time.Duration
 	// Notice, when set, is told each job's start, stages and end, as a
 	// reason and a message naming the job: the agent records them as
 	// events on its Node.
@@ -61,11 +73,18 @@ var ErrNotFound = errors.New("no such job")
 // ErrFinished is a cancel of a job that has ended.
 var ErrFinished = errors.New("the job has ended")
 
+// ErrTooManyJobs is a submit of a tenant with MaxUnfinished jobs not
+// ended.
+var ErrTooManyJobs = fmt.Errorf("the tenant has %d image jobs that have not ended; wait for one, or cancel one", MaxUnfinished)
+
 // Open reads the jobs recorded in o.Dir and resumes every one a stop
 // interrupted; ctx bounds the Provisioner's life.
 func Open(ctx context.Context, o Options) (*Provisioner, error) {
 	if o.Concurrency <= 0 {
 		o.Concurrency = DefaultConcurrency
+	}
+	if o.Retention <= 0 {
+		o.Retention = DefaultRetention
 	}
 	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("image jobs %s: %w", o.Dir, err)
@@ -81,6 +100,9 @@ func Open(ctx context.Context, o Options) (*Provisioner, error) {
 		if j.Request.IdempotencyKey != "" {
 			p.byKey[j.Tenant+"/"+j.Request.IdempotencyKey] = j.ID
 		}
+	}
+	p.pruneLocked()
+	for _, j := range p.jobs {
 		if !j.done() {
 			j.Resumed++
 			j.Status = Pending
@@ -88,6 +110,36 @@ func Open(ctx context.Context, o Options) (*Provisioner, error) {
 		}
 	}
 	return p, nil
+}
+
+// pruneLocked removes the jobs that ended longer than the retention ago,
+// with their records. A record that cannot be removed is kept, and tried
+// again at the next prune.
+func (p *Provisioner) pruneLocked() {
+	now := time.Now()
+	for id, j := range p.jobs {
+		if !j.done() || j.CompletedAt == nil || now.Sub(*j.CompletedAt) < p.o.Retention {
+			continue
+		}
+		if err := os.Remove(filepath.Join(p.o.Dir, id+".json")); err != nil && !errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		delete(p.jobs, id)
+		if key := j.Tenant + "/" + j.Request.IdempotencyKey; p.byKey[key] == id {
+			delete(p.byKey, key)
+		}
+	}
+}
+
+// unfinishedLocked counts the tenant's jobs that have not ended.
+func (p *Provisioner) unfinishedLocked(tenant string) int {
+	n := 0
+	for _, j := range p.jobs {
+		if j.Tenant == tenant && !j.done() {
+			n++
+		}
+	}
+	return n
 }
 
 // load reads every job's record.
@@ -120,9 +172,13 @@ func (p *Provisioner) Submit(tenant string, req Request) (job Job, existing bool
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.pruneLocked()
 	key := tenant + "/" + req.IdempotencyKey
 	if id, ok := p.byKey[key]; ok && req.IdempotencyKey != "" {
 		return *p.jobs[id], true, nil
+	}
+	if p.unfinishedLocked(tenant) >= MaxUnfinished {
+		return Job{}, false, ErrTooManyJobs
 	}
 	j := &Job{ID: newID(), Tenant: tenant, CorrelationID: req.CorrelationID, Request: req, Status: Pending, CreatedAt: time.Now().UTC()}
 	if err := p.saveLocked(j); err != nil {
@@ -192,7 +248,9 @@ func (p *Provisioner) Cancel(tenant, id string) (Job, error) {
 	if j.done() {
 		return *j, fmt.Errorf("job %s is %s: %w", id, j.Status, ErrFinished)
 	}
-	p.cancels[id]()
+	if cancel, ok := p.cancels[id]; ok { // gone once its goroutine ended, as the Provisioner stopped
+		cancel()
+	}
 	return *j, nil
 }
 
@@ -208,7 +266,12 @@ func (p *Provisioner) start(stopping context.Context, j *Job) {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		defer cancel()
+		defer func() {
+			cancel()
+			p.mu.Lock()
+			delete(p.cancels, j.ID)
+			p.mu.Unlock()
+		}()
 		select {
 		case p.slots <- struct{}{}:
 			defer func() { <-p.slots }()
