@@ -66,7 +66,7 @@ func agentCommand() *cobra.Command {
 			beat := &lease.Heartbeat{Client: mgr.GetClient(), Namespace: o.Namespace, Node: o.NodeName, Period: leasePeriod}
 			if len(fencers) > 0 && selfFenceAfter > 0 {
 				fence := selfFence(selfFenceAfter, fencers...)
-				beat.Renewed = fence.Renewed
+				beat.Renewed, beat.SelfFenceAfter = fence.Renewed, selfFenceAfter
 				if err := mgr.Add(fence); err != nil {
 					return err
 				}
@@ -98,7 +98,7 @@ func agentCommand() *cobra.Command {
 	f.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address of the Prometheus metrics endpoint, 0 to disable")
 	f.StringVar(&o.HealthProbeAddr, "health-probe-bind-address", o.HealthProbeAddr, "address of the /healthz and /readyz probes, 0 to disable")
 	f.DurationVar(&leasePeriod, "lease-period", leasePeriod, "how often the node's Lease strata-node-{node} is renewed; failover reads its age (docs/failover.md)")
-	f.DurationVar(&selfFenceAfter, "self-fence-after", selfFenceAfter, "with --btrfs-base or --pairs-dir: fence the replicated volumes (read-only, their writers killed) once the Lease has gone this long unrenewed; 0 never fences. The controller's --self-fence-after must be larger (docs/failover.md)")
+	f.DurationVar(&selfFenceAfter, "self-fence-after", selfFenceAfter, "with --btrfs-base or --pairs-dir: fence the replicated volumes (read-only, their writers killed) once the Lease has gone this long past its last RenewTime; published on the Lease, so that the controller promotes under AgentSelfFence only when its --self-fence-after covers this, a tenth of it and 500 ms. 0 never fences, and Failovers with AgentSelfFence on this node then wait for a person (docs/failover.md)")
 	f.StringVar(&o.PairsDir, "pairs-dir", o.PairsDir, "directory of the LVM mover's pair records; empty replicates no LVM volume (docs/failover.md)")
 	f.StringVar(&pairsListen, "pairs-listen", pairsListen, "with --pairs-dir: address of the LVM mover's pair API, with the volume API's TLS and tenants flags")
 	f.BoolVar(&lvmSide, "lvm", lvmSide, "reconcile LVMClusters and LogicalVolumes for this node; false on a host that serves only btrfs volumes")
@@ -149,7 +149,7 @@ func runVolumeAPIAlone(ctx context.Context, kubeconfig string, vo volumeapi.Opti
 	beat.Client = c
 	if selfFenceAfter > 0 {
 		fence := selfFence(selfFenceAfter, btrfsFencer(&vo))
-		beat.Renewed = fence.Renewed
+		beat.Renewed, beat.SelfFenceAfter = fence.Renewed, selfFenceAfter
 		go func() { _ = fence.Start(ctx) }()
 	}
 	go func() { _ = beat.Start(ctx) }()

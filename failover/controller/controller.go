@@ -9,12 +9,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
+	"github.com/fluxcd/pkg/apis/meta"
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -24,6 +28,7 @@ import (
 
 	failoverv1alpha1 "github.com/strata-gitops/strata/api/failover/v1alpha1"
 	"github.com/strata-gitops/strata/failover/lease"
+	"github.com/strata-gitops/strata/failover/pairs"
 	"github.com/strata-gitops/strata/failover/replication"
 	"github.com/strata-gitops/strata/internal/status"
 )
@@ -83,10 +88,33 @@ const recheckInvalid = 10 * time.Second
 // retry with backoff, not at once in a loop; every wait polls.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.started = r.Now()
+	if err := r.checkAgentsFenceInTime(context.Background()); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).For(&failoverv1alpha1.Failover{}, replication.SpecChanged).
 		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.failoversOf("Deployment"))).
 		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(r.failoversOf("StatefulSet"))).
 		Complete(r)
+}
+
+// checkAgentsFenceInTime refuses to start a controller whose
+// --self-fence-after is shorter than an agent needs to have surely
+// fenced, as the agents' Leases publish it: an AgentSelfFence failover
+// would then start the backup while the primary may still write. A
+// Failover checks its own node's Lease again before it promotes.
+func (r *Reconciler) checkAgentsFenceInTime(ctx context.Context) error {
+	leases := &coordinationv1.LeaseList{}
+	if err := r.APIReader.List(ctx, leases, client.InNamespace(r.LeaseNamespace)); err != nil {
+		return fmt.Errorf("reading the agents' Leases in %s: %w", r.LeaseNamespace, err)
+	}
+	for i := range leases.Items {
+		l := &leases.Items[i]
+		if after, ok := lease.SelfFenceAfter(l); ok && lease.FencedBy(after) > r.SelfFenceAfter {
+			return fmt.Errorf("--self-fence-after %s is too short: the agent of Lease %s/%s fences %s after its last renewal, surely only %s after it; set the controller's to at least %s, or lower the agents'",
+				r.SelfFenceAfter, l.Namespace, l.Name, after, lease.FencedBy(after), lease.FencedBy(after))
+		}
+	}
+	return nil
 }
 
 // failoversOf maps a workload of kind to the Failovers that name it.
@@ -244,11 +272,14 @@ func (r *Reconciler) fence(ctx context.Context, fo *failoverv1alpha1.Failover, a
 		if err := r.taint(ctx, node); err != nil {
 			return ctrl.Result{}, err
 		}
+		// The taint has the node's pods deleted; the backup starts only
+		// once none is left on the claim.
+		if waiting, err := r.podsStillOn(ctx, fo, fo.Spec.Primary.Claim); err != nil || waiting != "" {
+			return r.stillFencing(fo, waiting, err)
+		}
 	default: // AgentSelfFence
-		if wait := r.SelfFenceAfter - age; wait > 0 {
-			status.MarkReconciling(fo, fmt.Sprintf("waiting %s more for node %s's agent to have fenced itself (it does %s after its last renewal)",
-				wait.Round(time.Millisecond), node, r.SelfFenceAfter))
-			return ctrl.Result{RequeueAfter: wait}, nil
+		if result, wait, err := r.agentFenced(ctx, fo, age); err != nil || wait {
+			return result, err
 		}
 	}
 	now := metav1.NewMicroTime(r.Now())
@@ -257,6 +288,115 @@ func (r *Reconciler) fence(ctx context.Context, fo *failoverv1alpha1.Failover, a
 	fo.Status.Phase = failoverv1alpha1.PhasePromoting
 	r.Events.Eventf(fo, nil, corev1.EventTypeWarning, "Fenced", "Fence", "%s", fo.Status.FencedBy)
 	return ctrl.Result{}, nil
+}
+
+// agentFenced says whether the primary's agent has surely fenced
+// itself, or how long to wait. It trusts the agent only when its Lease
+// says it fences (strata.dev/self-fence-after) within this controller's
+// wait; and it trusts the agent's silence only when the node's kubelet
+// is silent too. A kubelet that still renews its node's Lease means the
+// node lives while its agent does not (killed, out of memory, an upgrade
+// pulling its image): nothing fenced there, and the app may be writing
+// on it, so no backup starts until the kubelet is silent too or a
+// person confirms the node is off.
+func (r *Reconciler) agentFenced(ctx context.Context, fo *failoverv1alpha1.Failover, age time.Duration) (ctrl.Result, bool, error) {
+	node := fo.Spec.Primary.Node
+	if fo.Annotations[AnnotationFenced] == node {
+		return ctrl.Result{}, false, nil // a person confirmed the node is off
+	}
+	l, err := r.nodeLease(ctx, node)
+	if err != nil {
+		return ctrl.Result{}, true, err
+	}
+	after, fences := lease.SelfFenceAfter(l)
+	var why string
+	switch {
+	case !fences:
+		why = fmt.Sprintf("node %s's agent does not fence itself (its Lease publishes no %s: --self-fence-after 0, or an agent older than the controller); confirm the node is off: annotate %s=%s",
+			node, lease.AnnotationSelfFenceAfter, AnnotationFenced, node)
+	case lease.FencedBy(after) > r.SelfFenceAfter:
+		why = fmt.Sprintf("node %s's agent fences %s after its last renewal, surely fenced only %s after it (a tenth more for its check, %s for the fence), more than this controller's --self-fence-after %s: raise the controller's to at least %s, or confirm the node is off: annotate %s=%s",
+			node, after, lease.FencedBy(after), lease.FenceAllowance, r.SelfFenceAfter, lease.FencedBy(after), AnnotationFenced, node)
+	}
+	if why != "" {
+		result, err := r.stillFencing(fo, why, nil)
+		return result, true, err
+	}
+	if wait := r.SelfFenceAfter - age; wait > 0 {
+		status.MarkReconciling(fo, fmt.Sprintf("waiting %s more for node %s's agent to have fenced itself (it does %s after its last renewal)",
+			wait.Round(time.Millisecond), node, r.SelfFenceAfter))
+		return ctrl.Result{RequeueAfter: wait}, true, nil
+	}
+	alive, err := r.kubeletAlive(ctx, node, policy(fo).UnreachableAfter.Duration)
+	if err != nil || !alive {
+		return ctrl.Result{}, err != nil, err
+	}
+	if c := apimeta.FindStatusCondition(fo.Status.Conditions, meta.ReconcilingCondition); c == nil || !strings.Contains(c.Message, "its kubelet renews") {
+		r.Events.Eventf(fo, nil, corev1.EventTypeWarning, "AgentDownNodeUp", "Fence", "node %s's kubelet renews its Lease while its agent does not: no failover while the node lives", node)
+	}
+	result, err := r.stillFencing(fo, fmt.Sprintf("node %s's agent has not renewed its Lease, but its kubelet renews the node's: the node lives, and the app may be writing there, so the backup does not start; restart the agent (it fences or is back), or once the node is off annotate %s=%s",
+		node, AnnotationFenced, node), nil)
+	return result, true, err
+}
+
+// stillFencing keeps the Failover fencing, saying why, and looks again
+// in a second.
+func (r *Reconciler) stillFencing(fo *failoverv1alpha1.Failover, why string, err error) (ctrl.Result, error) {
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	status.MarkReconciling(fo, why)
+	return ctrl.Result{RequeueAfter: time.Second}, nil
+}
+
+// nodeLease reads the agent's Lease of a node.
+func (r *Reconciler) nodeLease(ctx context.Context, node string) (*coordinationv1.Lease, error) {
+	l := &coordinationv1.Lease{}
+	err := r.Get(ctx, client.ObjectKey{Namespace: r.LeaseNamespace, Name: lease.Name(node)}, l)
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("node %s has no Lease %s/%s: is strata's agent running there?", node, r.LeaseNamespace, lease.Name(node))
+	}
+	return l, err
+}
+
+// kubeletAlive says whether the node's kubelet renewed its own Lease
+// (kube-node-lease/{node}) within limit, or within its renewal interval
+// (a quarter of the Lease's duration, 10 s by default) and a fifth more
+// when that is longer: a living kubelet's Lease is that old between
+// renewals.
+func (r *Reconciler) kubeletAlive(ctx context.Context, node string, limit time.Duration) (bool, error) {
+	l := &coordinationv1.Lease{}
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: corev1.NamespaceNodeLease, Name: node}, l)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if l.Spec.LeaseDurationSeconds != nil {
+		renewal := time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second / 4
+		limit = max(limit, renewal+renewal/5)
+	}
+	return lease.Age(l, r.Now()) < limit, nil
+}
+
+// podsStillOn says which of the Failover's namespace's pods still use
+// claim, or "" when none does.
+func (r *Reconciler) podsStillOn(ctx context.Context, fo *failoverv1alpha1.Failover, claim string) (string, error) {
+	pods := &corev1.PodList{}
+	if err := r.APIReader.List(ctx, pods, client.InNamespace(fo.Namespace)); err != nil {
+		return "", err
+	}
+	var left []string
+	for i := range pods.Items {
+		if slices.Contains(pairs.ClaimsOf(&corev1.PodTemplateSpec{Spec: pods.Items[i].Spec}), claim) {
+			left = append(left, pods.Items[i].Name)
+		}
+	}
+	if len(left) == 0 {
+		return "", nil
+	}
+	return fmt.Sprintf("waiting for pods %s on claim %s to be gone: only then has their writing stopped", strings.Join(left, ", "), claim), nil
 }
 
 // unfenceIfFenced makes the primary's volume writable again when its
@@ -286,6 +426,22 @@ func (r *Reconciler) unfenceIfFenced(ctx context.Context, fo *failoverv1alpha1.F
 // outOfService is Kubernetes' taint for a node that is shut down: pods
 // on it are deleted and their volumes detached without waiting for it.
 var outOfService = corev1.Taint{Key: corev1.TaintNodeOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute}
+
+// untaint removes the out-of-service taint the failover set, once the
+// node is back for the failback: the app's pods run there again.
+func (r *Reconciler) untaint(ctx context.Context, node string) error {
+	n := &corev1.Node{}
+	if err := r.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
+		return fmt.Errorf("node %s: %w", node, err)
+	}
+	kept := slices.DeleteFunc(slices.Clone(n.Spec.Taints), func(t corev1.Taint) bool { return t.MatchTaint(&outOfService) })
+	if len(kept) == len(n.Spec.Taints) {
+		return nil
+	}
+	patch := client.MergeFrom(n.DeepCopy())
+	n.Spec.Taints = kept
+	return r.Patch(ctx, n, patch)
+}
 
 func (r *Reconciler) taint(ctx context.Context, node string) error {
 	n := &corev1.Node{}

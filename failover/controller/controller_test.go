@@ -40,6 +40,9 @@ const (
 	timeout = time.Minute
 	// selfFenceAfter is the tests' safe time: short, so they run fast.
 	selfFenceAfter = 1500 * time.Millisecond
+	// agentFenceAfter is what the tests' agents publish: surely fenced
+	// (lease.FencedBy) within selfFenceAfter.
+	agentFenceAfter = 800 * time.Millisecond
 )
 
 var counter atomic.Int32
@@ -110,13 +113,45 @@ func (w *world) run(t testing.TB, selfFenceAfter time.Duration) {
 // server.
 func (w *world) node(n string) string { return w.ns + "-" + n }
 
-// beat renews the node's Lease, as its agent does, until stop.
-func (w *world) beat(t testing.TB, node string) {
+// beat renews the node's Lease, as its agent does, until stop; the
+// agent says it fences agentFenceAfter after a renewal.
+func (w *world) beat(t testing.TB, node string) { w.beatFencing(t, node, agentFenceAfter) }
+
+// beatFencing is beat by an agent that fences after the given time; 0
+// never fences.
+func (w *world) beatFencing(t testing.TB, node string, after time.Duration) {
 	ctx, cancel := context.WithCancel(context.Background())
 	w.beats[node] = cancel
 	t.Cleanup(cancel)
-	h := &lease.Heartbeat{Client: w.c, Namespace: w.ns, Node: node, Period: 200 * time.Millisecond}
+	h := &lease.Heartbeat{Client: w.c, Namespace: w.ns, Node: node, Period: 200 * time.Millisecond, SelfFenceAfter: after}
 	go func() { _ = h.Start(ctx) }()
+}
+
+// kubelet renews the node's own Lease in kube-node-lease, as a living
+// kubelet does, until the returned stop.
+func (w *world) kubelet(t testing.TB, node string) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: corev1.NamespaceNodeLease, Name: node}}
+	_ = w.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: corev1.NamespaceNodeLease}})
+	if err := w.c.Create(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.c.Delete(context.Background(), l) })
+	go func() {
+		for {
+			patch := client.MergeFrom(l.DeepCopy())
+			l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+			_ = w.c.Patch(ctx, l, patch)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+	return cancel
 }
 
 // app makes the Deployment on claim db and the pair, and waits for the
@@ -223,7 +258,19 @@ func (w *world) runDeployment(t testing.TB, claim string) {
 		if err := w.c.Status().Update(ctx, d); err != nil {
 			return err
 		}
-		// And the kubelet: the new pod on the claim is ready.
+		// And the kubelet: the old pods on another claim are gone, the
+		// new pod on the claim is ready.
+		pods := &corev1.PodList{}
+		if err := w.c.List(ctx, pods, client.InNamespace(w.ns)); err != nil {
+			return err
+		}
+		for i := range pods.Items {
+			if pods.Items[i].Spec.Volumes[0].PersistentVolumeClaim.ClaimName != claim {
+				if err := w.c.Delete(ctx, &pods.Items[i], client.GracePeriodSeconds(0)); client.IgnoreNotFound(err) != nil {
+					return err
+				}
+			}
+		}
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, GenerateName: "app-", Labels: d.Spec.Template.Labels},
 			Spec: d.Spec.Template.Spec}
 		if err := w.c.Create(ctx, pod); err != nil {

@@ -103,6 +103,12 @@ func (r *Reconciler) resync(ctx context.Context, fo *failoverv1alpha1.Failover, 
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if policy(fo).Fencing == failoverv1alpha1.FencingOutOfServiceTaint {
+		// The node is back: the app runs there again once it may.
+		if err := r.untaint(ctx, fo.Spec.Primary.Node); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	if _, err := p.primary.Fence(ctx, p.pair); err != nil {
 		return ctrl.Result{}, fmt.Errorf("demoting the old primary's copy on %s: %w", p.primary.URL, err)
 	}
@@ -131,15 +137,26 @@ func (r *Reconciler) switchBack(ctx context.Context, fo *failoverv1alpha1.Failov
 		fo.Status.FailbackStreamBytes += final.StreamBytes
 		fo.Status.FailbackReplica = final.Seq
 	}
-	if _, err := p.primary.Promote(ctx, p.pair); err != nil {
-		return ctrl.Result{}, fmt.Errorf("promoting the changes on the primary %s: %w", p.primary.URL, err)
+	if fo.Status.Active != failoverv1alpha1.ActivePrimary { // promoted once: the app may be writing there already
+		if _, err := p.primary.Promote(ctx, p.pair); err != nil {
+			return ctrl.Result{}, fmt.Errorf("promoting the changes on the primary %s: %w", p.primary.URL, err)
+		}
+		fo.Status.Active = failoverv1alpha1.ActivePrimary
 	}
-	fo.Status.Active = failoverv1alpha1.ActivePrimary
 	if err := r.useClaim(ctx, a, fo.Spec.Backup.Claim, fo.Spec.Primary.Claim); err != nil {
 		return ctrl.Result{}, err
 	}
 	// The backup is a destination again: its volume is replaced at the
-	// next promotion, and no app uses it.
+	// next promotion, and no app uses it. It is made writable only once
+	// the app's old pods on it are gone: a container of one restarting
+	// on a writable volume would take writes no one replicates.
+	if waiting, err := r.podsStillOn(ctx, fo, fo.Spec.Backup.Claim); err != nil || waiting != "" {
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		status.MarkReconciling(fo, "failing back: "+waiting)
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	}
 	if _, err := p.backup.Unfence(ctx, p.pair); err != nil {
 		return ctrl.Result{}, err
 	}

@@ -33,9 +33,38 @@ type Heartbeat struct {
 	Node      string
 	// Period is how often the Lease is renewed.
 	Period time.Duration
-	// Renewed, when set, is told each renewal's outcome: the agent's
-	// self-fencing counts the time since the last success.
-	Renewed func(ok bool)
+	// SelfFenceAfter, when set, is published on the Lease
+	// (AnnotationSelfFenceAfter): the agent fences itself that long
+	// after a renewal's RenewTime. The failover controller promotes
+	// under AgentSelfFence only when its own wait covers it.
+	SelfFenceAfter time.Duration
+	// Renewed, when set, is told each renewal's outcome and the
+	// RenewTime it wrote: the agent's self-fencing counts from that
+	// time, as the controller does, not from when the call returned.
+	Renewed func(renewTime time.Time, ok bool)
+}
+
+// AnnotationSelfFenceAfter is the Lease annotation saying how long after
+// its RenewTime the node's agent fences itself; absent, it does not.
+const AnnotationSelfFenceAfter = "strata.dev/self-fence-after"
+
+// FenceAllowance is what fencing itself may take, on top of an agent's
+// SelfFenceAfter and its check interval: setting a few subvolumes
+// read-only and killing their writers, and the clock skew between nodes.
+const FenceAllowance = 500 * time.Millisecond
+
+// FencedBy is when an agent that publishes after has surely fenced, counted
+// from the Lease's RenewTime: after, then at most one check interval
+// (a tenth of after), then the fence itself.
+func FencedBy(after time.Duration) time.Duration {
+	return after + after/10 + FenceAllowance
+}
+
+// SelfFenceAfter reads what the Lease's agent publishes: how long after
+// RenewTime it fences itself, and whether it fences at all.
+func SelfFenceAfter(l *coordinationv1.Lease) (time.Duration, bool) {
+	d, err := time.ParseDuration(l.Annotations[AnnotationSelfFenceAfter])
+	return d, err == nil && d > 0
 }
 
 // Start renews the Lease every period until ctx ends.
@@ -44,12 +73,12 @@ func (h *Heartbeat) Start(ctx context.Context) error {
 	tick := time.NewTicker(h.Period)
 	defer tick.Stop()
 	for {
-		err := h.renew(ctx)
+		stamp, err := h.renew(ctx)
 		if err != nil {
 			logger.Error(err, "renewing the node's Lease")
 		}
 		if h.Renewed != nil {
-			h.Renewed(err == nil)
+			h.Renewed(stamp, err == nil)
 		}
 		select {
 		case <-ctx.Done():
@@ -65,23 +94,33 @@ func (h *Heartbeat) NeedLeaderElection() bool { return false }
 // renew is one API call: a merge patch of the renewal time, which needs
 // no read first and does not conflict with the node's other agent
 // renewing the same Lease. Only a Lease not there yet is created.
-func (h *Heartbeat) renew(ctx context.Context) error {
+func (h *Heartbeat) renew(ctx context.Context) (time.Time, error) {
 	ctx, cancel := context.WithTimeout(ctx, h.Period)
 	defer cancel()
-	now := metav1.NewMicroTime(time.Now())
+	// MicroTime keeps microseconds: the stamp the agent counts from is
+	// the one the API server stores.
+	now := metav1.NewMicroTime(time.Now().Truncate(time.Microsecond))
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: h.Namespace, Name: Name(h.Node)},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(h.Node), LeaseDurationSeconds: ptr.To(max(1, int32(3*h.Period/time.Second))),
 			RenewTime: &now}}
-	patch, err := json.Marshal(map[string]any{"spec": l.Spec})
+	// The annotation is always written, null when the agent does not
+	// fence, so that a flag changed at a restart is never left stale.
+	var published any
+	if h.SelfFenceAfter > 0 {
+		published = h.SelfFenceAfter.String()
+		l.Annotations = map[string]string{AnnotationSelfFenceAfter: h.SelfFenceAfter.String()}
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{AnnotationSelfFenceAfter: published}},
+		"spec": l.Spec})
 	if err != nil {
-		return err
+		return now.Time, err
 	}
 	err = h.Client.Patch(ctx, l.DeepCopy(), client.RawPatch(types.MergePatchType, patch))
 	if apierrors.IsNotFound(err) {
 		l.Spec.AcquireTime = &now
 		err = h.Client.Create(ctx, l)
 	}
-	return err
+	return now.Time, err
 }
 
 // Age is how long ago the Lease was last renewed, by the reader's clock.
@@ -110,14 +149,18 @@ type SelfFence struct {
 	started time.Time
 }
 
-// Renewed records a renewal's outcome; Heartbeat.Renewed takes it.
-func (f *SelfFence) Renewed(ok bool) {
+// Renewed records a renewal's outcome and its RenewTime, which the
+// fence counts from; Heartbeat.Renewed takes it.
+func (f *SelfFence) Renewed(renewTime time.Time, ok bool) {
 	if !ok {
 		return
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.last, f.fenced = time.Now(), false
+	if renewTime.After(f.last) {
+		f.last = renewTime
+	}
+	f.fenced = false
 }
 
 // Start checks every tenth of After until ctx ends.
