@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -242,6 +243,67 @@ func TestTheAgentChangesOnlyItsOwnNodesCapacity(t *testing.T) {
 		if err := patch("np-a", body); err == nil {
 			t.Errorf("the agent set %s on its node", what)
 		}
+	}
+}
+
+// An agent's token may write only its own node's Lease: the chart's
+// Role keeps it to the release's namespace, and its admission policy,
+// enforced by a real API server, to strata-node-{its node}. Another
+// node's Lease, created or renewed with an old RenewTime, would start a
+// failover of a node whose agent goes on writing.
+func TestTheAgentWritesOnlyItsOwnNodesLease(t *testing.T) {
+	env := testenv.Get(t)
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "chart-lease-policy"}}
+	if err := env.Client.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	var policy []*unstructured.Unstructured
+	for _, o := range testenv.RenderChart(t, "lp", ns.Name, required...) {
+		switch o.GetKind() {
+		case "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+			policy = append(policy, o)
+		}
+	}
+	if err := testenv.ApplyStrictly(ctx, env.Client, policy); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testenv.ServiceAccountConfig(env.Config, ns.Name, "lp-agent")
+	cfg.Impersonate.Extra = map[string][]string{"authentication.kubernetes.io/node-name": {"lp-a"}}
+	agent, err := client.New(cfg, client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaseOf := func(namespace, name string) *coordinationv1.Lease {
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+			Spec: coordinationv1.LeaseSpec{RenewTime: &metav1.MicroTime{Time: time.Now().Add(-time.Hour)}}}
+	}
+	// The API server takes up a new policy a moment after it is created.
+	testenv.Eventually(t, 30*time.Second, func() error {
+		err := agent.Create(ctx, leaseOf(ns.Name, "strata-node-lp-b"))
+		if err == nil {
+			_ = env.Client.Delete(ctx, leaseOf(ns.Name, "strata-node-lp-b"))
+		}
+		if err == nil || !strings.Contains(err.Error(), "only its own node's Lease") {
+			return fmt.Errorf("the agent of lp-a creating lp-b's Lease: %v, want a refusal", err)
+		}
+		return nil
+	})
+	if err := agent.Create(ctx, leaseOf(ns.Name, "strata-node-lp-a")); err != nil {
+		t.Fatalf("the agent creating its own node's Lease: %v", err)
+	}
+	if err := env.Client.Create(ctx, leaseOf(ns.Name, "strata-node-lp-b")); err != nil {
+		t.Fatal(err)
+	}
+	renew := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"renewTime":"2020-01-01T00:00:00.000000Z"}}`))
+	if err := agent.Patch(ctx, leaseOf(ns.Name, "strata-node-lp-b"), renew); err == nil {
+		t.Error("the agent of lp-a renewed lp-b's Lease")
+	}
+	if err := agent.Patch(ctx, leaseOf(ns.Name, "strata-node-lp-a"), renew); err != nil {
+		t.Errorf("the agent renewing its own node's Lease: %v", err)
+	}
+	if err := agent.Create(ctx, leaseOf("kube-system", "strata-node-lp-a")); err == nil {
+		t.Error("the agent created a Lease outside the release's namespace")
 	}
 }
 
