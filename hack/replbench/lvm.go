@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"github.com/strata-gitops/strata/internal/local/localdisk"
 	"github.com/strata-gitops/strata/internal/loopdev"
 	"github.com/strata-gitops/strata/internal/testing/agenttls"
@@ -65,7 +66,7 @@ func newLVMAgent(dir, name string, size int64) (*lvmAgent, error) {
 	if err := m.CreateThinPool(ctx, a.vg, lvm.ThinPoolSpec{Name: "pool", Size: 3 * uint64(size)}); err != nil {
 		return nil, err
 	}
-	if err := m.CreateVolume(ctx, a.vg, lvm.VolumeSpec{Name: "db", Size: uint64(size), Pool: "pool"}); err != nil {
+	if err := m.CreateVolume(ctx, a.vg, lvm.VolumeSpec{Name: "db", Size: uint64(size), Pool: "pool", Tags: []string{storagev1alpha1.LogicalVolumeTag("db")}}); err != nil {
 		return nil, err
 	}
 	tenants := &volumeapi.Tenants{}

@@ -10,7 +10,11 @@ const CapacityAnnotationPrefix = "capacity.strata.dev/"
 // LogicalVolumeTag is the lvm2 tag that names, on the volume itself, the
 // LogicalVolume it belongs to: a volume nobody claims can be told apart,
 // and the node's agent finds a LogicalVolume's volume without the API.
-func LogicalVolumeTag(name string) string { return "strata.dev/logicalvolume=" + name }
+func LogicalVolumeTag(name string) string { return LogicalVolumeTagPrefix + name }
+
+// LogicalVolumeTagPrefix starts the tag of every logical volume a
+// LogicalVolume made: what marks a volume as strata's.
+const LogicalVolumeTagPrefix = "strata.dev/logicalvolume="
 
 // LogicalVolumeFinalizer keeps a LogicalVolume until its node's agent has
 // removed its volume. The CSI driver sets it when it creates the object,

@@ -107,7 +107,7 @@ func (cl Cluster) Start(t testing.TB, c client.Client, node, ip, group string) A
 func (a Agent) Claim(t testing.TB, c client.Client, ns, claim string, size int64) {
 	t.Helper()
 	ctx := context.Background()
-	if err := a.LVM.CreateVolume(ctx, a.Group, lvm.VolumeSpec{Name: claim, Size: uint64(size), Pool: thingroup.Pool}); err != nil {
+	if err := a.LVM.CreateVolume(ctx, a.Group, lvm.VolumeSpec{Name: claim, Size: uint64(size), Pool: thingroup.Pool, Tags: []string{storagev1alpha1.LogicalVolumeTag(claim)}}); err != nil {
 		t.Fatal(err)
 	}
 	q := *resource.NewQuantity(size, resource.BinarySI)

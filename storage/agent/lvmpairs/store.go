@@ -26,6 +26,7 @@ import (
 	"sync"
 	"time"
 
+	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"github.com/strata-gitops/strata/internal/atomicfile"
 	"github.com/strata-gitops/strata/storage/agent/replicas"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
@@ -287,6 +288,12 @@ func (s *Store) thinVolume(ctx context.Context, vg, name string) (lvm.LogicalVol
 	}
 	if lv.Kind != lvm.Thin {
 		return lv, invalid("volume %s/%s is %s: the LVM mover replicates thin volumes (a device class with a thin pool), whose snapshots cost nothing", vg, name, lv.Kind)
+	}
+	// The caller names any volume of the node: only a claim's volume,
+	// which a LogicalVolume made and tagged, may be synced away,
+	// promoted over or fenced, never one strata does not manage.
+	if !slices.ContainsFunc(lv.Tags, func(t string) bool { return strings.HasPrefix(t, storagev1alpha1.LogicalVolumeTagPrefix) }) {
+		return lv, &volumes.Error{Kind: volumes.Forbidden, Message: fmt.Sprintf("volume %s/%s is not a claim's volume (it lacks a %s tag): the LVM mover replicates only volumes strata made", vg, name, storagev1alpha1.LogicalVolumeTagPrefix)}
 	}
 	return lv, nil
 }

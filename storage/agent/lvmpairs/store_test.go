@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"github.com/strata-gitops/strata/internal/loopdev"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/internal/testing/thingroup"
@@ -42,7 +43,7 @@ func newSide(t *testing.T, name string, size uint64) *side {
 	ctx := context.Background()
 	vg := "strata-pairs-" + name
 	m := thingroup.New(t, vg, 256*mib, 128*mib)
-	if err := m.CreateVolume(ctx, vg, lvm.VolumeSpec{Name: "db", Size: size, Pool: thingroup.Pool}); err != nil {
+	if err := m.CreateVolume(ctx, vg, lvm.VolumeSpec{Name: "db", Size: size, Pool: thingroup.Pool, Tags: []string{storagev1alpha1.LogicalVolumeTag("db")}}); err != nil {
 		t.Fatal(err)
 	}
 	s := &side{store: &Store{LVM: m, Dir: t.TempDir()}, vg: vg}
@@ -289,7 +290,11 @@ func TestBadPairsAreRefusedWithWhy(t *testing.T) {
 	if err := a.store.LVM.CreateVolume(ctx, a.vg, lvm.VolumeSpec{Name: "thick", Size: 4 * mib}); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.store.LVM.CreateVolume(ctx, a.vg, lvm.VolumeSpec{Name: "db2", Size: 4 * mib, Pool: thingroup.Pool}); err != nil {
+	if err := a.store.LVM.CreateVolume(ctx, a.vg, lvm.VolumeSpec{Name: "db2", Size: 4 * mib, Pool: thingroup.Pool, Tags: []string{storagev1alpha1.LogicalVolumeTag("db2")}}); err != nil {
+		t.Fatal(err)
+	}
+	// A thin volume strata did not make: another driver's, or a person's.
+	if err := a.store.LVM.CreateVolume(ctx, a.vg, lvm.VolumeSpec{Name: "foreign", Size: 4 * mib, Pool: thingroup.Pool}); err != nil {
 		t.Fatal(err)
 	}
 	for name, c := range map[string]struct {
@@ -304,6 +309,7 @@ func TestBadPairsAreRefusedWithWhy(t *testing.T) {
 		"other volume":  {"p", wire.PairRequest{Volume: a.vg + "/db2", Token: token}, volumes.Conflict, "exists, of volume"},
 		"bad pair name": {"-x", wire.PairRequest{Volume: a.vg + "/db", Token: token}, volumes.Invalid, "option"},
 		"no group":      {"q", wire.PairRequest{Volume: "db", Token: token}, volumes.Invalid, "<volume group>/<volume>"},
+		"not strata's":  {"q", wire.PairRequest{Volume: a.vg + "/foreign", Token: token}, volumes.Forbidden, "not a claim's volume"},
 	} {
 		_, err := a.store.SetPair(ctx, tenant, c.pair, c.req)
 		if volumes.KindOf(err) != c.kind || !strings.Contains(err.Error(), c.want) {

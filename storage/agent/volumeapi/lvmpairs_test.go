@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"github.com/strata-gitops/strata/internal/testing/lvmagent"
 	"github.com/strata-gitops/strata/internal/testing/thingroup"
 	"github.com/strata-gitops/strata/storage/agent/lvmpairs"
@@ -27,7 +28,7 @@ func lvmAgents(t *testing.T) (a, b lvmAgent) {
 	for i, ag := range []*lvmAgent{&a, &b} {
 		ag.Group = "strata-api-lvm-" + string(rune('a'+i))
 		ag.LVM = thingroup.New(t, ag.Group, 128*mib, 96*mib)
-		if err := ag.LVM.CreateVolume(ctx, ag.Group, lvm.VolumeSpec{Name: "db", Size: 16 * mib, Pool: thingroup.Pool}); err != nil {
+		if err := ag.LVM.CreateVolume(ctx, ag.Group, lvm.VolumeSpec{Name: "db", Size: 16 * mib, Pool: thingroup.Pool, Tags: []string{storagev1alpha1.LogicalVolumeTag("db")}}); err != nil {
 			t.Fatal(err)
 		}
 		tenants := &volumeapi.Tenants{}

@@ -44,8 +44,18 @@ func (l LVMVolumes) Create(ctx context.Context, tenant, name string, size int64)
 	return dev, true, err
 }
 
-// Delete implements Volumes.
-func (l LVMVolumes) Delete(ctx context.Context, _, name string) error {
+// Delete implements Volumes: only a volume an image job made for the
+// tenant, never another tenant's or one strata did not make.
+func (l LVMVolumes) Delete(ctx context.Context, tenant, name string) error {
+	lv, err := lvm.FindVolume(ctx, l.LVM, l.Group, name)
+	switch {
+	case errors.Is(err, lvm.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	case !slices.Contains(lv.Tags, imageTenantTag+tenant):
+		return fmt.Errorf("volume %s/%s is not one of tenant %s's image volumes: it is left as it is", l.Group, name, tenant)
+	}
 	return l.LVM.RemoveVolume(ctx, l.Group, name)
 }
 

@@ -66,4 +66,17 @@ func TestAnImageFillsALogicalVolume(t *testing.T) {
 	if _, err := lvm.FindVolume(ctx, m, vg, "database"); err != nil {
 		t.Errorf("the refused job removed a volume it did not make: %v", err)
 	}
+	// Deleting takes only the tenant's own image volume.
+	volumes := provision.LVMVolumes{LVM: m, Group: vg, Pool: thingroup.Pool}
+	for _, c := range []struct{ tenant, name string }{{"vm", "database"}, {"other-tenant", "vm-1"}} {
+		if err := volumes.Delete(ctx, c.tenant, c.name); err == nil || !strings.Contains(err.Error(), "is not one of tenant "+c.tenant+"'s image volumes") {
+			t.Errorf("deleting %s as tenant %s: %v; want a refusal", c.name, c.tenant, err)
+		}
+		if _, err := lvm.FindVolume(ctx, m, vg, c.name); err != nil {
+			t.Errorf("volume %s is gone after a refused delete: %v", c.name, err)
+		}
+	}
+	if err := volumes.Delete(ctx, "vm", "vm-1"); err != nil {
+		t.Errorf("deleting the tenant's own image volume: %v", err)
+	}
 }
