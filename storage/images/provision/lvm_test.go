@@ -66,7 +66,15 @@ func TestAnImageFillsALogicalVolume(t *testing.T) {
 	if _, err := lvm.FindVolume(ctx, m, vg, "database"); err != nil {
 		t.Errorf("the refused job removed a volume it did not make: %v", err)
 	}
-	// Deleting takes only the tenant's own image volume.
+	wantDeletesOnlyTheTenants(t, m, vg)
+}
+
+// wantDeletesOnlyTheTenants checks that deleting takes only the
+// tenant's own image volume (vm-1 of tenant vm), not another's nor one
+// strata did not make (database).
+func wantDeletesOnlyTheTenants(t *testing.T, m lvm.Manager, vg string) {
+	t.Helper()
+	ctx := context.Background()
 	volumes := provision.LVMVolumes{LVM: m, Group: vg, Pool: thingroup.Pool}
 	for _, c := range []struct{ tenant, name string }{{"vm", "database"}, {"other-tenant", "vm-1"}} {
 		if err := volumes.Delete(ctx, c.tenant, c.name); err == nil || !strings.Contains(err.Error(), "is not one of tenant "+c.tenant+"'s image volumes") {
