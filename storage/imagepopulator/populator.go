@@ -37,7 +37,8 @@ type Reconciler struct {
 	// CacheDir is the nodes' image cache, a host path.
 	CacheDir string
 	Events   events.EventRecorder
-	// Retry is how long after a failed fill the next try starts.
+	// Retry is how long after a failed fill the next try starts; it
+	// doubles with each failure, up to 30 minutes.
 	Retry time.Duration
 }
 
@@ -78,7 +79,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil || !wantsImage(pvc) {
 		return ctrl.Result{}, err
 	}
-	if pvc.Spec.VolumeName != "" {
+	if pvc.Spec.VolumeName != "" || pvc.DeletionTimestamp != nil {
+		// Bound, or going: nothing starts for it, and what was made goes.
 		return ctrl.Result{}, r.cleanUp(ctx, pvc.Namespace, pvc.Name)
 	}
 	sc, err := r.ourClass(ctx, pvc)

@@ -37,7 +37,11 @@ type world struct {
 	ns, system string
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t *testing.T) *world { return newWorldRetrying(t, 200*time.Millisecond) }
+
+// newWorldRetrying is newWorld whose populator waits retry after a
+// first failed fill.
+func newWorldRetrying(t *testing.T, retry time.Duration) *world {
 	t.Helper()
 	env := testenv.Get(t)
 	n := counter.Add(1)
@@ -58,7 +62,7 @@ func newWorld(t *testing.T) *world {
 				CredentialsSecretRef: &storagev1alpha1.LocalObjectReference{Name: "bucket"}}})
 	testenv.RunManager(t, env, func(mgr manager.Manager) error {
 		return (&imagepopulator.Reconciler{Client: mgr.GetClient(), Namespace: w.system, Image: "strata.local/strata:local",
-			CacheDir: "/var/lib/strata/images/cache", Events: mgr.GetEventRecorder("strata-populator"), Retry: 200 * time.Millisecond}).SetupWithManager(mgr)
+			CacheDir: "/var/lib/strata/images/cache", Events: mgr.GetEventRecorder("strata-populator"), Retry: retry}).SetupWithManager(mgr)
 	})
 	return w
 }
@@ -150,12 +154,15 @@ func TestAClaimIsFilledOnItsNodeAndGetsTheVolume(t *testing.T) {
 // provision plays the CSI driver: a volume bound to the prime claim.
 func (w *world) provision(t *testing.T, prime *corev1.PersistentVolumeClaim) *corev1.PersistentVolume {
 	t.Helper()
-	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-vm-disk"}, Spec: corev1.PersistentVolumeSpec{
+	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-" + prime.Name}, Spec: corev1.PersistentVolumeSpec{
 		Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}, AccessModes: prime.Spec.AccessModes,
 		PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: storagev1alpha1.CSIDriver, VolumeHandle: "pop-fast|vm"}},
 		ClaimRef:               &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: prime.Namespace, Name: prime.Name, UID: prime.UID},
 		StorageClassName:       "pop-fast", VolumeMode: prime.Spec.VolumeMode}}
 	w.create(t, pv)
+	if err := w.c.Get(context.Background(), client.ObjectKeyFromObject(prime), prime); err != nil {
+		t.Fatal(err)
+	}
 	prime.Spec.VolumeName = pv.Name
 	if err := w.c.Update(context.Background(), prime); err != nil {
 		t.Fatal(err)
@@ -239,6 +246,92 @@ func (w *world) wantEvent(t *testing.T, pvc *corev1.PersistentVolumeClaim, reaso
 		}) {
 			return nil
 		}
-		return fmt.Errorf("no %s event on claim %s saying %q yet", reason, pvc.Name, says)
+		var seen []string
+		for _, e := range list.Items {
+			if e.InvolvedObject.UID == pvc.UID {
+				seen = append(seen, e.Reason+": "+e.Message)
+			}
+		}
+		return fmt.Errorf("no %s event on claim %s saying %q yet; its events: %q", reason, pvc.Name, says, seen)
 	})
+}
+
+// A failed fill waits before the next, longer after each failure, and
+// the wait is kept on the API server: the failed pod's deletion wakes
+// the claim at once, and must not start the next fill at once.
+func TestFailedFillsBackOff(t *testing.T) {
+	w := newWorldRetrying(t, time.Second)
+	ctx := context.Background()
+	pvc := w.claim("backoff", "pop-fast")
+	pvc.Annotations = map[string]string{"volume.kubernetes.io/selected-node": "node-a"}
+	w.create(t, pvc)
+	primeKey := client.ObjectKey{Namespace: w.system, Name: "populate-" + string(pvc.UID)}
+	prime := eventually(t, w.c, primeKey, &corev1.PersistentVolumeClaim{}, func(*corev1.PersistentVolumeClaim) error { return nil })
+	w.provision(t, prime)
+	pod := w.wantFillPod(t, primeKey, prime.Name)
+	for _, c := range []struct {
+		failures string
+		wait     time.Duration
+	}{{"1", time.Second}, {"2", 2 * time.Second}} {
+		firstUID := pod.UID
+		pod.Status = corev1.PodStatus{Phase: corev1.PodFailed}
+		failedAt := time.Now()
+		if err := w.c.Status().Update(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+		if c.failures == "1" { // later ones join the first's event series, which keeps its message
+			w.wantEvent(t, pvc, "PopulateFailed", "failed (try 1), tried again in 1s")
+		}
+		prime = eventually(t, w.c, primeKey, &corev1.PersistentVolumeClaim{}, func(p *corev1.PersistentVolumeClaim) error {
+			if p.Annotations["populator.strata.dev/failures"] != c.failures {
+				return fmt.Errorf("the prime claim's annotations: %v", p.Annotations)
+			}
+			return nil
+		})
+		retryAt, err := time.Parse(time.RFC3339Nano, prime.Annotations["populator.strata.dev/retry-at"])
+		if err != nil || retryAt.Sub(failedAt) < c.wait {
+			t.Fatalf("after failure %s the next fill may start at %v (%v), not %s after the failure", c.failures, retryAt, err, c.wait)
+		}
+		pod = eventually(t, w.c, primeKey, &corev1.Pod{}, func(p *corev1.Pod) error {
+			if p.UID == firstUID {
+				return fmt.Errorf("the failed pod is still there")
+			}
+			return nil
+		})
+		if seen := time.Now(); seen.Before(retryAt) {
+			t.Fatalf("after failure %s the next fill started %s before its retry time", c.failures, retryAt.Sub(seen))
+		}
+	}
+}
+
+// No fill starts for a claim being deleted, and what was made for it
+// goes.
+func TestAClaimBeingDeletedStartsNoFill(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	pvc := w.claim("going", "pop-fast")
+	pvc.Annotations = map[string]string{"volume.kubernetes.io/selected-node": "node-a"}
+	pvc.Finalizers = []string{"test.strata.dev/keep"} // as kubernetes.io/pvc-protection keeps a claim in use
+	w.create(t, pvc)
+	t.Cleanup(func() {
+		patch := client.MergeFrom(pvc.DeepCopy())
+		pvc.Finalizers = nil
+		_ = w.c.Patch(context.Background(), pvc, patch)
+	})
+	primeKey := client.ObjectKey{Namespace: w.system, Name: "populate-" + string(pvc.UID)}
+	prime := eventually(t, w.c, primeKey, &corev1.PersistentVolumeClaim{}, func(*corev1.PersistentVolumeClaim) error { return nil })
+	if err := w.c.Delete(ctx, pvc); err != nil {
+		t.Fatal(err)
+	}
+	w.provision(t, prime) // bound after the claim began to go: a fill would start now
+	testenv.Eventually(t, timeout, func() error {
+		p := &corev1.PersistentVolumeClaim{}
+		if err := w.c.Get(ctx, primeKey, p); !apierrors.IsNotFound(err) && (err != nil || p.DeletionTimestamp == nil) {
+			return fmt.Errorf("the prime claim of a claim being deleted is still there (%v)", err)
+		}
+		return nil
+	})
+	if err := w.c.Get(ctx, primeKey, &corev1.Pod{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("a fill pod for a claim being deleted: %v", err)
+	}
 }

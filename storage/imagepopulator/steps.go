@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -38,6 +40,11 @@ func (r *Reconciler) populate(ctx context.Context, pvc *corev1.PersistentVolumeC
 	pod := &corev1.Pod{}
 	err = r.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: primeName(pvc)}, pod)
 	if apierrors.IsNotFound(err) {
+		// A failed fill's pod is gone; the next waits out its backoff,
+		// however soon the pod's deletion woke this claim.
+		if wait := time.Until(retryAt(prime)); wait > 0 {
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
 		return ctrl.Result{}, r.startFill(ctx, pvc, prime, img)
 	}
 	if err != nil {
@@ -47,14 +54,69 @@ func (r *Reconciler) populate(ctx context.Context, pvc *corev1.PersistentVolumeC
 	case corev1.PodSucceeded:
 		return ctrl.Result{}, r.rebind(ctx, pvc, prime)
 	case corev1.PodFailed:
-		r.event(pvc, corev1.EventTypeWarning, "PopulateFailed", "filling from VolumeImage %s failed, tried again in %s: %s",
-			img.Name, r.Retry, terminationMessage(pod))
-		if err := r.Delete(ctx, pod); client.IgnoreNotFound(err) != nil {
-			return ctrl.Result{}, err
-		}
-		return ctrl.Result{RequeueAfter: r.Retry}, nil
+		return r.failed(ctx, pvc, prime, pod, img)
 	}
 	return ctrl.Result{}, nil
+}
+
+// Annotations on the prime claim: how many fills failed, and when the
+// next may start. They live on the API server, so a restart, or the
+// failed pod's deletion waking the claim at once, keeps the backoff.
+const (
+	annotationFailures  = "populator.strata.dev/failures"
+	annotationRetryAt   = "populator.strata.dev/retry-at"
+	annotationFailedPod = "populator.strata.dev/failed-pod"
+)
+
+// maxRetry bounds the backoff between fills.
+const maxRetry = 30 * time.Minute
+
+// backoff is the wait after the nth failed fill: Retry, doubling with
+// each failure, at most maxRetry.
+func (r *Reconciler) backoff(failures int) time.Duration {
+	wait := r.Retry
+	for i := 1; i < failures && wait < maxRetry; i++ {
+		wait *= 2
+	}
+	return min(wait, maxRetry)
+}
+
+func retryAt(prime *corev1.PersistentVolumeClaim) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, prime.Annotations[annotationRetryAt])
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+// failed records a failed fill on the prime claim, with when the next
+// may start, tells why on the claim, and removes the pod.
+func (r *Reconciler) failed(ctx context.Context, pvc, prime *corev1.PersistentVolumeClaim, pod *corev1.Pod, img *storagev1alpha1.VolumeImage) (ctrl.Result, error) {
+	if prime.Annotations[annotationFailedPod] == string(pod.UID) {
+		// Counted already; a reconcile before its deletion showed.
+		return ctrl.Result{RequeueAfter: time.Until(retryAt(prime))}, client.IgnoreNotFound(r.Delete(ctx, pod))
+	}
+	failures, _ := strconv.Atoi(prime.Annotations[annotationFailures])
+	failures++
+	wait := r.backoff(failures)
+	// Optimistic: a prime read before another count was written fails
+	// here and is read again, rather than counting one failure twice.
+	patch := client.MergeFromWithOptions(prime.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	if prime.Annotations == nil {
+		prime.Annotations = map[string]string{}
+	}
+	prime.Annotations[annotationFailures] = strconv.Itoa(failures)
+	prime.Annotations[annotationRetryAt] = time.Now().Add(wait).UTC().Format(time.RFC3339Nano)
+	prime.Annotations[annotationFailedPod] = string(pod.UID)
+	if err := r.Patch(ctx, prime, patch); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.event(pvc, corev1.EventTypeWarning, "PopulateFailed", "filling from VolumeImage %s failed (try %d), tried again in %s: %s",
+		img.Name, failures, wait, terminationMessage(pod))
+	if err := r.Delete(ctx, pod); client.IgnoreNotFound(err) != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: wait}, nil
 }
 
 // makePrime makes the claim the image is written to, with the user
