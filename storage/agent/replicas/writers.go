@@ -13,9 +13,9 @@ import (
 )
 
 // KillWriters kills every process that has a file on device dev open for
-// writing, or the block device dev itself: a fence stops the writes a
-// read-only flag would not, as the flag is checked when a file is
-// opened, not at each write.
+// writing or mapped shared and writable, or the block device dev itself:
+// a fence stops the writes a read-only flag would not, as the flag is
+// checked when a file is opened, not at each write.
 func KillWriters(dev uint64) error {
 	procs, err := os.ReadDir("/proc")
 	if err != nil {
@@ -60,19 +60,20 @@ func awaitReleased(pids []int, dev uint64) error {
 }
 
 // writesTo says whether the process has a file on dev, or the block
-// device dev, open for writing.
+// device dev, open for writing, or mapped shared and writable: a
+// mapping writes its pages back long after its file was closed.
 func writesTo(pid int, dev uint64) bool {
+	return writesThroughFiles(pid, dev) || writesThroughMappings(pid, dev)
+}
+
+func writesThroughFiles(pid int, dev uint64) bool {
 	fdDir := fmt.Sprintf("/proc/%d/fd", pid)
 	fds, err := os.ReadDir(fdDir)
 	if err != nil {
 		return false // gone, or a kernel thread
 	}
 	for _, fd := range fds {
-		var st unix.Stat_t
-		if unix.Stat(filepath.Join(fdDir, fd.Name()), &st) != nil {
-			continue
-		}
-		if st.Dev != dev && (st.Mode&unix.S_IFMT != unix.S_IFBLK || st.Rdev != dev) {
+		if !onDevice(filepath.Join(fdDir, fd.Name()), dev) {
 			continue
 		}
 		if info, err := os.ReadFile(fmt.Sprintf("/proc/%d/fdinfo/%s", pid, fd.Name())); err == nil && openForWriting(string(info)) {
@@ -80,6 +81,36 @@ func writesTo(pid int, dev uint64) bool {
 		}
 	}
 	return false
+}
+
+// writesThroughMappings reads the process's shared writable mappings
+// ("rw-s" in /proc/PID/maps) and stats each mapped file through
+// /proc/PID/map_files: the maps file's device is the filesystem's, not
+// a btrfs subvolume's, and its path is the process's own view.
+func writesThroughMappings(pid int, dev uint64) bool {
+	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(maps), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 6 || !strings.HasPrefix(fields[1], "rw") || fields[1][3] != 's' {
+			continue
+		}
+		if onDevice(fmt.Sprintf("/proc/%d/map_files/%s", pid, fields[0]), dev) {
+			return true
+		}
+	}
+	return false
+}
+
+// onDevice says whether path is a file on dev, or the block device dev.
+func onDevice(path string, dev uint64) bool {
+	var st unix.Stat_t
+	if unix.Stat(path, &st) != nil {
+		return false
+	}
+	return st.Dev == dev || (st.Mode&unix.S_IFMT == unix.S_IFBLK && st.Rdev == dev)
 }
 
 // openForWriting reads the access mode from an fdinfo's flags line
