@@ -10,6 +10,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -82,7 +83,7 @@ func VolumeManager(o Options) (lvm.Manager, error) {
 
 // NewManager assembles the agent: the volume-group and LogicalVolume
 // reconcilers of one node.
-func NewManager(_ context.Context, cfg *rest.Config, o Options) (manager.Manager, error) {
+func NewManager(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, error) {
 	if o.NodeName == "" {
 		return nil, fmt.Errorf("the agent needs its node's name: set --node-name or NODE_NAME (the downward API's spec.nodeName)")
 	}
@@ -110,6 +111,17 @@ func NewManager(_ context.Context, cfg *rest.Config, o Options) (manager.Manager
 		Classes: ClusterClasses{Client: mgr.GetClient(), Namespace: o.Namespace}}
 	if err := lv.SetupWithManager(mgr); err != nil {
 		return nil, err
+	}
+	if o.PairsDir != "" {
+		// Before anything can mount a volume: a fence survives a reboot.
+		pairs := &lvmpairs.Store{LVM: m, Dir: o.PairsDir}
+		restored, err := pairs.RestoreFences(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("restoring the fences of replicated volumes: %w; the agent serves nothing until they hold", err)
+		}
+		if len(restored) > 0 {
+			log.FromContext(ctx).Info("restored the fences of replicated volumes after a restart", "volumes", restored)
+		}
 	}
 	if o.APISocket != "" {
 		api := &nodeapi.Server{LVM: m, ManagedTag: volumegroups.ManagedTag, Locate: locator(mgr.GetClient(), lv.Classes)}

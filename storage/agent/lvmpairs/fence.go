@@ -9,10 +9,12 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/strata-gitops/strata/internal/atomicfile"
 	"github.com/strata-gitops/strata/internal/command"
 	"github.com/strata-gitops/strata/internal/mountinfo"
 	"github.com/strata-gitops/strata/storage/agent/replicas"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
+	"github.com/strata-gitops/strata/storage/lvm"
 )
 
 // FencePairs stops every write to the volume of each pair on the node,
@@ -60,6 +62,11 @@ func (s *Store) FencePair(ctx context.Context, tenant, name string) (string, err
 	if err != nil {
 		return "", err
 	}
+	// Recorded first: a device's read-only flag is the kernel's and goes
+	// with a reboot; the record brings it back (RestoreFences).
+	if err := s.recordFence(tenant, name, true); err != nil {
+		return "", err
+	}
 	dev, rdev, err := s.device(ctx, rec.Group, rec.Volume)
 	if err != nil {
 		return "", err
@@ -71,6 +78,59 @@ func (s *Store) FencePair(ctx context.Context, tenant, name string) (string, err
 		return "", err
 	}
 	return rec.Group + "/" + rec.Volume, remount(rdev, unix.MS_RDONLY)
+}
+
+// fencedFile, in a pair's directory, records that its volume is fenced.
+const fencedFile = "fenced"
+
+// recordFence writes or removes the pair's fence record, durably.
+func (s *Store) recordFence(tenant, name string, fenced bool) error {
+	path := filepath.Join(s.pairDir(tenant, name), fencedFile)
+	var err error
+	if fenced {
+		err = atomicfile.Write(path, nil)
+	} else if err = os.Remove(path); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return atomicfile.SyncDir(filepath.Dir(path))
+}
+
+// RestoreFences makes the volume of every pair recorded fenced read-only
+// again, as it was before the node restarted: the kernel forgets a
+// device's read-only flag at a reboot, and only the controller may lift
+// a fence. The agent runs it before it serves anything that could mount
+// a volume. A pair whose volume is gone is skipped.
+func (s *Store) RestoreFences(ctx context.Context) ([]string, error) {
+	marks, err := filepath.Glob(filepath.Join(s.Dir, "*", "*", fencedFile))
+	if err != nil {
+		return nil, err
+	}
+	var restored []string
+	var errs []error
+	for _, mark := range marks {
+		pairDir := filepath.Dir(mark)
+		rec, err := s.pairRecord(filepath.Base(filepath.Dir(pairDir)), filepath.Base(pairDir))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		dev, _, err := s.device(ctx, rec.Group, rec.Volume)
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, lvm.ErrNotFound) {
+			continue
+		}
+		if err == nil {
+			err = run(ctx, "blockdev", "--setro", dev)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("restoring the fence of %s/%s: %w", rec.Group, rec.Volume, err))
+			continue
+		}
+		restored = append(restored, rec.Group+"/"+rec.Volume)
+	}
+	return restored, errors.Join(errs...)
 }
 
 // UnfencePair makes the pair's volume writable again: the failover
@@ -90,6 +150,9 @@ func (s *Store) UnfencePair(ctx context.Context, tenant, name string) (wire.Volu
 		return wire.Volume{}, err
 	}
 	if err := remount(rdev, 0); err != nil {
+		return wire.Volume{}, err
+	}
+	if err := s.recordFence(tenant, name, false); err != nil {
 		return wire.Volume{}, err
 	}
 	return s.volume(ctx, rec.Group, rec.Volume)

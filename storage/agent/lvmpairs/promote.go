@@ -61,6 +61,9 @@ func (s *Store) Promote(ctx context.Context, tenant, name string) (wire.Volume, 
 	if err := run(ctx, "blockdev", "--setrw", dev); err != nil {
 		return wire.Volume{}, err
 	}
+	if err := s.recordFence(tenant, name, false); err != nil {
+		return wire.Volume{}, err
+	}
 	target, size, err := s.open(ctx, vg, rec.Volume, os.O_RDWR)
 	if err != nil {
 		return wire.Volume{}, err

@@ -422,3 +422,39 @@ func mountExt4(t *testing.T, dev string) string {
 	t.Cleanup(func() { _ = exec.Command("umount", dir).Run() })
 	return dir
 }
+
+// A fence outlives a restart: the kernel forgets a device's read-only
+// flag at a reboot, and the agent sets it again from its record before
+// it serves anything; an unfence removes the record.
+func TestAFenceSurvivesARestart(t *testing.T) {
+	testenv.NeedTools(t, "blockdev")
+	a := newSide(t, "a9", 8*mib)
+	ctx := context.Background()
+	dev, err := a.store.LVM.DevicePath(ctx, a.vg, "db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = loopdev.Writable(dev) })
+	if _, err := a.store.FencePair(ctx, tenant, "p"); err != nil {
+		t.Fatal(err)
+	}
+	if err := loopdev.Writable(dev); err != nil { // what a reboot does to the flag
+		t.Fatal(err)
+	}
+	if a.pair(t).Fenced {
+		t.Fatal("the device is still read-only after the flag was cleared")
+	}
+	restarted := &Store{LVM: a.store.LVM, Dir: a.store.Dir}
+	if restored, err := restarted.RestoreFences(ctx); err != nil || len(restored) != 1 || restored[0] != a.vg+"/db" {
+		t.Fatalf("RestoreFences = %v, %v; want the pair's volume", restored, err)
+	}
+	if !a.pair(t).Fenced {
+		t.Fatal("the fence did not come back after the restart")
+	}
+	if _, err := restarted.UnfencePair(ctx, tenant, "p"); err != nil {
+		t.Fatal(err)
+	}
+	if restored, err := restarted.RestoreFences(ctx); err != nil || len(restored) != 0 || a.pair(t).Fenced {
+		t.Fatalf("after an unfence RestoreFences = %v, %v, fenced %v; want nothing fenced", restored, err, a.pair(t).Fenced)
+	}
+}
