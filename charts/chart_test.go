@@ -105,8 +105,10 @@ func TestKubeletFindsTheNodeService(t *testing.T) {
 }
 
 // With the LVM mover on, the controller calls the agents on the port they
-// listen on, with the token of the Secret the agents take their tenants
-// from, trusting the CA that issues their certificates.
+// listen on, with its own service account token for audience
+// strata-agent, which the agents take from it alone, trusting the CA
+// that issues their certificates. The tenants Secret the agents read
+// (for image jobs) opens no pair route.
 func TestTheControllerReachesTheAgentsPairAPI(t *testing.T) {
 	objects := testenv.RenderChart(t, "r", "strata-system", append(required, "agent.replication.enabled=true", "agent.replication.port=9421")...)
 	agent := containerArgs(t, find(t, objects, "DaemonSet", "r-agent"), "agent")
@@ -114,11 +116,18 @@ func TestTheControllerReachesTheAgentsPairAPI(t *testing.T) {
 	if got := flag(agent, "--pairs-listen"); got != ":9421" || flag(controller, "--lvm-pairs-port") != "9421" {
 		t.Errorf("the agents listen on %q, the controller calls port %q", got, flag(controller, "--lvm-pairs-port"))
 	}
-	tokens := flag(controller, "--lvm-pairs-tokens-secret")
-	if tokens == "" || flag(agent, "--tenants-secret") != tokens {
-		t.Errorf("the controller's token Secret %q is not the agents' tenants %q", tokens, flag(agent, "--tenants-secret"))
+	if flag(controller, "--lvm-pairs-tokens-secret") != "" || flag(controller, "--lvm-pairs-token-file") == "" {
+		t.Errorf("the controller calls the agents with %q; want its own token file", controller)
 	}
-	secret := find(t, objects, "Secret", strings.TrimPrefix(tokens, "strata-system/"))
+	if got := flag(agent, "--pairs-controller"); got != "system:serviceaccount:strata-system:r-controller" {
+		t.Errorf("the agents' pair routes take %q; want the controller's service account", got)
+	}
+	deployment := find(t, objects, "Deployment", "r-controller")
+	volumes, _, _ := unstructured.NestedSlice(deployment.Object, "spec", "template", "spec", "volumes")
+	if !strings.Contains(fmt.Sprint(volumes), "audience:strata-agent") {
+		t.Errorf("the controller's volumes %v hold no token for audience strata-agent", volumes)
+	}
+	secret := find(t, objects, "Secret", strings.TrimPrefix(flag(agent, "--tenants-secret"), "strata-system/"))
 	data, _, _ := unstructured.NestedStringMap(secret.Object, "data")
 	if len(data) != 1 || len(data["strata"]) < 40 {
 		t.Errorf("the tenants Secret holds %v; want one tenant with a long random token", data)

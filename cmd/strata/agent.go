@@ -101,6 +101,8 @@ func agentCommand() *cobra.Command {
 	f.DurationVar(&selfFenceAfter, "self-fence-after", selfFenceAfter, "with --btrfs-base or --pairs-dir: fence the replicated volumes (read-only, their writers killed) once the Lease has gone this long past its last RenewTime; published on the Lease, so that the controller promotes under AgentSelfFence only when its --self-fence-after covers this, a tenth of it and 500 ms. 0 never fences, and Failovers with AgentSelfFence on this node then wait for a person (docs/failover.md)")
 	f.StringVar(&o.PairsDir, "pairs-dir", o.PairsDir, "directory of the LVM mover's pair records; empty replicates no LVM volume (docs/failover.md)")
 	f.StringVar(&pairsListen, "pairs-listen", pairsListen, "with --pairs-dir: address of the LVM mover's pair API, with the volume API's TLS and tenants flags")
+	f.StringVar(&o.PairsController, "pairs-controller", "", "with --pairs-dir: the controller's service account user name (system:serviceaccount:NAMESPACE:NAME); the pair routes then take only its token for audience strata-agent, reviewed by the API server, and no tenant token")
+	f.StringVar(&o.PairsTenant, "pairs-tenant", "strata", "with --pairs-controller: the tenant the controller's pair calls act as")
 	f.BoolVar(&lvmSide, "lvm", lvmSide, "reconcile LVMClusters and LogicalVolumes for this node; false on a host that serves only btrfs volumes")
 	f.StringVar(&vo.Base, "btrfs-base", vo.Base, "directory on btrfs that holds the tenants' volumes; empty serves no btrfs volume API")
 	f.StringVar(&vo.Listen, "volume-api-listen", vo.Listen, "address of the btrfs volume HTTP API")

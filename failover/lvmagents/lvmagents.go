@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,8 +36,13 @@ type Agents struct {
 	Client client.Reader
 	// Port is the agents' pair API port.
 	Port int
-	// Tokens is the Secret of the agents' tenants: its one key is the
-	// tenant, and its value the token the controller calls them with.
+	// TokenFile, when set, holds the token the controller calls them
+	// with: its own service account token for audience strata-agent,
+	// which the kubelet keeps fresh and each agent reviews with the API
+	// server. No node holds it.
+	TokenFile string
+	// Tokens, without TokenFile, is the Secret of the agents' tenants:
+	// its one key is the tenant, and its value the token.
 	Tokens client.ObjectKey
 	// CA is the Secret whose ca.crt the agents' certificates chain to;
 	// empty calls them over plain HTTP.
@@ -87,18 +94,11 @@ func (a *Agents) nodeAddress(ctx context.Context, node string) (string, error) {
 	return "", fmt.Errorf("node %s reports no InternalIP: its agent's pair API cannot be reached", node)
 }
 
-// client is a client of the agent at address, as the tenant of Tokens.
+// client is a client of the agent at address, with the token.
 func (a *Agents) client(ctx context.Context, address string) (*volumeapi.Client, error) {
-	tenants := &corev1.Secret{}
-	if err := a.Client.Get(ctx, a.Tokens, tenants); err != nil {
-		return nil, fmt.Errorf("the agents' tenants Secret %s: %w", a.Tokens, err)
-	}
-	if len(tenants.Data) != 1 {
-		return nil, fmt.Errorf("the agents' tenants Secret %s has %d keys; it needs exactly one, the controller's tenant and its token (the chart makes it with agent.replication.enabled)", a.Tokens, len(tenants.Data))
-	}
-	var token string
-	for _, v := range tenants.Data {
-		token = string(v)
+	token, err := a.token(ctx)
+	if err != nil {
+		return nil, err
 	}
 	scheme := "http"
 	httpClient, err := a.httpClient(ctx)
@@ -110,6 +110,30 @@ func (a *Agents) client(ctx context.Context, address string) (*volumeapi.Client,
 	}
 	u := scheme + "://" + net.JoinHostPort(address, strconv.Itoa(a.Port))
 	return &volumeapi.Client{URL: u, Token: token, HTTP: httpClient}, nil
+}
+
+// token is what the controller calls the agents with, read at each call:
+// the kubelet rotates the file.
+func (a *Agents) token(ctx context.Context) (string, error) {
+	if a.TokenFile != "" {
+		data, err := os.ReadFile(a.TokenFile)
+		if err != nil {
+			return "", fmt.Errorf("the controller's token for the agents: %w", err)
+		}
+		return strings.TrimSpace(string(data)), nil
+	}
+	tenants := &corev1.Secret{}
+	if err := a.Client.Get(ctx, a.Tokens, tenants); err != nil {
+		return "", fmt.Errorf("the agents' tenants Secret %s: %w", a.Tokens, err)
+	}
+	if len(tenants.Data) != 1 {
+		return "", fmt.Errorf("the agents' tenants Secret %s has %d keys; it needs exactly one, the controller's tenant and its token (the chart makes it with agent.replication.enabled)", a.Tokens, len(tenants.Data))
+	}
+	var token string
+	for _, v := range tenants.Data {
+		token = string(v)
+	}
+	return token, nil
 }
 
 // httpClient trusts the agents' CA; clients are kept by CA, so that

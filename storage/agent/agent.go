@@ -47,6 +47,11 @@ type Options struct {
 	// and to peers.
 	PairsDir string
 	PairsAPI volumeapi.Options
+	// PairsController, when set, is the controller's service account
+	// user name: the only caller the pair routes take, by its token
+	// reviewed with the API server, as tenant PairsTenant. Empty takes
+	// the tenants' tokens (PairsAPI's tenants flags).
+	PairsController, PairsTenant string
 	// PairsOpened, when set, is given the store of pairs: the agent's
 	// self-fencing acts on it.
 	PairsOpened func(*lvmpairs.Store)
@@ -139,6 +144,9 @@ func NewManager(ctx context.Context, cfg *rest.Config, o Options) (manager.Manag
 		}
 		images := provision.LVMVolumes{LVM: m, Group: o.ImageVolumeGroup, Pool: o.ImageThinPool}
 		o.PairsAPI.Events, o.PairsAPI.Node = events, o.NodeName
+		if o.PairsController != "" {
+			o.PairsAPI.Controller = &volumeapi.ControllerCaller{Client: mgr.GetClient(), Identity: o.PairsController, Tenant: o.PairsTenant}
+		}
 		serve := func(ctx context.Context) error {
 			return volumeapi.RunPairs(ctx, mgr.GetAPIReader(), o.PairsAPI, pairs, images)
 		}

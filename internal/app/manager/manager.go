@@ -237,12 +237,15 @@ func localAddr(bind string) string {
 type LVMPairs struct {
 	Port       int
 	Tokens, CA string
+	// TokenFile, when set, is the controller's own token for the agents
+	// (lvmagents.Agents.TokenFile), in place of Tokens.
+	TokenFile string
 }
 
 // agents resolves volume handles to their agents: logical volumes to the
 // node agents' pair API when it is configured, the rest to btrfs hosts.
 func (p LVMPairs) agents(mgr manager.Manager, btrfs replication.Agents) (replication.Agents, error) {
-	if p.Tokens == "" {
+	if p.Tokens == "" && p.TokenFile == "" {
 		return btrfs, nil
 	}
 	tokens, err := volumeapi.SecretKey("lvm-pairs-tokens-secret", p.Tokens)
@@ -253,7 +256,7 @@ func (p LVMPairs) agents(mgr manager.Manager, btrfs replication.Agents) (replica
 	if err != nil {
 		return nil, err
 	}
-	return &lvmagents.Agents{Client: mgr.GetClient(), Port: p.Port, Tokens: tokens, CA: ca, Timeout: 30 * time.Second, Others: btrfs}, nil
+	return &lvmagents.Agents{Client: mgr.GetClient(), Port: p.Port, TokenFile: p.TokenFile, Tokens: tokens, CA: ca, Timeout: 30 * time.Second, Others: btrfs}, nil
 }
 
 // registerStorage runs the storage controllers: LVMClusters, replication

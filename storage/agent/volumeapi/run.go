@@ -60,6 +60,9 @@ type Options struct {
 	Opened func(*volumes.Store)
 	// Images turns image jobs on.
 	Images ImageOptions
+	// Controller, when set, is the only caller RunPairs's pair routes
+	// take (ControllerCaller).
+	Controller *ControllerCaller
 }
 
 // DefaultOptions are the flag defaults.
@@ -137,7 +140,7 @@ func RunPairs(ctx context.Context, c client.Reader, o Options, pairs Pairs, imag
 	go reloadTenants(ctx, served.tenants, served.load, o.SyncInterval, logger)
 	logger.Info("serving the pair API", "listen", o.Listen, "tls", served.tls != nil, "tenants", len(served.byTenant))
 	server := NewPairServer(pairs, served.tenants)
-	server.PeerHTTP, server.Peers = served.peerHTTP, served.peers(c)
+	server.PeerHTTP, server.Peers, server.Controller = served.peerHTTP, served.peers(c), o.Controller
 	if o.Images.Dir != "" {
 		if server.Images, err = o.Images.open(ctx, c, images, o.imageNotice(logger)); err != nil {
 			return err

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"strings"
 	"time"
@@ -42,8 +41,11 @@ type Server struct {
 	// uses http.DefaultClient.
 	PeerHTTP *http.Client
 	// Peers says which agents a sync may send to.
-	Peers   PeerPolicy
-	streams streamBudget
+	Peers PeerPolicy
+	// Controller, when set, is the only caller of the pair routes (a
+	// node agent's): strata's controller, by its service account token.
+	Controller *ControllerCaller
+	streams    streamBudget
 	// Images, when set, serves image jobs on libvirt-volume-provisioner's
 	// routes (docs/images.md).
 	Images  *provision.Provisioner
@@ -60,12 +62,13 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/health", s.health)
 	mux.Handle("GET /v1/metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
-	routes := s.pairRoutes()
-	if s.Store != nil {
-		maps.Copy(routes, s.volumeRoutes())
+	for pattern, h := range s.pairRoutes() {
+		mux.Handle(pattern, s.metrics.instrument(pattern, s.pairCaller(h)))
 	}
-	for pattern, h := range routes {
-		mux.Handle(pattern, s.metrics.instrument(pattern, s.authenticated(h)))
+	if s.Store != nil {
+		for pattern, h := range s.volumeRoutes() {
+			mux.Handle(pattern, s.metrics.instrument(pattern, s.authenticated(h)))
+		}
 	}
 	for pattern, h := range s.peerRoutes() {
 		mux.Handle(pattern, s.metrics.instrument(pattern, h))
@@ -106,6 +109,32 @@ func (s *Server) authenticated(h func(http.ResponseWriter, *http.Request, string
 			writeJSON(w, http.StatusUnauthorized, errorBody{Reason: "Unauthorized",
 				Error: "a valid tenant token is required: send Authorization: Bearer <token>"})
 		})
+}
+
+// pairCaller authenticates the pair routes: as strata's controller,
+// by its reviewed service account token, when the server has a
+// Controller (a node agent), or else as a tenant.
+func (s *Server) pairCaller(h func(http.ResponseWriter, *http.Request, string) (int, any, error)) http.Handler {
+	if s.Controller == nil {
+		return s.authenticated(h)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		tenant, ok, err := s.Controller.Authenticate(r.Context(), token)
+		switch {
+		case err != nil:
+			log.Log.WithName("volume-api").Error(err, "authenticating a pair call")
+			w.Header().Set("Retry-After", "5")
+			writeJSON(w, http.StatusServiceUnavailable, errorBody{Reason: "Unavailable",
+				Error: "the agent cannot reach the Kubernetes API to check the caller's token; retry"})
+		case !ok:
+			w.Header().Set("WWW-Authenticate", `Bearer realm="strata-agent"`)
+			writeJSON(w, http.StatusUnauthorized, errorBody{Reason: "Unauthorized",
+				Error: "a node agent's pair routes take only strata's controller, by its service account token for audience " + Audience})
+		default:
+			s.answer(w, r, tenant, h)
+		}
+	})
 }
 
 // withTenant runs h for the tenant of the request's bearer token, and
