@@ -384,3 +384,25 @@ func TestImageJobsAreConfigured(t *testing.T) {
 		t.Errorf("the btrfs host may not read the image credentials Secret: %v", rules)
 	}
 }
+
+// By default the CSI controller's role reads no Secret: the controller
+// grants it exactly the Secrets strata's classes name. With
+// csi.secretAccess=cluster, for classes that name theirs by a template,
+// it reads every Secret, and the controller grants nothing.
+func TestTheCSIControllerReadsOnlyItsClassesSecretsByDefault(t *testing.T) {
+	for _, c := range []struct {
+		access       string
+		readsSecrets bool
+	}{{"classes", false}, {"cluster", true}} {
+		objects := testenv.RenderChart(t, "s", "strata-system", append(required, "csi.secretAccess="+c.access)...)
+		role := find(t, objects, "ClusterRole", "s-csi-controller")
+		rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
+		if got := strings.Contains(fmt.Sprint(rules), "resources:[secrets]"); got != c.readsSecrets {
+			t.Errorf("secretAccess %s: the CSI controller's ClusterRole reads Secrets: %v, want %v (%v)", c.access, got, c.readsSecrets, rules)
+		}
+		controller := containerArgs(t, find(t, objects, "Deployment", "s-controller"), "controller")
+		if got := flag(controller, "--csi-secrets-for"); (got == "") != c.readsSecrets {
+			t.Errorf("secretAccess %s: --csi-secrets-for %q", c.access, got)
+		}
+	}
+}

@@ -24,6 +24,7 @@ import (
 	"github.com/strata-gitops/strata/internal/whenused"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 	"github.com/strata-gitops/strata/storage/csi/btrfsbackend"
+	"github.com/strata-gitops/strata/storage/csisecrets"
 	"github.com/strata-gitops/strata/storage/imagepopulator"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
@@ -82,6 +83,10 @@ type Options struct {
 	LVMPairs LVMPairs
 	// Populator fills claims from VolumeImages; with no Image, it is off.
 	Populator Populator
+	// CSISecretsFor, namespace/name of the CSI controller's service
+	// account, gives it read access to exactly the Secrets strata's
+	// StorageClasses name (storage/csisecrets); empty gives none.
+	CSISecretsFor string
 	// BuildbarnImageRepository is where Buildbarn images a component's
 	// spec does not name come from (docs/buildbarn.md).
 	BuildbarnImageRepository string
@@ -267,6 +272,16 @@ func registerStorage(ctx context.Context, mgr manager.Manager, o Options) error 
 	}
 	if err := registerFailover(ctx, mgr, o); err != nil {
 		return err
+	}
+	if o.CSISecretsFor != "" {
+		account, err := volumeapi.SecretKey("csi-secrets-for", o.CSISecretsFor)
+		if err != nil {
+			return err
+		}
+		if err := (&csisecrets.Reconciler{Client: mgr.GetClient(), Account: account, Name: account.Name + "-secrets",
+			Events: mgr.GetEventRecorder("strata")}).SetupWithManager(mgr); err != nil {
+			return err
+		}
 	}
 	if err := registerBuildbarn(ctx, mgr, o); err != nil {
 		return err
