@@ -48,7 +48,9 @@ func TestTheCSIControllerReadsOnlyTheSecretsItsClassesName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reads := func(ns, name string) error { return csi.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &corev1.Secret{}) }
+	reads := func(ns, name string) error {
+		return csi.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &corev1.Secret{})
+	}
 	testenv.Eventually(t, 30*time.Second, func() error {
 		for _, s := range [][2]string{{system, "agent-ca"}, {apps, "tenant-token"}} {
 			if err := reads(s[0], s[1]); err != nil {
