@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+
+	"github.com/strata-gitops/strata/internal/confine"
 )
 
 // Runner runs a tool and returns its standard output; a failure is an
@@ -23,6 +25,10 @@ type Runner interface {
 // read the same everywhere, with Env added to the environment.
 type Exec struct {
 	Env []string
+	// Confine, when set, keeps the process to these paths and the
+	// system's programs (confine.Start), on a kernel that enforces
+	// Landlock; on one that does not, the process runs unconfined.
+	Confine *confine.Paths
 }
 
 // Run implements Runner.
@@ -31,7 +37,10 @@ func (e Exec) Run(ctx context.Context, name string, args ...string) ([]byte, err
 	cmd.Env = append(append(os.Environ(), "LC_ALL=C"), e.Env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
+	err := e.start(cmd)
+	if err == nil {
+		err = cmd.Wait()
+	}
 	if err == nil {
 		return stdout.Bytes(), nil
 	}
@@ -43,6 +52,13 @@ func (e Exec) Run(ctx context.Context, name string, args ...string) ([]byte, err
 		stderr.WriteString(err.Error())
 	}
 	return stdout.Bytes(), &Error{Args: append([]string{name}, args...), ExitCode: code, Stderr: stderr.String()}
+}
+
+func (e Exec) start(cmd *exec.Cmd) error {
+	if e.Confine == nil || confine.ABI() == 0 {
+		return cmd.Start()
+	}
+	return confine.Start(cmd, *e.Confine)
 }
 
 // Error is a tool that failed; Stderr is kept for the user, not parsed.

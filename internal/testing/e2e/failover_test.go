@@ -14,9 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fluxcd/pkg/apis/meta"
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -80,10 +82,51 @@ func TestFailoverOnRealNodes(t *testing.T) {
 		t.Fatalf("after the failback A holds %s, not every line B served before it (%s)", describe(back), describe(lastOnB))
 	}
 
+	// A's agent stops, as one out of memory or waiting for its new image
+	// does, while A and its app live: no failover, and the app goes on
+	// writing on A alone.
+	l.agentDownOnALiveNode(back)
+
 	// A loses power: B serves what the last sync sent.
 	loss := l.losePower(c)
 	t.Logf("node loss to app on B, from A's last Lease renewal: detected %s, fenced %s, promoted %s, started %s, pod serving %s (data age %s)",
 		loss.detect, loss.fence, loss.promote, loss.started, loss.serving, loss.dataAge)
+}
+
+// agentDownOnALiveNode freezes A's agent, which renews A's Lease and
+// fences it, while A's kubelet and the app on A go on: the Failover
+// stays fencing, saying the kubelet lives, B never starts the app, and
+// A's writer keeps its sequence. Resumed, the agent renews again, and
+// the app is protected on A.
+func (l *ledger) agentDownOnALiveNode(before []line) {
+	l.t.Helper()
+	agent := l.waitProcess(l.a, "agent", "--lvm=false")
+	if err := syscall.Kill(agent, syscall.SIGSTOP); err != nil {
+		l.t.Fatal(err)
+	}
+	resume := func() { _ = syscall.Kill(agent, syscall.SIGCONT) }
+	l.t.Cleanup(resume)
+	fo := &failoverv1alpha1.Failover{}
+	testenv.Eventually(l.t, 2*time.Minute, func() error {
+		if err := l.cl.Get(context.Background(), client.ObjectKey{Namespace: l.ns, Name: "ledger"}, fo); err != nil {
+			return err
+		}
+		c := apimeta.FindStatusCondition(fo.Status.Conditions, meta.ReconcilingCondition)
+		if c == nil || !strings.Contains(c.Message, "its kubelet renews") {
+			return fmt.Errorf("Failover %s/ledger is %s; Reconciling %+v", l.ns, fo.Status.Phase, c)
+		}
+		return nil
+	})
+	if fo.Status.Active != failoverv1alpha1.ActivePrimary || fo.Status.Timestamps.Promoted != nil {
+		l.t.Fatalf("the backup was promoted while A's agent was down and A lived: %+v", fo.Status)
+	}
+	onA := l.serving(l.a, len(before)+5)
+	if !isPrefix(before, onA) {
+		l.t.Fatalf("while A's agent was down A holds %s, not every line it held before (%s)", describe(onA), describe(before))
+	}
+	resume()
+	l.waitPhase(failoverv1alpha1.PhaseProtected, failoverv1alpha1.ActivePrimary)
+	l.serving(l.a, len(onA)+5)
 }
 
 // Node loss to app serving on the backup, on the real nodes, from the

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/strata-gitops/strata/internal/command"
+	"github.com/strata-gitops/strata/internal/confine"
 )
 
 // Formats are the image formats strata converts from.
@@ -27,8 +28,22 @@ type Tool struct {
 	Runner command.Runner
 }
 
-// New runs qemu-img as a process.
+// New runs qemu-img as a process, confined to the image and the volume
+// of each call (confined).
 func New() Tool { return Tool{Runner: command.Exec{}} }
+
+// confined is the runner of one qemu-img call, which may read read and
+// write write and nothing else of the host's files, where the kernel
+// enforces Landlock: an image that names another file, or a bug in a
+// format's driver, reaches no host file.
+func (t Tool) confined(read, write []string) command.Runner {
+	e, ok := t.Runner.(command.Exec)
+	if !ok {
+		return t.Runner
+	}
+	e.Confine = &confine.Paths{Read: read, Write: write}
+	return e
+}
 
 // Info is what qemu-img reads from an image's header.
 type Info struct {
@@ -73,7 +88,7 @@ func (t Tool) Inspect(ctx context.Context, path, declared string) (Info, error) 
 }
 
 func (t Tool) info(ctx context.Context, path, format string) (Info, error) {
-	out, err := t.Runner.Run(ctx, "qemu-img", "info", "--output=json", "-f", format, path)
+	out, err := t.confined([]string{path}, nil).Run(ctx, "qemu-img", "info", "--output=json", "-f", format, path)
 	if err != nil {
 		return Info{}, fmt.Errorf("reading the image: %w", err)
 	}
@@ -117,7 +132,7 @@ func (t Tool) Convert(ctx context.Context, src string, image Info, dst string) e
 	if err != nil {
 		return err
 	}
-	if _, err := t.Runner.Run(ctx, "qemu-img", "convert", "-n", "-O", Raw, from, dst); err != nil {
+	if _, err := t.confined([]string{src}, []string{dst}).Run(ctx, "qemu-img", "convert", "-n", "-O", Raw, from, dst); err != nil {
 		return fmt.Errorf("converting %s (%s) to raw on %s: %w", src, image.Format, dst, err)
 	}
 	if err := zeroFrom(dst, image.VirtualSize, size); err != nil {
@@ -169,7 +184,7 @@ func (t Tool) Same(ctx context.Context, src, format, dst string) error {
 	if err != nil {
 		return err
 	}
-	_, err = t.Runner.Run(ctx, "qemu-img", "compare", "-F", Raw, from, dst)
+	_, err = t.confined([]string{src, dst}, nil).Run(ctx, "qemu-img", "compare", "-F", Raw, from, dst)
 	var failed *command.Error
 	if errors.As(err, &failed) && failed.ExitCode == 1 {
 		return fmt.Errorf("%s does not hold the image %s after the conversion: %s", dst, src, failed.Stderr)

@@ -225,3 +225,24 @@ func TestConversionNeverReadsABackingFile(t *testing.T) {
 		t.Fatalf("comparing without the backing file: %v", err)
 	}
 }
+
+// qemu-img runs confined to the call's image and volume: even past
+// Inspect, an image whose external data file is a host file cannot have
+// qemu-img read it (the json: source cannot switch a data file off, the
+// confinement can).
+func TestConversionCannotOpenAHostFile(t *testing.T) {
+	_, images := hostileImages(t)
+	tool, ctx := qemuimg.New(), context.Background()
+	dst := volume(t, mib)
+	err := tool.Convert(ctx, images["data file"], qemuimg.Info{Format: qemuimg.QCOW2, VirtualSize: 768 << 10}, dst)
+	got, rerr := os.ReadFile(dst)
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	if bytes.Contains(got, []byte("host secret")) {
+		t.Fatalf("the volume holds the host file's data (convert: %v)", err)
+	}
+	if err == nil || !strings.Contains(err.Error(), "ermission denied") {
+		t.Fatalf("Convert = %v; want qemu-img refused the data file", err)
+	}
+}
