@@ -100,11 +100,22 @@ func TestFailoverOnRealNodes(t *testing.T) {
 // the app is protected on A.
 func (l *ledger) agentDownOnALiveNode(before []line) {
 	l.t.Helper()
-	agent := l.waitProcess(l.a, "agent", "--lvm=false")
-	if err := syscall.Kill(agent, syscall.SIGSTOP); err != nil {
-		l.t.Fatal(err)
+	// Both of A's agents renew its Lease: the node agent and the btrfs
+	// host.
+	agents := l.processes(l.a, "strata", "agent")
+	if len(agents) < 2 {
+		l.t.Fatalf("found %d strata agents on %s, want the node agent and the btrfs host", len(agents), l.a.Name())
 	}
-	resume := func() { _ = syscall.Kill(agent, syscall.SIGCONT) }
+	for _, pid := range agents {
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			l.t.Fatal(err)
+		}
+	}
+	resume := func() {
+		for _, pid := range agents {
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}
 	l.t.Cleanup(resume)
 	fo := &failoverv1alpha1.Failover{}
 	testenv.Eventually(l.t, 2*time.Minute, func() error {
@@ -268,6 +279,33 @@ func (l *ledger) newestReplica(node *kubenode.Node) (seq, lines int) {
 	return seq, len(parseLines(string(data)))
 }
 
+// processes are the pids of node's processes whose command line holds
+// every word.
+func (l *ledger) processes(node *kubenode.Node, words ...string) []int {
+	l.t.Helper()
+	pids, err := node.Processes()
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	var found []int
+	for _, pid := range pids {
+		if commandHolds(pid, words) {
+			found = append(found, pid)
+		}
+	}
+	return found
+}
+
+// commandHolds says whether the process's command line holds every
+// word, as an argument or a program's base name.
+func commandHolds(pid int, words []string) bool {
+	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	args := strings.Split(string(cmdline), "\x00")
+	return !slices.ContainsFunc(words, func(w string) bool {
+		return !slices.Contains(args, w) && !slices.ContainsFunc(args, func(a string) bool { return filepath.Base(a) == w })
+	})
+}
+
 // waitProcess waits for a process of node whose command line holds
 // every word, and returns its pid.
 func (l *ledger) waitProcess(node *kubenode.Node, words ...string) int {
@@ -279,11 +317,7 @@ func (l *ledger) waitProcess(node *kubenode.Node, words ...string) int {
 			return err
 		}
 		for _, pid := range pids {
-			cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-			args := strings.Split(string(cmdline), "\x00")
-			if !slices.ContainsFunc(words, func(w string) bool {
-				return !slices.Contains(args, w) && !slices.ContainsFunc(args, func(a string) bool { return filepath.Base(a) == w })
-			}) {
+			if commandHolds(pid, words) {
 				found = pid
 				return nil
 			}
