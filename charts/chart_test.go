@@ -200,26 +200,34 @@ func TestMissingValuesAreNamed(t *testing.T) {
 	}
 }
 
+// applyAccessControl makes namespace ns and applies there what of a
+// release of the chart controls access: its admission policies, service
+// accounts and roles, as a real API server enforces them.
+func applyAccessControl(t *testing.T, env *testenv.Env, release, name string) *corev1.Namespace {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := env.Client.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	var policy []*unstructured.Unstructured
+	for _, o := range testenv.RenderChart(t, release, ns.Name, required...) {
+		switch o.GetKind() {
+		case "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+			policy = append(policy, o)
+		}
+	}
+	if err := testenv.ApplyStrictly(context.Background(), env.Client, policy); err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
 // The agent's token may change only its own Node's capacity annotations:
 // the chart's admission policy, enforced by a real API server, refuses
 // another node, a label and any other annotation.
 func TestTheAgentChangesOnlyItsOwnNodesCapacity(t *testing.T) {
-	env := testenv.Get(t)
-	ctx := context.Background()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "chart-node-policy"}}
-	if err := env.Client.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	var policy []*unstructured.Unstructured
-	for _, o := range testenv.RenderChart(t, "np", ns.Name, required...) {
-		switch o.GetKind() {
-		case "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ServiceAccount", "ClusterRole", "ClusterRoleBinding":
-			policy = append(policy, o)
-		}
-	}
-	if err := testenv.ApplyStrictly(ctx, env.Client, policy); err != nil {
-		t.Fatal(err)
-	}
+	env, ctx := testenv.Get(t), context.Background()
+	ns := applyAccessControl(t, env, "np", "chart-node-policy")
 	for _, n := range []string{"np-a", "np-b"} {
 		if err := env.Client.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}); err != nil {
 			t.Fatal(err)
@@ -261,22 +269,8 @@ func TestTheAgentChangesOnlyItsOwnNodesCapacity(t *testing.T) {
 // node's Lease, created or renewed with an old RenewTime, would start a
 // failover of a node whose agent goes on writing.
 func TestTheAgentWritesOnlyItsOwnNodesLease(t *testing.T) {
-	env := testenv.Get(t)
-	ctx := context.Background()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "chart-lease-policy"}}
-	if err := env.Client.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	var policy []*unstructured.Unstructured
-	for _, o := range testenv.RenderChart(t, "lp", ns.Name, required...) {
-		switch o.GetKind() {
-		case "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
-			policy = append(policy, o)
-		}
-	}
-	if err := testenv.ApplyStrictly(ctx, env.Client, policy); err != nil {
-		t.Fatal(err)
-	}
+	env, ctx := testenv.Get(t), context.Background()
+	ns := applyAccessControl(t, env, "lp", "chart-lease-policy")
 	cfg := testenv.ServiceAccountConfig(env.Config, ns.Name, "lp-agent")
 	cfg.Impersonate.Extra = map[string][]string{"authentication.kubernetes.io/node-name": {"lp-a"}}
 	agent, err := client.New(cfg, client.Options{Scheme: env.Client.Scheme()})

@@ -3,7 +3,8 @@
 # #39), side by side in one run: hack/replbench and hack/imagebench are
 # built at BASELINE (default af9f064, main before the confinement) in a
 # worktree under bin/, and at the work tree, and run in alternation, one
-# round each, ROUNDS times (default 3). Root only: both attach loop disks.
+# round each, ROUNDS times (default 3); ONLY=replication or ONLY=images
+# runs one of the two. Root only: both attach loop disks.
 # Results are printed, and recorded by hand in docs/benchmarks.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,9 +25,13 @@ for i in $(seq "$rounds"); do
   for side in baseline confined; do
     bin=bin
     [ "$side" = baseline ] && bin=$dir
-    echo "== round $i, $side ($bin): replication"
-    "$bin/replbench" -rounds 1
-    echo "== round $i, $side ($bin): image jobs"
-    "$bin/imagebench" -rounds 1
+    if [ "${ONLY:-replication}" = replication ] || [ -z "${ONLY:-}" ]; then
+      echo "== round $i, $side ($bin): replication"
+      "$bin/replbench" -rounds 1
+    fi
+    if [ "${ONLY:-images}" = images ] || [ -z "${ONLY:-}" ]; then
+      echo "== round $i, $side ($bin): image jobs"
+      "$bin/imagebench" -rounds 1
+    fi
   done
 done

@@ -65,6 +65,9 @@ type streamCheck struct {
 	own      [16]byte // the UUID the stream gives its subvolume
 	pending  []byte
 	refusal  error
+	// buf holds one command at a time, reused: pending is read out of
+	// it before the next command is read in.
+	buf []byte
 }
 
 // streamRules are what a stream may do, beside keeping its paths inside
@@ -83,6 +86,34 @@ type streamRules struct {
 	inUse func(uuid [16]byte) (bool, error)
 	// cloneSource checks a path a clone reads from the parent.
 	cloneSource func(path string) error
+}
+
+// WriteTo passes the checked stream to w a whole command at a time,
+// with no copy between: os/exec feeds btrfs receive's input with it.
+func (s *streamCheck) WriteTo(w io.Writer) (int64, error) {
+	var written int64
+	for {
+		for len(s.pending) > 0 {
+			n, err := w.Write(s.pending)
+			written += int64(n)
+			s.pending = s.pending[n:]
+			if err != nil {
+				return written, err
+			}
+		}
+		if s.refusal != nil {
+			return written, s.refusal
+		}
+		if err := s.next(); err != nil {
+			if errors.Is(err, ErrStreamRefused) {
+				s.refusal = err
+			}
+			if errors.Is(err, io.EOF) {
+				return written, nil
+			}
+			return written, err
+		}
+	}
 }
 
 func (s *streamCheck) Read(p []byte) (int, error) {
@@ -111,7 +142,10 @@ func (s *streamCheck) next() error {
 	if s.read == 0 {
 		return s.header()
 	}
-	head := make([]byte, cmdHeaderLen)
+	if s.buf == nil {
+		s.buf = make([]byte, cmdHeaderLen+maxCommandLen)
+	}
+	head := s.buf[:cmdHeaderLen]
 	if _, err := io.ReadFull(s.r, head); err != nil {
 		if errors.Is(err, io.EOF) && s.ended {
 			return io.EOF
@@ -133,8 +167,7 @@ func (s *streamCheck) next() error {
 	if s.rules.maxBytes > 0 && s.read+int64(cmdHeaderLen)+int64(size) > s.rules.maxBytes {
 		return s.refuse("the stream is over %d bytes, its bound (the tenant's quota, or twice the volume's size)", s.rules.maxBytes)
 	}
-	whole := make([]byte, cmdHeaderLen+int(size))
-	copy(whole, head)
+	whole := s.buf[:cmdHeaderLen+int(size)]
 	if _, err := io.ReadFull(s.r, whole[cmdHeaderLen:]); err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return s.refuse("the stream is cut inside a command")

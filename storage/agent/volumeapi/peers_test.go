@@ -3,7 +3,6 @@ package volumeapi_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -50,23 +49,8 @@ func guardedAgent(t *testing.T) (*httptest.Server, *volumeapi.Client) {
 // ever dialled.
 func TestASyncCallsOnlyAnAgentOfTheCluster(t *testing.T) {
 	_, c := guardedAgent(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	var dialled atomic.Int32
-	go func() {
-		for {
-			conn, err := l.Accept()
-			if err != nil {
-				return
-			}
-			dialled.Add(1)
-			conn.Close()
-		}
-	}()
-	port := l.Addr().(*net.TCPAddr).Port
+	listener := testenv.CountDials(t)
+	port := listener.Port
 	for _, peer := range []string{
 		"http://127.0.0.1:" + strconv.Itoa(port),
 		"https://localhost:" + strconv.Itoa(port),
@@ -78,7 +62,7 @@ func TestASyncCallsOnlyAnAgentOfTheCluster(t *testing.T) {
 		_, err := c.SyncPair(context.Background(), "db-pair", wire.SyncRequest{Peer: peer, PeerTenant: tenantA, Token: pairToken})
 		wantStatus(t, err, http.StatusBadRequest, "Invalid", "a sync to "+peer)
 	}
-	if n := dialled.Load(); n != 0 {
+	if n := listener.Dials(); n != 0 {
 		t.Fatalf("the agent dialled the refused peers %d times", n)
 	}
 }

@@ -3,12 +3,11 @@ package provision_test
 import (
 	"bytes"
 	"context"
-	"net"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 
+	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/storage/images/provision"
 )
 
@@ -16,25 +15,10 @@ import (
 // refused before any request, so neither a request from the host
 // network nor the agent's signed credentials go there.
 func TestAnImageFromAnEndpointOffTheListIsNeverRequested(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	var dialled atomic.Int32
-	go func() {
-		for {
-			conn, err := l.Accept()
-			if err != nil {
-				return
-			}
-			dialled.Add(1)
-			conn.Close()
-		}
-	}()
-	url := "http://127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port) + "/images/disk.qcow2"
+	listener := testenv.CountDials(t)
+	url := "http://127.0.0.1:" + strconv.Itoa(listener.Port) + "/images/disk.qcow2"
 	ctx := context.Background()
-	for _, allowed := range [][]string{nil, {"http://127.0.0.1:1"}, {"https://127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port)}} {
+	for _, allowed := range [][]string{nil, {"http://127.0.0.1:1"}, {"https://127.0.0.1:" + strconv.Itoa(listener.Port)}} {
 		b := provision.BucketImages{AccessKey: "agent-key", SecretKey: "agent-secret", Endpoints: allowed}
 		_, derr := b.Digest(ctx, url, "")
 		_, serr := b.Size(ctx, url)
@@ -45,7 +29,7 @@ func TestAnImageFromAnEndpointOffTheListIsNeverRequested(t *testing.T) {
 			}
 		}
 	}
-	if n := dialled.Load(); n != 0 {
+	if n := listener.Dials(); n != 0 {
 		t.Fatalf("the refused endpoint was dialled %d times", n)
 	}
 }
