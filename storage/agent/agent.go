@@ -117,16 +117,8 @@ func NewManager(ctx context.Context, cfg *rest.Config, o Options) (manager.Manag
 	if err := lv.SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
-	if o.PairsDir != "" {
-		// Before anything can mount a volume: a fence survives a reboot.
-		pairs := &lvmpairs.Store{LVM: m, Dir: o.PairsDir}
-		restored, err := pairs.RestoreFences(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("restoring the fences of replicated volumes: %w; the agent serves nothing until they hold", err)
-		}
-		if len(restored) > 0 {
-			log.FromContext(ctx).Info("restored the fences of replicated volumes after a restart", "volumes", restored)
-		}
+	if err := restoreFences(ctx, m, o.PairsDir); err != nil {
+		return nil, err
 	}
 	if o.APISocket != "" {
 		api := &nodeapi.Server{LVM: m, ManagedTag: volumegroups.ManagedTag, Locate: locator(mgr.GetClient(), lv.Classes)}
@@ -163,6 +155,23 @@ func NewManager(ctx context.Context, cfg *rest.Config, o Options) (manager.Manag
 		}
 	}
 	return mgr, nil
+}
+
+// restoreFences sets again the fences of the replicated volumes in dir
+// (none without it), before anything can mount a volume: a fence
+// survives a reboot.
+func restoreFences(ctx context.Context, m lvm.Manager, dir string) error {
+	if dir == "" {
+		return nil
+	}
+	restored, err := (&lvmpairs.Store{LVM: m, Dir: dir}).RestoreFences(ctx)
+	if err != nil {
+		return fmt.Errorf("restoring the fences of replicated volumes: %w; the agent serves nothing until they hold", err)
+	}
+	if len(restored) > 0 {
+		log.FromContext(ctx).Info("restored the fences of replicated volumes after a restart", "volumes", restored)
+	}
+	return nil
 }
 
 // locator says where a LogicalVolume's volume is meant to be, from the
