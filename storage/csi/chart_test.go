@@ -3,6 +3,7 @@ package csi_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	corev1 "k8s.io/api/core/v1"
@@ -11,11 +12,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"github.com/strata-gitops/strata/internal/scheme"
 	"github.com/strata-gitops/strata/internal/testing/csienv"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
+	"github.com/strata-gitops/strata/storage/csisecrets"
 )
 
 // TestChartServiceAccountsRunTheDriver runs the agent and the CSI
@@ -50,6 +53,12 @@ func TestChartServiceAccountsRunTheDriver(t *testing.T) {
 		lifecycle(t, s, "chart")
 	})
 	t.Run("btrfs", func(t *testing.T) {
+		// The chart's controller grants the CSI controller the Secrets its
+		// classes name (csi.secretAccess: classes, the default).
+		testenv.RunManager(t, env, func(mgr manager.Manager) error {
+			return (&csisecrets.Reconciler{Client: mgr.GetClient(), Account: client.ObjectKey{Namespace: ns, Name: "rbac-csi-controller"},
+				Name: "rbac-csi-controller-secrets"}).SetupWithManager(mgr)
+		})
 		e := startBtrfs(t, "chart-btrfs", asChart)
 		conn, err := csienv.Dial(e.ControllerEndpoint)
 		if err != nil {
@@ -60,12 +69,15 @@ func TestChartServiceAccountsRunTheDriver(t *testing.T) {
 		params, _, _ := e.BtrfsClass()
 		params["csi.storage.k8s.io/provisioner-secret-name"] = "chart-btrfs"
 		params["csi.storage.k8s.io/provisioner-secret-namespace"] = "chart-btrfs-node"
-		// No secrets in the calls: the controller reads the class and its Secret.
-		created, err := c.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: "pvc-chart", Parameters: params,
-			CapacityRange: &csi.CapacityRange{RequiredBytes: 64 << 20}, VolumeCapabilities: []*csi.VolumeCapability{rwxCapability}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		// No secrets in the calls: the controller reads the class and its
+		// Secret, once the grant of it has landed.
+		var created *csi.CreateVolumeResponse
+		testenv.Eventually(t, 30*time.Second, func() error {
+			var err error
+			created, err = c.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: "pvc-chart", Parameters: params,
+				CapacityRange: &csi.CapacityRange{RequiredBytes: 64 << 20}, VolumeCapabilities: []*csi.VolumeCapability{rwxCapability}})
+			return err
+		})
 		id := created.GetVolume().GetVolumeId()
 		if _, err := c.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{VolumeId: id, NodeId: "chart-btrfs-node|127.0.0.1",
 			VolumeCapability: rwxCapability, VolumeContext: created.GetVolume().GetVolumeContext()}); err != nil {
