@@ -200,11 +200,7 @@ func (r *Reconciler) step(ctx context.Context, fo *failoverv1alpha1.Failover) (c
 // leaseAge is how long ago the node's agent last renewed its Lease, or
 // this controller started, whichever was later.
 func (r *Reconciler) leaseAge(ctx context.Context, node string) (time.Duration, error) {
-	l := &coordinationv1.Lease{}
-	err := r.Get(ctx, client.ObjectKey{Namespace: r.LeaseNamespace, Name: lease.Name(node)}, l)
-	if apierrors.IsNotFound(err) {
-		return 0, fmt.Errorf("node %s has no Lease %s/%s: is strata's agent running there?", node, r.LeaseNamespace, lease.Name(node))
-	}
+	l, err := r.nodeLease(ctx, node)
 	if err != nil {
 		return 0, err
 	}
@@ -366,6 +362,8 @@ func (r *Reconciler) nodeLease(ctx context.Context, node string) (*coordinationv
 // renewals.
 func (r *Reconciler) kubeletAlive(ctx context.Context, node string, limit time.Duration) (bool, error) {
 	l := &coordinationv1.Lease{}
+	// Read from the API server: the cache may be scoped to what strata
+	// watches, and a kubelet taken for dead would let the backup start.
 	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: corev1.NamespaceNodeLease, Name: node}, l)
 	if apierrors.IsNotFound(err) {
 		return false, nil

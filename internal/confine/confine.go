@@ -107,20 +107,15 @@ func access(abi int) (all, file uint64) {
 // newRuleset handles every file system right, and allows the system
 // read and execute, p.Read read and p.Write read and write.
 func newRuleset(abi int, p Paths) (int, error) {
-	all, _ := access(abi)
+	all, file := access(abi)
 	attr := unix.LandlockRulesetAttr{Access_fs: all}
 	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), 8, 0)
 	if errno != 0 {
 		return -1, fmt.Errorf("landlock_create_ruleset: %w", errno)
 	}
+	// Writing is every right on a file's content but running it.
 	read := uint64(unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_READ_DIR)
-	write := read | unix.LANDLOCK_ACCESS_FS_WRITE_FILE
-	if abi >= 3 {
-		write |= unix.LANDLOCK_ACCESS_FS_TRUNCATE
-	}
-	if abi >= 5 {
-		write |= unix.LANDLOCK_ACCESS_FS_IOCTL_DEV
-	}
+	write := read | file&^unix.LANDLOCK_ACCESS_FS_EXECUTE
 	for _, r := range []struct {
 		paths    []string
 		access   uint64

@@ -93,44 +93,44 @@ type streamRules struct {
 func (s *streamCheck) WriteTo(w io.Writer) (int64, error) {
 	var written int64
 	for {
-		for len(s.pending) > 0 {
-			n, err := w.Write(s.pending)
-			written += int64(n)
-			s.pending = s.pending[n:]
-			if err != nil {
-				return written, err
-			}
+		if err := s.fill(); errors.Is(err, io.EOF) {
+			return written, nil
+		} else if err != nil {
+			return written, err
 		}
-		if s.refusal != nil {
-			return written, s.refusal
-		}
-		if err := s.next(); err != nil {
-			if errors.Is(err, ErrStreamRefused) {
-				s.refusal = err
-			}
-			if errors.Is(err, io.EOF) {
-				return written, nil
-			}
+		n, err := w.Write(s.pending)
+		written += int64(n)
+		s.pending = s.pending[n:]
+		if err != nil {
 			return written, err
 		}
 	}
 }
 
 func (s *streamCheck) Read(p []byte) (int, error) {
+	if err := s.fill(); err != nil {
+		return 0, err
+	}
+	n := copy(p, s.pending)
+	s.pending = s.pending[n:]
+	return n, nil
+}
+
+// fill reads and checks commands until one is pending, and keeps a
+// refusal: every later read gets it again.
+func (s *streamCheck) fill() error {
 	for len(s.pending) == 0 {
 		if s.refusal != nil {
-			return 0, s.refusal
+			return s.refusal
 		}
 		if err := s.next(); err != nil {
 			if errors.Is(err, ErrStreamRefused) {
 				s.refusal = err
 			}
-			return 0, err
+			return err
 		}
 	}
-	n := copy(p, s.pending)
-	s.pending = s.pending[n:]
-	return n, nil
+	return nil
 }
 
 func (s *streamCheck) refuse(format string, args ...any) error {

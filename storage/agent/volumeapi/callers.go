@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -58,7 +59,7 @@ func (c *ControllerCaller) Authenticate(ctx context.Context, token string) (stri
 		return "", false, fmt.Errorf("reviewing a caller's token with the API server: %w", err)
 	}
 	st := review.Status
-	if !st.Authenticated || st.User.Username != c.Identity || !audienceIs(st.Audiences, Audience) {
+	if !st.Authenticated || st.User.Username != c.Identity || !slices.Contains(st.Audiences, Audience) {
 		return "", false, nil
 	}
 	c.mu.Lock()
@@ -73,13 +74,4 @@ func (c *ControllerCaller) Authenticate(ctx context.Context, token string) (stri
 	}
 	c.reviewed[digest] = time.Now().Add(reviewFor)
 	return c.Tenant, true, nil
-}
-
-func audienceIs(audiences []string, want string) bool {
-	for _, a := range audiences {
-		if a == want {
-			return true
-		}
-	}
-	return false
 }

@@ -276,7 +276,7 @@ func (s *Store) Receive(ctx context.Context, tenant, name string, seq, parent ui
 	}
 	err = s.FS.Receive(ctx, r, dir+partSuffix, confine)
 	if errors.Is(err, btrfs.ErrStreamRefused) {
-		err = newError(Invalid, "pair %s, replica %d: %v", name, seq, err)
+		err = newError(Invalid, "pair %s, replica %d: %v; nothing of it is kept. strata's own agents never send such a stream: check what sends to this pair, and that its token is not known elsewhere", name, seq, err)
 	}
 	if err == nil {
 		err = whole()
