@@ -18,8 +18,8 @@ import (
 
 	"github.com/strata-gitops/strata/internal/scheme"
 
-	"github.com/strata-gitops/strata/reconciler/graph"
-	"github.com/strata-gitops/strata/reconciler/plan"
+	"github.com/strata-gitops/strata/engine/graph"
+	"github.com/strata-gitops/strata/engine/plan"
 )
 
 // exitCodeError carries a process exit code out of a command.

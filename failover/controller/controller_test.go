@@ -140,7 +140,7 @@ func TestANodeBackInTimeIsNotFailedOver(t *testing.T) {
 		t.Fatalf("status after the node came back: %+v", fo.Status)
 	}
 	testenv.Eventually(t, timeout, func() error {
-		if p, err := w.a.Store.GetPair(btrfsagent.Tenant, w.ns+".db-backup"); err != nil || p.Fenced {
+		if p, err := w.a.Store.GetPair(context.Background(), btrfsagent.Tenant, w.ns+".db-backup"); err != nil || p.Fenced {
 			return fmt.Errorf("the primary's pair is %+v, %v; want it unfenced", p, err)
 		}
 		return nil

@@ -160,7 +160,7 @@ func TestFailbackUnfencesTheBackupOnlyOnceItsPodsAreGone(t *testing.T) {
 		}
 		return nil
 	})
-	if p, err := w.b.Store.GetPair(btrfsagent.Tenant, w.ns+".db-backup"); err == nil && !p.Fenced {
+	if p, err := w.b.Store.GetPair(context.Background(), btrfsagent.Tenant, w.ns+".db-backup"); err == nil && !p.Fenced {
 		t.Fatalf("the backup was unfenced while the app's pod still runs on it: %+v", p)
 	}
 	w.runDeployment(t, "db") // the Deployment controller replaces the old pod

@@ -122,7 +122,7 @@ func TestBadPairsGetAClearCondition(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.wantCondition(t, &volsyncv1alpha1.ReplicationDestination{}, "nameless", "destinationPVC is empty")
-	if p, err := w.a.Store.GetPair(tenant, w.ns+".db-backup"); err != nil || p.Latest != 0 {
+	if p, err := w.a.Store.GetPair(context.Background(), tenant, w.ns+".db-backup"); err != nil || p.Latest != 0 {
 		t.Fatalf("the refused pair holds %+v, %v; want no replica", p, err)
 	}
 }

@@ -31,8 +31,8 @@ import (
 	"github.com/strata-gitops/strata/internal/loopdev"
 	"github.com/strata-gitops/strata/internal/testing/benchstat"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
-	"github.com/strata-gitops/strata/sources/bucket"
-	"github.com/strata-gitops/strata/storage/agent/volumes"
+	"github.com/strata-gitops/strata/storage/agent/btrfsnode"
+	"github.com/strata-gitops/strata/storage/images/bucket"
 	"github.com/strata-gitops/strata/storage/images/cache"
 	"github.com/strata-gitops/strata/storage/images/provision"
 	"github.com/strata-gitops/strata/storage/images/qemuimg"
@@ -74,7 +74,7 @@ type bench struct {
 	c      config
 	minio  testenv.MinIO
 	bucket *bucket.Bucket
-	store  *volumes.Store
+	store  *btrfsnode.Store
 	url    string
 	object int64
 	n      int
@@ -142,7 +142,7 @@ func (b *bench) setUp() (func(), error) {
 	if err := localdisk.MountBtrfs(dev, filepath.Join(b.dir, "btrfs")); err != nil {
 		return stop, err
 	}
-	b.store, err = volumes.Open(context.Background(), filepath.Join(b.dir, "btrfs", "strata"), nil, "node-a")
+	b.store, err = btrfsnode.Open(context.Background(), filepath.Join(b.dir, "btrfs", "strata"), nil, "node-a")
 	return stop, err
 }
 

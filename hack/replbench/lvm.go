@@ -13,7 +13,7 @@ import (
 	"github.com/strata-gitops/strata/internal/local/localdisk"
 	"github.com/strata-gitops/strata/internal/loopdev"
 	"github.com/strata-gitops/strata/internal/testing/agenttls"
-	"github.com/strata-gitops/strata/storage/agent/lvmpairs"
+	"github.com/strata-gitops/strata/storage/agent/lvmnode"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
 	"github.com/strata-gitops/strata/storage/lvm"
@@ -73,7 +73,7 @@ func newLVMAgent(dir, name string, size int64) (*lvmAgent, error) {
 	if err := tenants.Set(map[string]string{tenant: token}); err != nil {
 		return nil, err
 	}
-	server := volumeapi.NewPairServer(&lvmpairs.Store{LVM: m, Dir: filepath.Join(dir, name+"-pairs")}, tenants)
+	server := volumeapi.NewPairServer(&lvmnode.Store{LVM: m, Dir: filepath.Join(dir, name+"-pairs")}, tenants)
 	served, err := agenttls.Serve(server.Handler())
 	if err != nil {
 		return nil, err

@@ -23,8 +23,8 @@ import (
 	"github.com/strata-gitops/strata/internal/atomicfile"
 	"github.com/strata-gitops/strata/internal/testing/benchstat"
 	"github.com/strata-gitops/strata/internal/testing/btrfsagent"
+	"github.com/strata-gitops/strata/storage/agent/btrfsnode"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
-	"github.com/strata-gitops/strata/storage/agent/volumes"
 	"github.com/strata-gitops/strata/storage/btrfs"
 )
 
@@ -133,7 +133,7 @@ func strataRound(dir, name string, c config) ([]time.Duration, time.Duration, er
 	}
 	defer n.Srv.Close()
 	if c.quota {
-		n.Store.Quotas = map[string]volumes.Quota{tenant: {VolumeBytes: int64(c.volumes) * c.size * 2}}
+		n.Store.Quotas = map[string]btrfsnode.Quota{tenant: {VolumeBytes: int64(c.volumes) * c.size * 2}}
 	}
 	ctx := context.Background()
 	return concurrently(c.volumes, c.workers, func(i int) error {

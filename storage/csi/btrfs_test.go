@@ -24,9 +24,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/strata-gitops/strata/engine/build"
 	"github.com/strata-gitops/strata/internal/testing/csienv"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
-	"github.com/strata-gitops/strata/reconciler/build"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 	"github.com/strata-gitops/strata/storage/csi/btrfsbackend"
 )

@@ -41,9 +41,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/strata-gitops/strata/engine/kustomization"
 	"github.com/strata-gitops/strata/internal/httpserver"
 	"github.com/strata-gitops/strata/internal/scheme"
-	"github.com/strata-gitops/strata/reconciler/kustomization"
 	"github.com/strata-gitops/strata/sources/artifact"
 	"github.com/strata-gitops/strata/sources/git"
 	"github.com/strata-gitops/strata/sources/receiver"

@@ -20,8 +20,8 @@ import (
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"github.com/strata-gitops/strata/internal/testing/agenttls"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
+	"github.com/strata-gitops/strata/storage/agent/btrfsnode"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
-	"github.com/strata-gitops/strata/storage/agent/volumes"
 	"github.com/strata-gitops/strata/storage/csi/btrfsbackend"
 )
 
@@ -35,7 +35,7 @@ const (
 // store on its own loop btrfs, and the StorageClass whose volumes it
 // holds, as a node's agent and the chart's class are.
 type Agent struct {
-	Store *volumes.Store
+	Store *btrfsnode.Store
 	Srv   *httptest.Server
 	Class string
 }
@@ -46,7 +46,7 @@ func Start(t testing.TB, c client.Client, ns, name string) Agent {
 	t.Helper()
 	testenv.NeedRoot(t, "btrfs on loop devices")
 	ctx := context.Background()
-	store, err := volumes.Open(ctx, filepath.Join(testenv.BtrfsDisk(t, 1<<30), "strata"), nil, "node-"+name)
+	store, err := btrfsnode.Open(ctx, filepath.Join(testenv.BtrfsDisk(t, 1<<30), "strata"), nil, "node-"+name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func Start(t testing.TB, c client.Client, ns, name string) Agent {
 func (a Agent) Claim(t testing.TB, c client.Client, ns, name, node string) {
 	t.Helper()
 	ctx := context.Background()
-	if _, _, err := a.Store.Create(ctx, Tenant, volumes.CreateRequest{Name: name, SizeBytes: 128 << 20}); err != nil {
+	if _, _, err := a.Store.Create(ctx, Tenant, btrfsnode.CreateRequest{Name: name, SizeBytes: 128 << 20}); err != nil {
 		t.Fatal(err)
 	}
 	size := resource.MustParse("128Mi")

@@ -10,15 +10,15 @@ import (
 	"github.com/strata-gitops/strata/internal/local/localdisk"
 	"github.com/strata-gitops/strata/internal/loopdev"
 	"github.com/strata-gitops/strata/internal/testing/agenttls"
+	"github.com/strata-gitops/strata/storage/agent/btrfsnode"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
-	"github.com/strata-gitops/strata/storage/agent/volumes"
 )
 
 // Node is one node for the benchmarks: a btrfs of its own on a sparse
 // loop file, its store, and the volume API served over TLS.
 type Node struct {
 	Mnt    string
-	Store  *volumes.Store
+	Store  *btrfsnode.Store
 	Srv    *httptest.Server
 	Client *volumeapi.Client
 }
@@ -42,7 +42,7 @@ func OnLoop(dir, name string, size int64, tenant, token string) (*Node, error) {
 	if err := localdisk.MountBtrfs(dev, n.Mnt); err != nil {
 		return nil, err
 	}
-	if n.Store, err = volumes.Open(context.Background(), filepath.Join(n.Mnt, "strata"), nil, name); err != nil {
+	if n.Store, err = btrfsnode.Open(context.Background(), filepath.Join(n.Mnt, "strata"), nil, name); err != nil {
 		return nil, err
 	}
 	tenants := &volumeapi.Tenants{}

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/strata-gitops/strata/internal/app/agent"
 	"github.com/strata-gitops/strata/internal/local/localdisk"
 	"github.com/strata-gitops/strata/internal/netaddr"
 	"github.com/strata-gitops/strata/internal/scheme"
@@ -82,25 +83,30 @@ func StartBtrfs(ctx context.Context, cfg *rest.Config, o Options) (env *Env, err
 	if b.apiAddr, err = netaddr.Free(); err != nil {
 		return env, err
 	}
-	vo := volumeapi.DefaultOptions()
-	vo.Base, vo.Listen, vo.Node, vo.SyncInterval = filepath.Join(b.mount, "strata"), b.apiAddr, o.Node, time.Minute
-	vo.GaneshaExports, vo.GaneshaPID = b.ganesha.ExportsFile, b.ganesha.PIDFile
+	ao := agent.Defaults()
+	ao.Node, ao.LVM.Enabled = o.Node, false
+	ao.Btrfs.Base, ao.Btrfs.Listen = filepath.Join(b.mount, "strata"), b.apiAddr
+	ao.Btrfs.GaneshaExports, ao.Btrfs.GaneshaPID = b.ganesha.ExportsFile, b.ganesha.PIDFile
 	b.scheme = "http"
 	if o.BtrfsTLS {
-		if vo.TLSCACert, vo.TLSCAKey, err = b.makeCA(o.Dir); err != nil {
+		if ao.API.TLS.CACert, ao.API.TLS.CAKey, err = b.makeCA(o.Dir); err != nil {
 			return env, err
 		}
 	}
 	b.token = btrfsToken
-	vo.TenantsEnv = "sanity:" + b.token
-	env.run(func() error { return volumeapi.Run(ctx, nil, vo) })
+	ao.API.TenantsEnv = "sanity:" + b.token
+	volumes, err := agent.New(ctx, nil, ao)
+	if err != nil {
+		return env, err
+	}
+	env.run(func() error { return volumes.Start(ctx) })
 	if err := b.createClass(ctx, c, o); err != nil {
 		return env, err
 	}
 	if err := b.writeSanityFiles(o.Dir); err != nil {
 		return env, err
 	}
-	if err := env.runStack(ctx, cfg, vo.Base); err != nil {
+	if err := env.runStack(ctx, cfg, ao.Btrfs.Base); err != nil {
 		return env, err
 	}
 	return env, env.waitReady(ctx)

@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
-	"github.com/strata-gitops/strata/internal/app/nodestack"
+	"github.com/strata-gitops/strata/internal/app/agent"
 	"github.com/strata-gitops/strata/internal/local/localdisk"
 	"github.com/strata-gitops/strata/internal/loopdev"
 	"github.com/strata-gitops/strata/internal/scheme"
@@ -106,7 +106,7 @@ func Start(ctx context.Context, cfg *rest.Config, o Options) (env *Env, err erro
 
 // runStack runs the node's agent and both CSI services.
 func (e *Env) runStack(ctx context.Context, cfg *rest.Config, btrfsBase string) error {
-	stack, err := nodestack.Build(ctx, cfg, nodestack.Options{Node: e.Node, Namespace: e.Node, Backend: e.Backend, Dir: e.Dir,
+	stack, err := agent.BuildStack(ctx, cfg, agent.StackOptions{Node: e.Node, Namespace: e.Node, Backend: e.Backend, Dir: e.Dir,
 		BtrfsBase: btrfsBase, Wait: time.Minute, AgentConfig: e.AgentConfig, ControllerConfig: e.ControllerConfig})
 	if err != nil {
 		return err

@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/strata-gitops/strata/internal/testing/testenv"
+	"github.com/strata-gitops/strata/storage/agent/btrfsnode"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
-	"github.com/strata-gitops/strata/storage/agent/volumes"
 	"github.com/strata-gitops/strata/storage/images/cache"
 	"github.com/strata-gitops/strata/storage/images/provision"
 	"github.com/strata-gitops/strata/storage/images/qemuimg"
@@ -25,7 +25,7 @@ type Agent struct {
 	Image string
 	// Disk is the raw disk the image holds.
 	Disk  []byte
-	Store *volumes.Store
+	Store *btrfsnode.Store
 }
 
 // Start serves the volume API with image jobs for the tenants, by token.
@@ -40,7 +40,7 @@ func Start(t *testing.T, tenants map[string]string) Agent {
 	ctx, stop := context.WithCancel(context.Background())
 	t.Cleanup(stop)
 	var err error
-	if a.Store, err = volumes.Open(ctx, filepath.Join(testenv.BtrfsDisk(t, 2<<30), "strata"), nil, "node-a"); err != nil {
+	if a.Store, err = btrfsnode.Open(ctx, filepath.Join(testenv.BtrfsDisk(t, 2<<30), "strata"), nil, "node-a"); err != nil {
 		t.Fatal(err)
 	}
 	images, err := cache.Open(t.TempDir(), 0)

@@ -23,7 +23,7 @@ import (
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"github.com/strata-gitops/strata/failover/lvmagents"
 	"github.com/strata-gitops/strata/internal/testing/thingroup"
-	"github.com/strata-gitops/strata/storage/agent/lvmpairs"
+	"github.com/strata-gitops/strata/storage/agent/lvmnode"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 	"github.com/strata-gitops/strata/storage/lvm"
 )
@@ -39,7 +39,7 @@ type Agent struct {
 	Node  string
 	Group string
 	LVM   lvm.Manager
-	Store *lvmpairs.Store
+	Store *lvmnode.Store
 }
 
 // Cluster is the agents of a test and how the controller finds them.
@@ -75,7 +75,7 @@ func (cl Cluster) Agents(c client.Client, others lvmagents.Others) *lvmagents.Ag
 func (cl Cluster) Start(t testing.TB, c client.Client, node, ip, group string) Agent {
 	t.Helper()
 	a := Agent{Node: node, Group: group, LVM: thingroup.New(t, group, 256<<20, 192<<20)}
-	a.Store = &lvmpairs.Store{LVM: a.LVM, Dir: t.TempDir()}
+	a.Store = &lvmnode.Store{LVM: a.LVM, Dir: t.TempDir()}
 	tenants := &volumeapi.Tenants{}
 	if err := tenants.Set(map[string]string{Tenant: Token}); err != nil {
 		t.Fatal(err)

@@ -1,6 +1,6 @@
 // Package replicas is what the stores of replication pairs share: the
-// btrfs store (storage/agent/volumes) and the LVM one
-// (storage/agent/lvmpairs) number their replicas alike, choose a sync's
+// btrfs store (storage/agent/btrfsnode) and the LVM one
+// (storage/agent/lvmnode) number their replicas alike, choose a sync's
 // parent alike, and hand the volume API a replica to stream in one form,
 // so that one sender and one receiver route serve both (docs/failover.md).
 package replicas

@@ -9,7 +9,7 @@ import (
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"github.com/strata-gitops/strata/internal/testing/lvmagent"
 	"github.com/strata-gitops/strata/internal/testing/thingroup"
-	"github.com/strata-gitops/strata/storage/agent/lvmpairs"
+	"github.com/strata-gitops/strata/storage/agent/lvmnode"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
 	"github.com/strata-gitops/strata/storage/lvm"
@@ -35,7 +35,7 @@ func lvmAgents(t *testing.T) (a, b lvmAgent) {
 		if err := tenants.Set(map[string]string{tenantA: tokenA}); err != nil {
 			t.Fatal(err)
 		}
-		server := volumeapi.NewPairServer(&lvmpairs.Store{LVM: ag.LVM, Dir: t.TempDir()}, tenants)
+		server := volumeapi.NewPairServer(&lvmnode.Store{LVM: ag.LVM, Dir: t.TempDir()}, tenants)
 		ag.srv = httptest.NewTLSServer(server.Handler())
 		server.PeerHTTP = ag.srv.Client()
 		t.Cleanup(ag.srv.Close)

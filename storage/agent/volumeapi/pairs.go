@@ -13,9 +13,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/strata-gitops/strata/storage/agent/contract"
+
 	"github.com/strata-gitops/strata/storage/agent/replicas"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
-	"github.com/strata-gitops/strata/storage/agent/volumes"
 )
 
 // Replication moves a volume agent to agent. A tenant sets up each side
@@ -91,10 +92,10 @@ func (s *Server) syncPair(w http.ResponseWriter, r *http.Request, tenant string)
 	}
 	name := r.PathValue("name")
 	if req.Peer == "" || req.PeerTenant == "" || req.Token == "" {
-		return 0, nil, &volumes.Error{Kind: volumes.Invalid, Message: fmt.Sprintf("sync of pair %s: give peer, peerTenant and token", name)}
+		return 0, nil, &contract.Error{Kind: contract.Invalid, Message: fmt.Sprintf("sync of pair %s: give peer, peerTenant and token", name)}
 	}
 	if err := s.Peers.Check(r.Context(), req.Peer); err != nil {
-		return 0, nil, &volumes.Error{Kind: volumes.Invalid, Message: fmt.Sprintf("sync of pair %s: %v", name, err)}
+		return 0, nil, &contract.Error{Kind: contract.Invalid, Message: fmt.Sprintf("sync of pair %s: %v", name, err)}
 	}
 	release, ok := s.streams.take()
 	if !ok {
@@ -136,7 +137,7 @@ func (s *Server) peerRoutes() map[string]http.HandlerFunc {
 func (s *Server) pairAuthenticated(h func(http.ResponseWriter, *http.Request, string) (int, any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		tenant, name := r.PathValue("tenant"), r.PathValue("name")
-		if err := volumes.CheckName("tenant", tenant); err != nil {
+		if err := contract.CheckName("tenant", tenant); err != nil {
 			// An escaped slash or dot-dot in the segment would name a
 			// directory outside any tenant's.
 			writeJSON(w, http.StatusBadRequest, errorBody{Reason: "Invalid", Error: err.Error()})
@@ -162,15 +163,15 @@ func (s *Server) replicaState(_ http.ResponseWriter, r *http.Request, tenant str
 func (s *Server) receive(w http.ResponseWriter, r *http.Request, tenant string) (int, any, error) {
 	seq, err := strconv.ParseUint(r.PathValue("seq"), 10, 64)
 	if err != nil {
-		return 0, nil, &volumes.Error{Kind: volumes.Invalid, Message: fmt.Sprintf("replica number %q: %v", r.PathValue("seq"), err)}
+		return 0, nil, &contract.Error{Kind: contract.Invalid, Message: fmt.Sprintf("replica number %q: %v", r.PathValue("seq"), err)}
 	}
 	parent, err := strconv.ParseUint(r.Header.Get(headerParent), 10, 64)
 	if err != nil {
-		return 0, nil, &volumes.Error{Kind: volumes.Invalid, Message: fmt.Sprintf("header %s: %v", headerParent, err)}
+		return 0, nil, &contract.Error{Kind: contract.Invalid, Message: fmt.Sprintf("header %s: %v", headerParent, err)}
 	}
 	madeAt, err := time.Parse(time.RFC3339Nano, r.Header.Get(headerMadeAt))
 	if err != nil {
-		return 0, nil, &volumes.Error{Kind: volumes.Invalid, Message: fmt.Sprintf("header %s: %v", headerMadeAt, err)}
+		return 0, nil, &contract.Error{Kind: contract.Invalid, Message: fmt.Sprintf("header %s: %v", headerMadeAt, err)}
 	}
 	release, ok := s.streams.take()
 	if !ok {
@@ -188,7 +189,7 @@ func (s *Server) receive(w http.ResponseWriter, r *http.Request, tenant string) 
 		}
 		want := r.Trailer.Get(trailerSum)
 		if got := body.sum(); want == "" || got != want {
-			return &volumes.Error{Kind: volumes.Invalid, Message: fmt.Sprintf(
+			return &contract.Error{Kind: contract.Invalid, Message: fmt.Sprintf(
 				"the stream is not whole: %d bytes with checksum %s arrived, the sender's %s trailer says %q", body.n, got, trailerSum, want)}
 		}
 		return nil

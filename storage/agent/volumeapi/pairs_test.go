@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/strata-gitops/strata/internal/testing/testenv"
+	"github.com/strata-gitops/strata/storage/agent/btrfsnode"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
-	"github.com/strata-gitops/strata/storage/agent/volumes"
 )
 
 const pairToken = "pair-token-0123456789abcdef0123456789"
@@ -25,7 +25,7 @@ const pairToken = "pair-token-0123456789abcdef0123456789"
 // with a client that trusts the test servers' certificate.
 type tlsAgent struct {
 	srv   *httptest.Server
-	store *volumes.Store
+	store *btrfsnode.Store
 }
 
 func pairedAgents(t *testing.T) (a, b tlsAgent) {
@@ -42,7 +42,7 @@ func pairedAgents(t *testing.T) (a, b tlsAgent) {
 		server.PeerHTTP = ag.srv.Client()
 		t.Cleanup(ag.srv.Close)
 		c := client(ag.srv, tokenA)
-		if _, err := c.CreateVolume(ctx, volumes.CreateRequest{Name: "db", SizeBytes: 256 * mib}); err != nil {
+		if _, err := c.CreateVolume(ctx, btrfsnode.CreateRequest{Name: "db", SizeBytes: 256 * mib}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := c.SetPair(ctx, "db-pair", wire.PairRequest{Volume: "db", Token: pairToken}); err != nil {
@@ -141,7 +141,7 @@ func TestAStreamWithoutItsDigestIsRefused(t *testing.T) {
 	if resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("a stream without its digest got %s, want 400", resp.Status)
 	}
-	if p, err := b.store.GetPair(tenantA, "db-pair"); err != nil || p.Latest != 0 {
+	if p, err := b.store.GetPair(context.Background(), tenantA, "db-pair"); err != nil || p.Latest != 0 {
 		t.Fatalf("after a refused stream the destination holds %+v, %v; want no replica", p, err)
 	}
 }
@@ -164,7 +164,7 @@ func TestASyncKilledHalfwayKeepsThePreviousReplica(t *testing.T) {
 	}
 	pairDir := filepath.Join(b.store.Base, tenantA, ".pairs", "db-pair")
 	testenv.Eventually(t, time.Minute, func() error {
-		p, err := b.store.GetPair(tenantA, "db-pair")
+		p, err := b.store.GetPair(context.Background(), tenantA, "db-pair")
 		if err != nil || p.Latest != 1 {
 			return fmt.Errorf("the destination holds %+v, %v; want replica 1", p, err)
 		}

@@ -13,9 +13,9 @@ import (
 
 	"github.com/strata-gitops/strata/internal/httpserver"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
+	"github.com/strata-gitops/strata/storage/agent/btrfsnode"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
-	"github.com/strata-gitops/strata/storage/agent/volumes"
 )
 
 // guardedAgent serves a store over TLS, with the server's bound on
@@ -35,7 +35,7 @@ func guardedAgent(t *testing.T) (*httptest.Server, *volumeapi.Client) {
 	t.Cleanup(srv.Close)
 	c := client(srv, tokenA)
 	ctx := context.Background()
-	if _, err := c.CreateVolume(ctx, volumes.CreateRequest{Name: "db", SizeBytes: 64 * mib}); err != nil {
+	if _, err := c.CreateVolume(ctx, btrfsnode.CreateRequest{Name: "db", SizeBytes: 64 * mib}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.SetPair(ctx, "db-pair", wire.PairRequest{Volume: "db", Token: pairToken}); err != nil {

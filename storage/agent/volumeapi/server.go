@@ -13,6 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/strata-gitops/strata/storage/agent/contract"
+	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
+
 	"github.com/strata-gitops/strata/storage/images/provision"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,8 +23,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/strata-gitops/strata/internal/httpserver"
-	"github.com/strata-gitops/strata/storage/agent/volumes"
-	"github.com/strata-gitops/strata/storage/btrfs"
 )
 
 // maxBody bounds a request body; every request is a small JSON object.
@@ -29,11 +30,11 @@ const maxBody = 64 << 10
 
 // Server serves the API.
 type Server struct {
-	// Store is the btrfs store; nil serves no volume routes (NewPairServer).
-	Store *volumes.Store
-	// Pairs serves the pair and replica routes: the btrfs store, or the
-	// LVM mover's.
-	Pairs   Pairs
+	// Volumes serves the volume routes; nil serves none (NewPairServer).
+	Volumes contract.Volumes
+	// Pairs serves the pair and replica routes: the btrfs backend's, or
+	// the LVM backend's.
+	Pairs   contract.Pairs
 	Tenants *Tenants
 	// Networks bound the NFS clients each tenant may export to.
 	Networks Networks
@@ -52,9 +53,16 @@ type Server struct {
 	metrics *metrics
 }
 
-// New returns a server of the store for the given tenants.
-func New(store *volumes.Store, tenants *Tenants) *Server {
-	return &Server{Store: store, Pairs: btrfsPairs{store}, Tenants: tenants, metrics: newMetrics(store), streams: make(streamBudget, MaxStreams)}
+// New returns a server of a backend's volumes and pairs for the given
+// tenants.
+func New(store contract.Store, tenants *Tenants) *Server {
+	return &Server{Volumes: store, Pairs: store, Tenants: tenants, metrics: newMetrics(store), streams: make(streamBudget, MaxStreams)}
+}
+
+// NewPairServer serves only the pair and replica routes, and health and
+// metrics, of a backend's pairs: the node agent's API for the LVM mover.
+func NewPairServer(pairs contract.Pairs, tenants *Tenants) *Server {
+	return &Server{Pairs: pairs, Tenants: tenants, metrics: newMetrics(nil), streams: make(streamBudget, MaxStreams)}
 }
 
 // Handler routes the API.
@@ -65,7 +73,7 @@ func (s *Server) Handler() http.Handler {
 	for pattern, h := range s.pairRoutes() {
 		mux.Handle(pattern, s.metrics.instrument(pattern, s.pairCaller(h)))
 	}
-	if s.Store != nil {
+	if s.Volumes != nil {
 		for pattern, h := range s.volumeRoutes() {
 			mux.Handle(pattern, s.metrics.instrument(pattern, s.authenticated(h)))
 		}
@@ -179,21 +187,21 @@ type errorBody struct {
 
 // errorResponse maps a store error to a status code.
 func errorResponse(err error) (int, errorBody) {
-	codes := map[volumes.Kind]struct {
+	codes := map[contract.Kind]struct {
 		status int
 		reason string
 	}{
-		volumes.Invalid:   {http.StatusBadRequest, "Invalid"},
-		volumes.NotFound:  {http.StatusNotFound, "NotFound"},
-		volumes.Conflict:  {http.StatusConflict, "Conflict"},
-		volumes.InUse:     {http.StatusConflict, "InUse"},
-		volumes.NoSpace:   {http.StatusInsufficientStorage, "NoSpace"},
-		volumes.Forbidden: {http.StatusForbidden, "Forbidden"},
+		contract.Invalid:   {http.StatusBadRequest, "Invalid"},
+		contract.NotFound:  {http.StatusNotFound, "NotFound"},
+		contract.Conflict:  {http.StatusConflict, "Conflict"},
+		contract.InUse:     {http.StatusConflict, "InUse"},
+		contract.NoSpace:   {http.StatusInsufficientStorage, "NoSpace"},
+		contract.Forbidden: {http.StatusForbidden, "Forbidden"},
 	}
 	if errors.Is(err, errBusyStreams) {
 		return http.StatusServiceUnavailable, errorBody{Error: err.Error(), Reason: "Busy"}
 	}
-	if c, ok := codes[volumes.KindOf(err)]; ok {
+	if c, ok := codes[contract.KindOf(err)]; ok {
 		return c.status, errorBody{Error: err.Error(), Reason: c.reason}
 	}
 	return http.StatusInternalServerError, errorBody{Reason: "Internal",
@@ -214,12 +222,12 @@ func decode(r *http.Request, v any) error {
 	if err := dec.Decode(v); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return &volumes.Error{Kind: volumes.Invalid, Message: fmt.Sprintf("request body is over %d bytes", maxBody)}
+			return &contract.Error{Kind: contract.Invalid, Message: fmt.Sprintf("request body is over %d bytes", maxBody)}
 		}
-		return &volumes.Error{Kind: volumes.Invalid, Message: "request body: " + err.Error()}
+		return &contract.Error{Kind: contract.Invalid, Message: "request body: " + err.Error()}
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return &volumes.Error{Kind: volumes.Invalid, Message: "request body: more than one JSON value"}
+		return &contract.Error{Kind: contract.Invalid, Message: "request body: more than one JSON value"}
 	}
 	return nil
 }
@@ -232,11 +240,11 @@ func created(made bool) int {
 }
 
 func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
-	if s.Store == nil {
+	if s.Volumes == nil {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 		return
 	}
-	if _, _, err := btrfs.Free(s.Store.Base); err != nil {
+	if _, _, err := s.Volumes.Capacity(); err != nil {
 		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: err.Error(), Reason: "Unhealthy"})
 		return
 	}
@@ -244,44 +252,44 @@ func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) createVolume(_ http.ResponseWriter, r *http.Request, tenant string) (int, any, error) {
-	var req volumes.CreateRequest
+	var req wire.CreateRequest
 	if err := decode(r, &req); err != nil {
 		return 0, nil, err
 	}
-	v, made, err := s.Store.Create(r.Context(), tenant, req)
+	v, made, err := s.Volumes.Create(r.Context(), tenant, req)
 	return created(made), v, err
 }
 
 func (s *Server) listVolumes(_ http.ResponseWriter, _ *http.Request, tenant string) (int, any, error) {
-	vs, err := s.Store.List(tenant)
+	vs, err := s.Volumes.List(tenant)
 	return http.StatusOK, map[string]any{"volumes": vs}, err
 }
 
 func (s *Server) getVolume(_ http.ResponseWriter, r *http.Request, tenant string) (int, any, error) {
-	v, err := s.Store.Get(tenant, r.PathValue("name"))
+	v, err := s.Volumes.Get(tenant, r.PathValue("name"))
 	return http.StatusOK, v, err
 }
 
 func (s *Server) updateVolume(_ http.ResponseWriter, r *http.Request, tenant string) (int, any, error) {
-	var req volumes.UpdateRequest
+	var req wire.UpdateRequest
 	if err := decode(r, &req); err != nil {
 		return 0, nil, err
 	}
-	v, err := s.Store.Update(r.Context(), tenant, r.PathValue("name"), req)
+	v, err := s.Volumes.Update(r.Context(), tenant, r.PathValue("name"), req)
 	return http.StatusOK, v, err
 }
 
 func (s *Server) deleteVolume(_ http.ResponseWriter, r *http.Request, tenant string) (int, any, error) {
 	cascade := r.URL.Query().Get("cascade") == "true"
-	return http.StatusNoContent, nil, s.Store.Delete(r.Context(), tenant, r.PathValue("name"), cascade)
+	return http.StatusNoContent, nil, s.Volumes.Delete(r.Context(), tenant, r.PathValue("name"), cascade)
 }
 
 func (s *Server) listVolumeSnapshots(_ http.ResponseWriter, r *http.Request, tenant string) (int, any, error) {
 	name := r.PathValue("name")
-	if _, err := s.Store.Get(tenant, name); err != nil {
+	if _, err := s.Volumes.Get(tenant, name); err != nil {
 		return 0, nil, err
 	}
-	snaps, err := s.Store.ListSnapshots(tenant, name)
+	snaps, err := s.Volumes.ListSnapshots(tenant, name)
 	return http.StatusOK, map[string]any{"snapshots": snaps}, err
 }
 
@@ -290,7 +298,7 @@ type exportRequest struct {
 }
 
 func (s *Server) listExports(_ http.ResponseWriter, r *http.Request, tenant string) (int, any, error) {
-	v, err := s.Store.Get(tenant, r.PathValue("name"))
+	v, err := s.Volumes.Get(tenant, r.PathValue("name"))
 	clients := v.Clients
 	if clients == nil {
 		clients = []string{}
@@ -306,44 +314,44 @@ func (s *Server) addExport(_ http.ResponseWriter, r *http.Request, tenant string
 	if err := s.Networks.Allow(tenant, req.Client); err != nil {
 		return 0, nil, err
 	}
-	v, err := s.Store.AddExport(r.Context(), tenant, r.PathValue("name"), req.Client)
+	v, err := s.Volumes.AddExport(r.Context(), tenant, r.PathValue("name"), req.Client)
 	return http.StatusOK, v, err
 }
 
 func (s *Server) removeExport(_ http.ResponseWriter, r *http.Request, tenant string) (int, any, error) {
-	v, err := s.Store.RemoveExport(r.Context(), tenant, r.PathValue("name"), r.PathValue("client"))
+	v, err := s.Volumes.RemoveExport(r.Context(), tenant, r.PathValue("name"), r.PathValue("client"))
 	return http.StatusOK, v, err
 }
 
 func (s *Server) createSnapshot(_ http.ResponseWriter, r *http.Request, tenant string) (int, any, error) {
-	var req volumes.SnapshotRequest
+	var req wire.SnapshotRequest
 	if err := decode(r, &req); err != nil {
 		return 0, nil, err
 	}
-	snap, made, err := s.Store.CreateSnapshot(r.Context(), tenant, req)
+	snap, made, err := s.Volumes.CreateSnapshot(r.Context(), tenant, req)
 	return created(made), snap, err
 }
 
 func (s *Server) listSnapshots(_ http.ResponseWriter, _ *http.Request, tenant string) (int, any, error) {
-	snaps, err := s.Store.ListSnapshots(tenant, "")
+	snaps, err := s.Volumes.ListSnapshots(tenant, "")
 	return http.StatusOK, map[string]any{"snapshots": snaps}, err
 }
 
 func (s *Server) getSnapshot(_ http.ResponseWriter, r *http.Request, tenant string) (int, any, error) {
-	snap, err := s.Store.GetSnapshot(tenant, r.PathValue("name"))
+	snap, err := s.Volumes.GetSnapshot(tenant, r.PathValue("name"))
 	return http.StatusOK, snap, err
 }
 
 func (s *Server) deleteSnapshot(_ http.ResponseWriter, r *http.Request, tenant string) (int, any, error) {
-	return http.StatusNoContent, nil, s.Store.DeleteSnapshot(r.Context(), tenant, r.PathValue("name"))
+	return http.StatusNoContent, nil, s.Volumes.DeleteSnapshot(r.Context(), tenant, r.PathValue("name"))
 }
 
 func (s *Server) clone(_ http.ResponseWriter, r *http.Request, tenant string) (int, any, error) {
-	var req volumes.CloneRequest
+	var req wire.CloneRequest
 	if err := decode(r, &req); err != nil {
 		return 0, nil, err
 	}
-	v, made, err := s.Store.Clone(r.Context(), tenant, req)
+	v, made, err := s.Volumes.Clone(r.Context(), tenant, req)
 	return created(made), v, err
 }
 
@@ -351,11 +359,11 @@ func (s *Server) clone(_ http.ResponseWriter, r *http.Request, tenant string) (i
 // size and free space it can use: devices, their paths and error
 // counters are the host's, in the agent's metrics for its admin.
 func (s *Server) stats(_ http.ResponseWriter, _ *http.Request, tenant string) (int, any, error) {
-	size, free, err := btrfs.Free(s.Store.Base)
+	size, free, err := s.Volumes.Capacity()
 	if err != nil {
 		return 0, nil, err
 	}
-	vs, err := s.Store.List(tenant)
+	vs, err := s.Volumes.List(tenant)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -377,7 +385,7 @@ type metrics struct {
 	replicationBytes *prometheus.CounterVec
 }
 
-func newMetrics(store *volumes.Store) *metrics {
+func newMetrics(volumes contract.Volumes) *metrics {
 	m := &metrics{
 		registry: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_agent_http_requests_total",
@@ -389,7 +397,7 @@ func newMetrics(store *volumes.Store) *metrics {
 	}
 	fsGauge := func(name, help string, pick func(size, free int64) int64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
-			size, free, err := btrfs.Free(store.Base)
+			size, free, err := volumes.Capacity()
 			if err != nil {
 				return 0
 			}
@@ -397,7 +405,7 @@ func newMetrics(store *volumes.Store) *metrics {
 		})
 	}
 	m.registry.MustRegister(m.requests, m.duration, m.replicationBytes)
-	if store == nil {
+	if volumes == nil {
 		return m
 	}
 	m.registry.MustRegister(fsGauge("strata_agent_filesystem_size_bytes", "Size of the btrfs filesystem volumes live on.", func(size, _ int64) int64 { return size }),

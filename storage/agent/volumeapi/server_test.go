@@ -12,9 +12,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/strata-gitops/strata/storage/agent/contract"
+
 	"github.com/strata-gitops/strata/internal/testing/testenv"
+	"github.com/strata-gitops/strata/storage/agent/btrfsnode"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
-	"github.com/strata-gitops/strata/storage/agent/volumes"
 )
 
 const (
@@ -31,11 +33,11 @@ func agent(t testing.TB) *httptest.Server {
 	return srv
 }
 
-func agentAndStore(t testing.TB) (*httptest.Server, *volumes.Store) {
+func agentAndStore(t testing.TB) (*httptest.Server, *btrfsnode.Store) {
 	t.Helper()
 	testenv.NeedRoot(t, "btrfs on a loop device")
 	mnt := testenv.BtrfsDisk(t, 1<<30)
-	store, err := volumes.Open(context.Background(), filepath.Join(mnt, "strata"), nil, "node-a")
+	store, err := btrfsnode.Open(context.Background(), filepath.Join(mnt, "strata"), nil, "node-a")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +65,7 @@ func TestTokensAreRequiredAndTenantsKeptApart(t *testing.T) {
 	ctx := context.Background()
 	srv := agent(t)
 	a, b := client(srv, tokenA), client(srv, tokenB)
-	v, err := a.CreateVolume(ctx, volumes.CreateRequest{Name: "db", SizeBytes: 16 * mib})
+	v, err := a.CreateVolume(ctx, btrfsnode.CreateRequest{Name: "db", SizeBytes: 16 * mib})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,15 +80,15 @@ func TestTokensAreRequiredAndTenantsKeptApart(t *testing.T) {
 	_, err = b.GetVolume(ctx, "db")
 	wantStatus(t, err, http.StatusNotFound, "NotFound", "another tenant's volume")
 	wantStatus(t, b.DeleteVolume(ctx, "db", true), http.StatusNotFound, "NotFound", "deleting another tenant's volume")
-	_, err = b.CreateSnapshot(ctx, volumes.SnapshotRequest{Name: "steal", Volume: "db"})
+	_, err = b.CreateSnapshot(ctx, btrfsnode.SnapshotRequest{Name: "steal", Volume: "db"})
 	wantStatus(t, err, http.StatusNotFound, "NotFound", "a snapshot of another tenant's volume")
-	_, err = b.Clone(ctx, volumes.CloneRequest{Name: "steal", Source: volumes.Source{Volume: "db"}})
+	_, err = b.Clone(ctx, btrfsnode.CloneRequest{Name: "steal", Source: btrfsnode.Source{Volume: "db"}})
 	wantStatus(t, err, http.StatusNotFound, "NotFound", "a clone of another tenant's volume")
 	if vs, err := b.ListVolumes(ctx); err != nil || len(vs) != 0 {
 		t.Fatalf("team-b lists %+v, %v; want nothing", vs, err)
 	}
 	// The same name in another tenant is another volume.
-	if _, err := b.CreateVolume(ctx, volumes.CreateRequest{Name: "db", SizeBytes: 32 * mib}); err != nil {
+	if _, err := b.CreateVolume(ctx, btrfsnode.CreateRequest{Name: "db", SizeBytes: 32 * mib}); err != nil {
 		t.Fatal(err)
 	}
 	if v, err := a.GetVolume(ctx, "db"); err != nil || v.SizeBytes != 16*mib {
@@ -99,13 +101,13 @@ func TestBadInputGetsAClearStatus(t *testing.T) {
 	srv := agent(t)
 	a := client(srv, tokenA)
 	for _, tc := range []struct {
-		req    volumes.CreateRequest
+		req    btrfsnode.CreateRequest
 		status int
 		says   string
 	}{
-		{volumes.CreateRequest{Name: "a/../../etc", SizeBytes: 16 * mib}, http.StatusBadRequest, `"/" at byte 1`},
-		{volumes.CreateRequest{Name: "small", SizeBytes: 1}, http.StatusBadRequest, "below the minimum"},
-		{volumes.CreateRequest{Name: "big", SizeBytes: 1 << 42}, http.StatusInsufficientStorage, "free"},
+		{btrfsnode.CreateRequest{Name: "a/../../etc", SizeBytes: 16 * mib}, http.StatusBadRequest, `"/" at byte 1`},
+		{btrfsnode.CreateRequest{Name: "small", SizeBytes: 1}, http.StatusBadRequest, "below the minimum"},
+		{btrfsnode.CreateRequest{Name: "big", SizeBytes: 1 << 42}, http.StatusInsufficientStorage, "free"},
 	} {
 		_, err := a.CreateVolume(ctx, tc.req)
 		if volumeapi.StatusOf(err) != tc.status || !strings.Contains(err.Error(), tc.says) {
@@ -163,20 +165,20 @@ func TestVolumeLifecycleOverHTTP(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("repeated create: %d, want 200 with the volume made before", resp.StatusCode)
 	}
-	_, err := a.CreateVolume(ctx, volumes.CreateRequest{Name: "v", SizeBytes: 32 * mib})
+	_, err := a.CreateVolume(ctx, btrfsnode.CreateRequest{Name: "v", SizeBytes: 32 * mib})
 	wantStatus(t, err, http.StatusConflict, "Conflict", "create with another size")
 
 	size := int64(64 * mib)
-	if v, err := a.UpdateVolume(ctx, "v", volumes.UpdateRequest{SizeBytes: &size}); err != nil || v.SizeBytes != size {
+	if v, err := a.UpdateVolume(ctx, "v", btrfsnode.UpdateRequest{SizeBytes: &size}); err != nil || v.SizeBytes != size {
 		t.Fatalf("expand: %+v, %v", v, err)
 	}
-	if _, err := a.CreateSnapshot(ctx, volumes.SnapshotRequest{Name: "s", Volume: "v"}); err != nil {
+	if _, err := a.CreateSnapshot(ctx, btrfsnode.SnapshotRequest{Name: "s", Volume: "v"}); err != nil {
 		t.Fatal(err)
 	}
 	if snaps, err := a.ListSnapshots(ctx, "v"); err != nil || len(snaps) != 1 {
 		t.Fatalf("snapshots of v: %+v, %v", snaps, err)
 	}
-	if c, err := a.Clone(ctx, volumes.CloneRequest{Name: "c", Source: volumes.Source{Snapshot: "s"}}); err != nil || c.SizeBytes != size {
+	if c, err := a.Clone(ctx, btrfsnode.CloneRequest{Name: "c", Source: btrfsnode.Source{Snapshot: "s"}}); err != nil || c.SizeBytes != size {
 		t.Fatalf("clone: %+v, %v", c, err)
 	}
 	err = a.DeleteVolume(ctx, "v", false)
@@ -184,9 +186,9 @@ func TestVolumeLifecycleOverHTTP(t *testing.T) {
 	if err := a.DeleteVolume(ctx, "v", true); err != nil {
 		t.Fatal(err)
 	}
-	_, err = a.Clone(ctx, volumes.CloneRequest{Name: "c2", Source: volumes.Source{Snapshot: "s"}})
+	_, err = a.Clone(ctx, btrfsnode.CloneRequest{Name: "c2", Source: btrfsnode.Source{Snapshot: "s"}})
 	wantStatus(t, err, http.StatusNotFound, "NotFound", "a clone of a deleted snapshot")
-	_, err = a.CreateSnapshot(ctx, volumes.SnapshotRequest{Name: "s2", Volume: "v"})
+	_, err = a.CreateSnapshot(ctx, btrfsnode.SnapshotRequest{Name: "s2", Volume: "v"})
 	wantStatus(t, err, http.StatusNotFound, "NotFound", "a snapshot of a deleted volume")
 	_, err = a.AddExport(ctx, "c", "127.0.0.1")
 	wantStatus(t, err, http.StatusBadRequest, "Invalid", "an export on an agent without an exporter")
@@ -270,7 +272,7 @@ func FuzzCreateBody(f *testing.F) {
 }
 
 // nameOf finds the volume a fuzzed create made, to remove it again.
-func nameOf(t *testing.T, a *volumeapi.Client, before []volumes.Volume) string {
+func nameOf(t *testing.T, a *volumeapi.Client, before []btrfsnode.Volume) string {
 	after, err := a.ListVolumes(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -293,7 +295,7 @@ func TestAnswersLeakNothingOfTheHost(t *testing.T) {
 	ctx := context.Background()
 	srv, store := agentAndStore(t)
 	a := client(srv, tokenA)
-	if _, err := a.CreateVolume(ctx, volumes.CreateRequest{Name: "db", SizeBytes: 16 * mib}); err != nil {
+	if _, err := a.CreateVolume(ctx, btrfsnode.CreateRequest{Name: "db", SizeBytes: 16 * mib}); err != nil {
 		t.Fatal(err)
 	}
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/v1/stats", nil)
@@ -340,7 +342,7 @@ func TestTenantsExportOnlyToTheirNetworks(t *testing.T) {
 		{"team-b", "0.0.0.0/0", false},
 	} {
 		err := networks.Allow(tc.tenant, tc.client)
-		if (err == nil) != tc.ok || (err != nil && volumes.KindOf(err) != volumes.Forbidden) {
+		if (err == nil) != tc.ok || (err != nil && contract.KindOf(err) != contract.Forbidden) {
 			t.Errorf("Allow(%s, %s) = %v, want allowed %v", tc.tenant, tc.client, err, tc.ok)
 		}
 	}

@@ -7,15 +7,13 @@ import (
 	"net/netip"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	"github.com/strata-gitops/strata/storage/agent/contract"
 
-	"github.com/strata-gitops/strata/storage/agent/volumes"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // Tenants maps bearer tokens to tenants. It may be replaced while the
@@ -45,7 +43,7 @@ func (t *Tenants) Set(byTenant map[string]string) error {
 	sort.Strings(names)
 	for _, name := range names {
 		token := byTenant[name]
-		if err := volumes.CheckName("tenant", name); err != nil {
+		if err := contract.CheckName("tenant", name); err != nil {
 			return err
 		}
 		if len(token) < minTokenLength {
@@ -97,7 +95,7 @@ func ParseNetworks(s string) (Networks, error) {
 		if !ok {
 			return nil, fmt.Errorf("tenant network %q is not tenant:CIDR", line)
 		}
-		if err := volumes.CheckName("tenant", name); err != nil {
+		if err := contract.CheckName("tenant", name); err != nil {
 			return nil, fmt.Errorf("tenant network %q: %w", line, err)
 		}
 		p, err := netip.ParsePrefix(cidr)
@@ -114,14 +112,14 @@ func ParseNetworks(s string) (Networks, error) {
 func (n Networks) Allow(tenant, client string) error {
 	prefix, err := clientPrefix(client)
 	if err != nil {
-		return &volumes.Error{Kind: volumes.Invalid, Message: err.Error()}
+		return &contract.Error{Kind: contract.Invalid, Message: err.Error()}
 	}
 	allowed := n[tenant]
 	if len(allowed) == 0 {
 		if prefix.IsSingleIP() {
 			return nil
 		}
-		return &volumes.Error{Kind: volumes.Forbidden, Message: fmt.Sprintf(
+		return &contract.Error{Kind: contract.Forbidden, Message: fmt.Sprintf(
 			"tenant %s may export to single addresses only, not the range %s: the agent's admin lists the networks a tenant may export to with --tenant-networks", tenant, client)}
 	}
 	for _, net := range allowed {
@@ -129,7 +127,7 @@ func (n Networks) Allow(tenant, client string) error {
 			return nil
 		}
 	}
-	return &volumes.Error{Kind: volumes.Forbidden, Message: fmt.Sprintf(
+	return &contract.Error{Kind: contract.Forbidden, Message: fmt.Sprintf(
 		"tenant %s may not export to %s: it is outside the tenant's networks %v (--tenant-networks)", tenant, client, allowed)}
 }
 
@@ -228,47 +226,15 @@ func LoadTenants(ctx context.Context, env, file string, c client.Reader, secret 
 	return all, nil
 }
 
-// ParseQuotas reads "tenant:field=value" pairs separated by commas or new
-// lines, the format of --tenant-quotas: fields volumes and snapshots
-// (sizes such as 100Gi) and snapshotCount.
-func ParseQuotas(s string) (map[string]volumes.Quota, error) {
-	out := map[string]volumes.Quota{}
-	for _, line := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == '\n' }) {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		name, setting, ok := strings.Cut(line, ":")
-		field, value, ok2 := strings.Cut(setting, "=")
-		name, field, value = strings.TrimSpace(name), strings.TrimSpace(field), strings.TrimSpace(value)
-		if !ok || !ok2 {
-			return nil, fmt.Errorf("tenant quota %q is not tenant:field=value", line)
-		}
-		if err := volumes.CheckName("tenant", name); err != nil {
-			return nil, fmt.Errorf("tenant quota %q: %w", line, err)
-		}
-		q := out[name]
-		switch field {
-		case "volumes", "snapshots":
-			size, err := resource.ParseQuantity(value)
-			if err != nil || size.Sign() <= 0 {
-				return nil, fmt.Errorf("tenant quota %q: %q is not a size such as 100Gi", line, value)
-			}
-			if field == "volumes" {
-				q.VolumeBytes = size.Value()
-			} else {
-				q.SnapshotBytes = size.Value()
-			}
-		case "snapshotCount":
-			n, err := strconv.Atoi(value)
-			if err != nil || n <= 0 {
-				return nil, fmt.Errorf("tenant quota %q: %q is not a positive count", line, value)
-			}
-			q.Snapshots = n
-		default:
-			return nil, fmt.Errorf("tenant quota %q: field %q: use volumes, snapshots or snapshotCount", line, field)
-		}
-		out[name] = q
+// SecretKey reads a flag's namespace/name; empty is the zero key.
+func SecretKey(flag, s string) (client.ObjectKey, error) {
+	if s == "" {
+		return client.ObjectKey{}, nil
 	}
-	return out, nil
+	for i := range s {
+		if s[i] == '/' && i > 0 && i < len(s)-1 {
+			return client.ObjectKey{Namespace: s[:i], Name: s[i+1:]}, nil
+		}
+	}
+	return client.ObjectKey{}, fmt.Errorf("--%s %q: write namespace/name", flag, s)
 }

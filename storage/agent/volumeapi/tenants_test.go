@@ -68,21 +68,3 @@ func TestBadTenantConfigurationIsRefused(t *testing.T) {
 		t.Fatalf("no tenants at all: %v", err)
 	}
 }
-
-func TestParseQuotas(t *testing.T) {
-	q, err := ParseQuotas("team-a:volumes=100Gi, team-a:snapshots=20Gi,team-a:snapshotCount=50\nteam-b:volumes=1Ti")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a := q["team-a"]; a.VolumeBytes != 100<<30 || a.SnapshotBytes != 20<<30 || a.Snapshots != 50 {
-		t.Fatalf("team-a: %+v", a)
-	}
-	if b := q["team-b"]; b.VolumeBytes != 1<<40 || b.Snapshots != 0 {
-		t.Fatalf("team-b: %+v", b)
-	}
-	for _, bad := range []string{"team-a", "team-a:volumes", "team-a:volumes=lots", "team-a:disks=1Gi", "team-a:snapshotCount=-1", "a b:volumes=1Gi"} {
-		if _, err := ParseQuotas(bad); err == nil {
-			t.Errorf("ParseQuotas(%q) accepted it", bad)
-		}
-	}
-}

@@ -17,23 +17,31 @@ import (
 	"time"
 )
 
-// serverTLS is the TLS configuration the API serves with: the given
+// TLSFiles are where an agent's API finds its TLS: a certificate and key
+// of its own (Cert, Key), or a CA (CACert, CAKey) that issues one at
+// start for the names and addresses of Node, the agents' usual way.
+type TLSFiles struct {
+	Cert, Key, CACert, CAKey string
+	Node                     string
+}
+
+// ServerTLS is the TLS configuration the API serves with: the given
 // certificate and key, or else one the given CA issues at start for this
 // host's names and addresses; nil serves plain HTTP.
-func (o Options) serverTLS() (*tls.Config, error) {
+func (o TLSFiles) ServerTLS() (*tls.Config, error) {
 	switch {
-	case o.TLSCert != "" || o.TLSKey != "":
-		cert, err := tls.LoadX509KeyPair(o.TLSCert, o.TLSKey)
+	case o.Cert != "" || o.Key != "":
+		cert, err := tls.LoadX509KeyPair(o.Cert, o.Key)
 		if err != nil {
 			return nil, fmt.Errorf("--volume-api-tls-cert/--volume-api-tls-key: %w", err)
 		}
 		return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
-	case o.TLSCACert != "" || o.TLSCAKey != "":
-		caCert, err := os.ReadFile(o.TLSCACert)
+	case o.CACert != "" || o.CAKey != "":
+		caCert, err := os.ReadFile(o.CACert)
 		if err != nil {
 			return nil, fmt.Errorf("--volume-api-tls-ca-cert: %w", err)
 		}
-		caKey, err := os.ReadFile(o.TLSCAKey)
+		caKey, err := os.ReadFile(o.CAKey)
 		if err != nil {
 			return nil, fmt.Errorf("--volume-api-tls-ca-key: %w", err)
 		}
@@ -50,21 +58,21 @@ func (o Options) serverTLS() (*tls.Config, error) {
 	return nil, nil
 }
 
-// peerHTTP is the client this agent sends replicas to its peers with.
+// PeerHTTP is the client this agent sends replicas to its peers with.
 // Agents that issue their certificates from one CA (the chart's) trust
 // that CA in each other; agents with certificates of their own trust the
 // system's roots.
-func (o Options) peerHTTP() (*http.Client, error) {
-	if o.TLSCACert == "" {
+func (o TLSFiles) PeerHTTP() (*http.Client, error) {
+	if o.CACert == "" {
 		return http.DefaultClient, nil
 	}
-	caCert, err := os.ReadFile(o.TLSCACert)
+	caCert, err := os.ReadFile(o.CACert)
 	if err != nil {
 		return nil, fmt.Errorf("--volume-api-tls-ca-cert: %w", err)
 	}
 	c, err := TrustingCA(caCert, 0)
 	if err != nil {
-		return nil, fmt.Errorf("--volume-api-tls-ca-cert %s: %w", o.TLSCACert, err)
+		return nil, fmt.Errorf("--volume-api-tls-ca-cert %s: %w", o.CACert, err)
 	}
 	return c, nil
 }

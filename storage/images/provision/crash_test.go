@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/strata-gitops/strata/internal/testing/testenv"
-	"github.com/strata-gitops/strata/storage/agent/volumes"
+	"github.com/strata-gitops/strata/storage/agent/btrfsnode"
 	"github.com/strata-gitops/strata/storage/images/cache"
 	"github.com/strata-gitops/strata/storage/images/provision"
 	"github.com/strata-gitops/strata/storage/images/qemuimg"
@@ -58,7 +58,7 @@ func runChild(config string) int {
 }
 
 func openOn(ctx context.Context, c childConfig) (*provision.Provisioner, error) {
-	store, err := volumes.Open(ctx, c.Base, nil, "node-a")
+	store, err := btrfsnode.Open(ctx, c.Base, nil, "node-a")
 	if err != nil {
 		return nil, err
 	}

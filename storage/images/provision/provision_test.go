@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/strata-gitops/strata/internal/testing/testenv"
-	"github.com/strata-gitops/strata/storage/agent/volumes"
+	"github.com/strata-gitops/strata/storage/agent/btrfsnode"
 	"github.com/strata-gitops/strata/storage/images/cache"
 	"github.com/strata-gitops/strata/storage/images/provision"
 	"github.com/strata-gitops/strata/storage/images/qemuimg"
@@ -32,7 +32,7 @@ const (
 // store on a loop disk, and an image cache.
 type world struct {
 	minio   testenv.MinIO
-	store   *volumes.Store
+	store   *btrfsnode.Store
 	cache   *cache.Cache
 	disk    []byte // the raw disk the qcow2 image holds
 	objects map[string][]byte
@@ -68,7 +68,7 @@ func newWorld(t *testing.T) *world {
 	testenv.NeedRoot(t, "btrfs on loop devices")
 	w := &world{minio: testenv.StartMinIO(t)}
 	var err error
-	if w.store, err = volumes.Open(context.Background(), filepath.Join(testenv.BtrfsDisk(t, 4<<30), "strata"), nil, "node-a"); err != nil {
+	if w.store, err = btrfsnode.Open(context.Background(), filepath.Join(testenv.BtrfsDisk(t, 4<<30), "strata"), nil, "node-a"); err != nil {
 		t.Fatal(err)
 	}
 	if w.cache, err = cache.Open(t.TempDir(), 0); err != nil {
@@ -241,7 +241,7 @@ func TestFailedJobsLeaveNothing(t *testing.T) {
 func TestAVolumeThatExistsIsNeitherWrittenNorDeleted(t *testing.T) {
 	w := newWorld(t)
 	p := w.open(t, context.Background(), t.TempDir(), w.images())
-	v, _, err := w.store.Create(context.Background(), tenant, volumes.CreateRequest{Name: "vm-kept", SizeBytes: 1 << 30})
+	v, _, err := w.store.Create(context.Background(), tenant, btrfsnode.CreateRequest{Name: "vm-kept", SizeBytes: 1 << 30})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +363,7 @@ func TestARestartResumesInterruptedJobs(t *testing.T) {
 	stop()
 	first.Wait()
 	// A crash after a job made its volume and before it filled it.
-	made, _, err := w.store.Create(context.Background(), tenant, volumes.CreateRequest{Name: "vm-half", SizeBytes: 1 << 30})
+	made, _, err := w.store.Create(context.Background(), tenant, btrfsnode.CreateRequest{Name: "vm-half", SizeBytes: 1 << 30})
 	if err != nil {
 		t.Fatal(err)
 	}

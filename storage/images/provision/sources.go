@@ -12,8 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/strata-gitops/strata/sources/bucket"
-	"github.com/strata-gitops/strata/storage/agent/volumes"
+	"github.com/strata-gitops/strata/storage/agent/btrfsnode"
+	"github.com/strata-gitops/strata/storage/images/bucket"
 	"github.com/strata-gitops/strata/storage/images/cache"
 )
 
@@ -115,7 +115,7 @@ func (b BucketImages) Copy(ctx context.Context, imageURL string, w io.Writer) er
 // holding its disk as the raw file DiskFile, as a VM on the host reads
 // it.
 type BtrfsVolumes struct {
-	Store *volumes.Store
+	Store *btrfsnode.Store
 }
 
 // DiskFile is the raw disk's file in a btrfs volume.
@@ -123,7 +123,7 @@ const DiskFile = "disk.raw"
 
 // Create implements Volumes.
 func (b BtrfsVolumes) Create(ctx context.Context, tenant, name string, size int64) (string, bool, error) {
-	v, created, err := b.Store.Create(ctx, tenant, volumes.CreateRequest{Name: name, SizeBytes: size})
+	v, created, err := b.Store.Create(ctx, tenant, btrfsnode.CreateRequest{Name: name, SizeBytes: size})
 	if err != nil {
 		return "", false, fmt.Errorf("volume %s: %w", name, err)
 	}

@@ -1,0 +1,168 @@
+// Object-level changes of one Kustomization: created, changed and removed
+// objects with their risk.
+
+package plan
+
+import (
+	"fmt"
+	"reflect"
+	"sort"
+
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/strata-gitops/strata/engine/apply"
+	"github.com/strata-gitops/strata/engine/graph"
+	"github.com/strata-gitops/strata/engine/guard"
+)
+
+// owners maps each object a side renders to the Kustomization that applies it.
+func owners(s *side) map[objKey]graph.Key {
+	out := map[objKey]graph.Key{}
+	for k, r := range s.renders {
+		if r.err != nil {
+			continue
+		}
+		for _, o := range r.objects {
+			out[keyOf(o)] = k
+		}
+	}
+	return out
+}
+
+// objectChanges compares one Kustomization's objects.
+func (c *comparison) objectChanges(k graph.Key, baseKs, headKs *kustomizev1.Kustomization, baseObjs, headObjs []*unstructured.Unstructured) ([]Change, int) {
+	before := map[objKey]*unstructured.Unstructured{}
+	for _, o := range baseObjs {
+		before[keyOf(o)] = o
+	}
+	var changes []Change
+	unchanged := 0
+	for _, h := range headObjs {
+		key := keyOf(h)
+		b, movedFrom := before[key], ""
+		if b == nil {
+			if owner, ok := c.baseOwner[key]; ok && owner != k {
+				b, movedFrom = c.base.objects.byKey[key], owner.String()
+			}
+		}
+		switch {
+		case b == nil:
+			changes = append(changes, c.created(headKs, h))
+		case equalObjects(b, h):
+			unchanged++
+			if movedFrom != "" {
+				changes = append(changes, Change{Action: Changed, Object: refOf(h), Risk: Safe, MovedFrom: movedFrom,
+					Reasons: []string{"now applied by this Kustomization; nothing in the object changes"}})
+			}
+		default:
+			ch := c.changed(c.base.objects, headKs, b, h)
+			ch.MovedFrom = movedFrom
+			changes = append(changes, ch)
+		}
+	}
+	after := map[objKey]bool{}
+	for _, o := range headObjs {
+		after[keyOf(o)] = true
+	}
+	for _, b := range baseObjs {
+		key := keyOf(b)
+		if after[key] {
+			continue
+		}
+		if owner, ok := c.headOwner[key]; ok && owner != k {
+			continue // moved: reported by its new Kustomization
+		}
+		changes = append(changes, c.removed(baseKs, headKs, b))
+	}
+	sort.SliceStable(changes, func(i, j int) bool {
+		if changes[i].Action != changes[j].Action {
+			return actionOrder[changes[i].Action] < actionOrder[changes[j].Action]
+		}
+		return changes[i].Object.String() < changes[j].Object.String()
+	})
+	return changes, unchanged
+}
+
+var actionOrder = map[string]int{Deleted: 0, Changed: 1, Created: 2, Orphaned: 3}
+
+func refOf(o *unstructured.Unstructured) ObjectRef {
+	return ObjectRef{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Namespace: o.GetNamespace(), Name: o.GetName()}
+}
+
+func (c *comparison) created(ks *kustomizev1.Kustomization, h *unstructured.Unstructured) Change {
+	return Change{Action: Created, Object: refOf(h), Risk: Safe, Diff: diff(nil, h)}
+}
+
+// changed judges a change from b to h; cluster answers the guard's
+// questions about what exists (offline, the base revision).
+func (c *comparison) changed(cluster client.Reader, ks *kustomizev1.Kustomization, b, h *unstructured.Unstructured) Change {
+	ch := Change{Action: Changed, Object: refOf(h), Diff: diff(b, h)}
+	ch.Risk, ch.Reasons = classify(c.ctx, cluster, c.head.objects, ks, b, h)
+	ch.OptIn = optInFor(ch.Risk)
+	return ch
+}
+
+// removed is an object that left Git: deleted when the engine prunes it
+// (spec.prune, or the deletionPolicy of a removed Kustomization), else
+// orphaned. Deletions go through the data-loss guard.
+func (c *comparison) removed(baseKs, headKs *kustomizev1.Kustomization, b *unstructured.Unstructured) Change {
+	ch := Change{Object: refOf(b), Diff: diff(b, nil)}
+	if !deletes(baseKs, headKs) || apply.PruneDisabled(b) {
+		ch.Action, ch.Risk = Orphaned, Safe
+		ch.Reasons = []string{"left in the cluster: not pruned"}
+		return ch
+	}
+	ch.Action = Deleted
+	ch.Risk, ch.Reasons = deletionRisk(c.ctx, c.base.objects, owner(baseKs, headKs), b, "removed from Git")
+	if ch.Risk == Safe {
+		if reason := stopsReplication(b); reason != "" {
+			ch.Risk, ch.Reasons = Disruptive, append(ch.Reasons, reason)
+		}
+	}
+	ch.OptIn = optInFor(ch.Risk)
+	return ch
+}
+
+// stopsReplication says what removing a replication or failover object
+// stops: backups and standby copies of a volume, which no reviewer should
+// lose without noticing.
+func stopsReplication(o *unstructured.Unstructured) string {
+	gk := o.GroupVersionKind().GroupKind()
+	switch gk.Group {
+	case "volsync.backube":
+		return fmt.Sprintf("removing %s %s stops the replication or backups of its volume", gk.Kind, o.GetName())
+	case "failover.strata.dev":
+		return fmt.Sprintf("removing %s %s stops strata's replication and failover of its volumes", gk.Kind, o.GetName())
+	}
+	return ""
+}
+
+// optInFor names the opt-in a blocked deletion needs.
+func optInFor(risk string) string {
+	if risk != Blocked {
+		return ""
+	}
+	return guard.OptInAnnotation + `: "true"`
+}
+
+func equalObjects(a, b *unstructured.Unstructured) bool {
+	return reflect.DeepEqual(a.Object, b.Object)
+}
+
+func owner(baseKs, headKs *kustomizev1.Kustomization) *kustomizev1.Kustomization {
+	if headKs != nil {
+		return headKs
+	}
+	return baseKs
+}
+
+// deletes says whether the engine deletes objects that left Git: prune
+// for a Kustomization that stays, its deletionPolicy for one removed.
+func deletes(baseKs, headKs *kustomizev1.Kustomization) bool {
+	if headKs != nil {
+		return headKs.Spec.Prune
+	}
+	return apply.DeletesOnRemoval(baseKs)
+}
