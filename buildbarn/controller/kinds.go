@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/strata-gitops/strata/rules"
+
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -84,7 +86,7 @@ var storage = &kind{
 		}
 	},
 	files: func(s *scope) (config.Files, error) {
-		return config.StorageFiles(StoreSizes(&s.obj.(*bbv1.BuildbarnStorage).Spec.StorageExtras))
+		return config.StorageFiles(rules.BuildbarnStoreSizes(&s.obj.(*bbv1.BuildbarnStorage).Spec.StorageExtras))
 	},
 	managers: func(*scope) []manager {
 		return []manager{configMapManager{}, serviceManager{ports: storagePorts, headless: true}, statefulSetManager{}}

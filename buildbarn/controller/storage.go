@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/strata-gitops/strata/rules"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -19,35 +21,9 @@ import (
 	"github.com/strata-gitops/strata/buildbarn/objects"
 )
 
-// DefaultStorageClass is the shards' class unless the spec names one:
-// strata's thin LVM class, which grows claims online.
-const DefaultStorageClass = "strata-fast"
-
 // StorageFinalizer lets the controller decide what happens to a deleted
 // storage's claims: they stay unless the object opted in to data loss.
 const StorageFinalizer = "buildbarn.strata.dev/storage"
-
-// Upstream's sizes (bb-deployments): a 32 GiB CAS with a 400 MiB index,
-// and small action and file-system access caches.
-var (
-	defaultCAS   = config.StoreSize{Blocks: 32 << 30, KeyLocationMap: 400 << 20}
-	defaultCache = config.StoreSize{Blocks: 20 << 20, KeyLocationMap: 1 << 20}
-)
-
-// StoreSizes are a storage's three stores, defaults filled in.
-func StoreSizes(e *bbv1.StorageExtras) config.StoreSizes {
-	return config.StoreSizes{CAS: storeSize(e.CAS, defaultCAS), AC: storeSize(e.AC, defaultCache), FSAC: storeSize(e.FSAC, defaultCache)}
-}
-
-func storeSize(s bbv1.Store, def config.StoreSize) config.StoreSize {
-	if s.BlocksSize != nil {
-		def.Blocks = s.BlocksSize.Value()
-	}
-	if s.KeyLocationMapSize != nil {
-		def.KeyLocationMap = s.KeyLocationMapSize.Value()
-	}
-	return def
-}
 
 func optedIn(obj client.Object) bool {
 	return obj.GetAnnotations()[storagev1alpha1.AllowDataLossAnnotation] == "true"
@@ -57,10 +33,10 @@ func optedIn(obj client.Object) bool {
 // the spec's templates' class, access modes and labels over the defaults.
 func shardClaims(s *scope) ([]objects.Claim, error) {
 	spec := s.obj.(*bbv1.BuildbarnStorage).Spec.StorageExtras
-	sizes := StoreSizes(&spec)
+	sizes := rules.BuildbarnStoreSizes(&spec)
 	class := spec.StorageClassName
 	if class == "" {
-		class = DefaultStorageClass
+		class = rules.BuildbarnStorageClass
 	}
 	stores := []struct {
 		name, path string

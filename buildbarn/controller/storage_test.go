@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/strata-gitops/strata/rules"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -16,7 +18,6 @@ import (
 
 	bbv1 "github.com/strata-gitops/strata/api/buildbarn/v1alpha1"
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
-	"github.com/strata-gitops/strata/buildbarn/controller"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 )
 
@@ -53,7 +54,7 @@ func newStorage(t *testing.T, c client.Client, ns string, annotations map[string
 // API server lets a claim grow only if its class allows expansion.
 func expandableClass(t *testing.T, c client.Client) {
 	t.Helper()
-	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: controller.DefaultStorageClass}, Provisioner: storagev1alpha1.CSIDriver,
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: rules.BuildbarnStorageClass}, Provisioner: storagev1alpha1.CSIDriver,
 		AllowVolumeExpansion: ptr.To(true)}
 	if err := c.Create(context.Background(), sc); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/strata-gitops/strata/rules"
+
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -11,7 +13,6 @@ import (
 
 	bbv1 "github.com/strata-gitops/strata/api/buildbarn/v1alpha1"
 	"github.com/strata-gitops/strata/buildbarn/config"
-	buildbarn "github.com/strata-gitops/strata/buildbarn/controller"
 	"github.com/strata-gitops/strata/engine/guard"
 )
 
@@ -30,7 +31,7 @@ func buildbarnStorageChange(b, h *unstructured.Unstructured) []finding {
 	}
 	optIn := guard.OptedIn(h)
 	found := reshard(shards(before), shards(after), optIn)
-	bs, hs := buildbarn.StoreSizes(&before.Spec.StorageExtras), buildbarn.StoreSizes(&after.Spec.StorageExtras)
+	bs, hs := rules.BuildbarnStoreSizes(&before.Spec.StorageExtras), rules.BuildbarnStoreSizes(&after.Spec.StorageExtras)
 	for _, st := range []struct {
 		name     string
 		from, to config.StoreSize
@@ -95,7 +96,7 @@ func class(s *bbv1.BuildbarnStorage) string {
 	if c := strings.TrimSpace(s.Spec.StorageClassName); c != "" {
 		return c
 	}
-	return buildbarn.DefaultStorageClass
+	return rules.BuildbarnStorageClass
 }
 
 func gib(bytes int64) resource.Quantity { return *resource.NewQuantity(bytes, resource.BinarySI) }

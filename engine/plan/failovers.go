@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/strata-gitops/strata/rules"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -16,8 +18,6 @@ import (
 	failoverv1alpha1 "github.com/strata-gitops/strata/api/failover/v1alpha1"
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
-	"github.com/strata-gitops/strata/failover/pairs"
-	"github.com/strata-gitops/strata/storage/csi/btrfsbackend"
 )
 
 // checkFailovers checks each Failover of the head revision against the
@@ -66,7 +66,7 @@ func failoverProblems(ctx context.Context, r client.Reader, fo *failoverv1alpha1
 	backup, backupClass, err := sideVolume(ctx, r, fo.Namespace, fo.Spec.Backup, "backup")
 	add(err)
 	if primary != nil && backup != nil {
-		add(pairs.Sizes(fo, primary, backup))
+		add(rules.FailoverSizes(fo, primary, backup))
 	}
 	add(workloadUsesASide(ctx, r, fo))
 	rs, rd := &volsyncv1alpha1.ReplicationSource{}, &volsyncv1alpha1.ReplicationDestination{}
@@ -75,7 +75,7 @@ func failoverProblems(ctx context.Context, r client.Reader, fo *failoverv1alpha1
 	add(errRS)
 	add(errRD)
 	if errRS == nil && errRD == nil {
-		add(pairs.Replication(fo, rs, rd))
+		add(rules.FailoverReplication(fo, rs, rd))
 	}
 	if errRS == nil && rs.Spec.External != nil {
 		add(moverOfClass(rs.Spec.External.Provider, fo.Spec.Primary.Claim, primaryClass, "primary"))
@@ -91,7 +91,7 @@ func moverOfClass(provider, claim string, sc *storagev1.StorageClass, side strin
 		return nil
 	}
 	kind, mover := "an LVM class", volsyncv1alpha1.ProviderLVM
-	if btrfsbackend.IsClass(sc.Parameters) {
+	if rules.IsBtrfsClass(sc.Parameters) {
 		kind, mover = "a btrfs class", volsyncv1alpha1.ProviderBtrfs
 	}
 	if mover != provider {
@@ -125,7 +125,7 @@ func sideVolume(ctx context.Context, r client.Reader, ns string, s failoverv1alp
 	if err := r.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, pv); err != nil {
 		return nil, sc, nil //nolint:nilerr // a volume made outside Git is checked by the controller
 	}
-	if !pairs.OnNode(pv, s.Node) {
+	if !rules.OnNode(pv, s.Node) {
 		return nil, sc, fmt.Errorf("volume %s of the %s claim %s is not pinned to node %s by its node affinity", pv.Name, side, s.Claim, s.Node)
 	}
 	return pv, sc, nil
@@ -140,12 +140,12 @@ func classOnNode(sc *storagev1.StorageClass, s failoverv1alpha1.Side, side strin
 		return fmt.Errorf("the %s claim %s is on StorageClass %s of %s: strata's movers replicate strata's volumes; use a strata class on node %s",
 			side, s.Claim, sc.Name, sc.Provisioner, s.Node)
 	}
-	if !btrfsbackend.IsClass(sc.Parameters) {
+	if !rules.IsBtrfsClass(sc.Parameters) {
 		return nil // an LVM class: its volumes are on the node the claim is first used on
 	}
-	if host := sc.Parameters[btrfsbackend.HostNodeParameter]; host != "" && host != s.Node {
+	if host := sc.Parameters[rules.HostNodeParameter]; host != "" && host != s.Node {
 		return fmt.Errorf("the %s claim %s is on StorageClass %s, whose volumes are on node %s (%s), not on the %s node %s",
-			side, s.Claim, sc.Name, host, btrfsbackend.HostNodeParameter, side, s.Node)
+			side, s.Claim, sc.Name, host, rules.HostNodeParameter, side, s.Node)
 	}
 	return nil
 }
@@ -168,7 +168,7 @@ func workloadUsesASide(ctx context.Context, r client.Reader, fo *failoverv1alpha
 	default:
 		return fmt.Errorf("workload kind %q: use Deployment or StatefulSet", fo.Spec.Workload.Kind)
 	}
-	return pairs.UsesASide(fo, template)
+	return rules.FailoverWorkload(fo, template)
 }
 
 // inRevision reads an object the Failover names, which must be in the

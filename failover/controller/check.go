@@ -4,13 +4,14 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/strata-gitops/strata/rules"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	failoverv1alpha1 "github.com/strata-gitops/strata/api/failover/v1alpha1"
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
-	"github.com/strata-gitops/strata/failover/pairs"
 	"github.com/strata-gitops/strata/failover/replication"
 )
 
@@ -42,7 +43,7 @@ func (r *Reconciler) check(ctx context.Context, fo *failoverv1alpha1.Failover) (
 	if err != nil {
 		return nil, err
 	}
-	if err := pairs.Sizes(fo, primary, backup); err != nil {
+	if err := rules.FailoverSizes(fo, primary, backup); err != nil {
 		return nil, refuse("%v", err)
 	}
 	a := &app{}
@@ -51,7 +52,7 @@ func (r *Reconciler) check(ctx context.Context, fo *failoverv1alpha1.Failover) (
 	}
 	// The switch to the backup is written after the promotion is
 	// recorded, so either claim may be the one in use.
-	if err := pairs.UsesASide(fo, a.template); err != nil {
+	if err := rules.FailoverWorkload(fo, a.template); err != nil {
 		return nil, refuse("%v", err)
 	}
 	if a.destination, err = r.pair(ctx, fo); err != nil {
@@ -67,7 +68,7 @@ func (r *Reconciler) side(ctx context.Context, ns string, s failoverv1alpha1.Sid
 	if err != nil {
 		return nil, refuse("%s %v", name, err)
 	}
-	if !pairs.OnNode(pv, s.Node) {
+	if !rules.OnNode(pv, s.Node) {
 		return nil, refuse("volume %s of %s claim %s/%s is not pinned to node %s by its node affinity", pv.Name, name, ns, s.Claim, s.Node)
 	}
 	return pv, nil
@@ -104,7 +105,7 @@ func (r *Reconciler) pair(ctx context.Context, fo *failoverv1alpha1.Failover) (*
 	if err := r.Get(ctx, client.ObjectKey{Namespace: fo.Namespace, Name: fo.Spec.Replication.Destination}, rd); err != nil {
 		return nil, refuse("ReplicationDestination %s/%s: %v", fo.Namespace, fo.Spec.Replication.Destination, err)
 	}
-	if err := pairs.Replication(fo, rs, rd); err != nil {
+	if err := rules.FailoverReplication(fo, rs, rd); err != nil {
 		return nil, refuse("%v", err)
 	}
 	return rd, nil

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/strata-gitops/strata/rules"
+
 	"github.com/fluxcd/pkg/apis/meta"
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -28,7 +30,6 @@ import (
 
 	failoverv1alpha1 "github.com/strata-gitops/strata/api/failover/v1alpha1"
 	"github.com/strata-gitops/strata/failover/lease"
-	"github.com/strata-gitops/strata/failover/pairs"
 	"github.com/strata-gitops/strata/failover/replication"
 	"github.com/strata-gitops/strata/internal/status"
 )
@@ -387,7 +388,7 @@ func (r *Reconciler) podsStillOn(ctx context.Context, fo *failoverv1alpha1.Failo
 	}
 	var left []string
 	for i := range pods.Items {
-		if slices.Contains(pairs.ClaimsOf(&corev1.PodTemplateSpec{Spec: pods.Items[i].Spec}), claim) {
+		if slices.Contains(rules.ClaimsOf(&corev1.PodTemplateSpec{Spec: pods.Items[i].Spec}), claim) {
 			left = append(left, pods.Items[i].Name)
 		}
 	}

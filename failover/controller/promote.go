@@ -3,10 +3,10 @@ package controller
 import (
 	"slices"
 
+	"github.com/strata-gitops/strata/rules"
+
 	"k8s.io/kubectl/pkg/util/podutils"
 	"k8s.io/utils/ptr"
-
-	"github.com/strata-gitops/strata/failover/pairs"
 
 	"context"
 	"fmt"
@@ -142,7 +142,7 @@ func (r *Reconciler) readyOn(ctx context.Context, a *app, claim string) (bool, e
 	var ready int32
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		if p.DeletionTimestamp == nil && podutils.IsPodReady(p) && slices.Contains(pairs.ClaimsOf(&corev1.PodTemplateSpec{Spec: p.Spec}), claim) {
+		if p.DeletionTimestamp == nil && podutils.IsPodReady(p) && slices.Contains(rules.ClaimsOf(&corev1.PodTemplateSpec{Spec: p.Spec}), claim) {
 			ready++
 		}
 	}

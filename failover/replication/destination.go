@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/strata-gitops/strata/rules"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
-	"github.com/strata-gitops/strata/failover/pairs"
 	"github.com/strata-gitops/strata/internal/status"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
 )
@@ -39,10 +40,10 @@ type DestinationReconciler struct {
 func (r *DestinationReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	destinationOfSource := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		rs := o.(*volsyncv1alpha1.ReplicationSource)
-		if rs.Spec.External == nil || rs.Spec.External.Parameters[pairs.ParamDestination] == "" {
+		if rs.Spec.External == nil || rs.Spec.External.Parameters[rules.ParamDestination] == "" {
 			return nil
 		}
-		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: rs.Namespace, Name: rs.Spec.External.Parameters[pairs.ParamDestination]}}}
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: rs.Namespace, Name: rs.Spec.External.Parameters[rules.ParamDestination]}}}
 	})
 	return ctrl.NewControllerManagedBy(mgr).Named("replicationdestination").
 		For(&volsyncv1alpha1.ReplicationDestination{}, SpecChanged).
@@ -79,9 +80,9 @@ func (r *DestinationReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 
 // setUp gives the pair its token and sets it up on the claim's agent.
 func (r *DestinationReconciler) setUp(ctx context.Context, rd *volsyncv1alpha1.ReplicationDestination) error {
-	claim := rd.Spec.External.Parameters[pairs.ParamDestinationPVC]
+	claim := rd.Spec.External.Parameters[rules.ParamDestinationPVC]
 	if claim == "" {
-		return fmt.Errorf("spec.external.parameters.%s is empty: name the claim the replicas are for", pairs.ParamDestinationPVC)
+		return fmt.Errorf("spec.external.parameters.%s is empty: name the claim the replicas are for", rules.ParamDestinationPVC)
 	}
 	agent, volume, err := ClaimVolume(ctx, r.Client, r.Agents, rd.Spec.External.Provider, rd.Namespace, claim)
 	if err != nil {

@@ -11,13 +11,14 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/strata-gitops/strata/rules"
+
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
-	"github.com/strata-gitops/strata/failover/pairs"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 )
 
@@ -60,16 +61,16 @@ func BoundVolume(ctx context.Context, c client.Reader, namespace, claim string) 
 
 // ClaimVolume resolves a claim of the namespace to the agent holding its
 // volume and the volume's name there. provider, when set, must be the
-// mover of the claim's volume (pairs.Mover); empty takes either.
+// mover of the claim's volume (rules.CheckMover); empty takes either.
 func ClaimVolume(ctx context.Context, c client.Reader, agents Agents, provider, namespace, claim string) (*volumeapi.Client, string, error) {
 	pv, err := BoundVolume(ctx, c, namespace, claim)
 	if err != nil {
 		return nil, "", err
 	}
 	if provider == "" {
-		provider = pairs.MoverOf(pv)
+		provider = rules.MoverOf(pv)
 	}
-	if err := pairs.Mover(provider, namespace+"/"+claim, pv); err != nil {
+	if err := rules.CheckMover(provider, namespace+"/"+claim, pv); err != nil {
 		return nil, "", err
 	}
 	agent, name, err := agents.AgentOf(ctx, pv.Spec.CSI.VolumeHandle)

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/strata-gitops/strata/rules"
+
 	"github.com/robfig/cron/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -15,7 +17,6 @@ import (
 
 	failoverv1alpha1 "github.com/strata-gitops/strata/api/failover/v1alpha1"
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
-	"github.com/strata-gitops/strata/failover/pairs"
 	"github.com/strata-gitops/strata/internal/status"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
 )
@@ -163,9 +164,9 @@ func (r *SourceReconciler) sync(ctx context.Context, rs *volsyncv1alpha1.Replica
 
 // send finds both sides and runs one sync between their agents.
 func (r *SourceReconciler) send(ctx context.Context, rs *volsyncv1alpha1.ReplicationSource) (wire.Replica, Destination, error) {
-	name := rs.Spec.External.Parameters[pairs.ParamDestination]
+	name := rs.Spec.External.Parameters[rules.ParamDestination]
 	if name == "" {
-		return wire.Replica{}, Destination{}, fmt.Errorf("spec.external.parameters.%s is empty: name the ReplicationDestination in %s", pairs.ParamDestination, rs.Namespace)
+		return wire.Replica{}, Destination{}, fmt.Errorf("spec.external.parameters.%s is empty: name the ReplicationDestination in %s", rules.ParamDestination, rs.Namespace)
 	}
 	rd := &volsyncv1alpha1.ReplicationDestination{}
 	if err := r.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: name}, rd); err != nil {

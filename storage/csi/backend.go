@@ -3,6 +3,8 @@ package csi
 import (
 	"context"
 
+	"github.com/strata-gitops/strata/rules"
+
 	"github.com/strata-gitops/strata/storage/csi/backend"
 	"github.com/strata-gitops/strata/storage/csi/btrfsbackend"
 	"github.com/strata-gitops/strata/storage/csi/lvmbackend"
@@ -22,7 +24,7 @@ func (c *Controller) backends() []backend.Controller {
 
 // byParameters is the backend of a class, by its parameters.
 func (c *Controller) byParameters(params map[string]string) backend.Controller {
-	if btrfsbackend.IsClass(params) {
+	if rules.IsBtrfsClass(params) {
 		return c.btrfs
 	}
 	return c.lvm
@@ -42,7 +44,7 @@ func (c *Controller) byID(ctx context.Context, volumeID string, secrets map[stri
 
 // byContext is the node backend of a volume, by its volume context.
 func (n *Node) byContext(volumeContext map[string]string) backend.Node {
-	if btrfsbackend.InContext(volumeContext) {
+	if rules.IsBtrfsVolume(volumeContext) {
 		return n.btrfs()
 	}
 	return n.lvm()

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-gitops/strata/rules"
+
 	"k8s.io/mount-utils"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -28,7 +30,6 @@ import (
 	"github.com/strata-gitops/strata/internal/testing/csienv"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
-	"github.com/strata-gitops/strata/storage/csi/btrfsbackend"
 )
 
 // render builds one path of clusters/homelab with the engine's build.
@@ -73,7 +74,7 @@ func TestHomelabBtrfsClaimIsServedOverNFS(t *testing.T) {
 	apps := render(t, "./apps", map[string]string{"cluster_name": "homelab", "notes_size": "1Gi"})
 	sc := find(t, storage, "StorageClass", "strata-btrfs", &storagev1.StorageClass{})
 	// The test's agent speaks plain HTTP, so there is no CA to trust.
-	delete(sc.Parameters, btrfsbackend.AgentCASecretParameter)
+	delete(sc.Parameters, rules.AgentCASecretParameter)
 	pvc := find(t, apps, "PersistentVolumeClaim", "media-library", &corev1.PersistentVolumeClaim{})
 
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: sc.Parameters["csi.storage.k8s.io/provisioner-secret-name"],

@@ -3,11 +3,11 @@ package release
 import (
 	"strings"
 
+	"github.com/strata-gitops/strata/rules"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/strata-gitops/strata/storage/csi/btrfsbackend"
 )
 
 // BtrfsHost is the nodes of the local cluster serving btrfs volumes
@@ -22,7 +22,7 @@ type BtrfsHost struct {
 	// every host.
 	Tenant, Token string
 	// TokenSecret is the Secret StorageClasses name for the token (key
-	// btrfsbackend.TokenKey).
+	// rules.TokenKey).
 	TokenSecret string
 }
 
@@ -77,7 +77,7 @@ func (h BtrfsHost) Secrets(namespace string) []client.Object {
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: tenantsSecret, Namespace: namespace},
 			StringData: map[string]string{h.Tenant: h.Token}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: h.TokenSecret, Namespace: namespace},
-			StringData: map[string]string{btrfsbackend.TokenKey: h.Token}},
+			StringData: map[string]string{rules.TokenKey: h.Token}},
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/strata-gitops/strata/rules"
+
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -22,7 +24,6 @@ import (
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/storage/agent/btrfsnode"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
-	"github.com/strata-gitops/strata/storage/csi/btrfsbackend"
 )
 
 // Tenant and TenantToken are the tenant of each Agent's store.
@@ -65,10 +66,10 @@ func Start(t testing.TB, c client.Client, ns, name string) Agent {
 	objects := []client.Object{
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ca-" + name}, Data: map[string][]byte{"ca.crt": caPEM}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant-" + name},
-			StringData: map[string]string{btrfsbackend.TokenKey: TenantToken}},
+			StringData: map[string]string{rules.TokenKey: TenantToken}},
 		&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name}, Provisioner: storagev1alpha1.CSIDriver,
 			Parameters: map[string]string{
-				btrfsbackend.AgentURLParameter: srv.URL, btrfsbackend.AgentCASecretParameter: ns + "/ca-" + name,
+				rules.AgentURLParameter: srv.URL, rules.AgentCASecretParameter: ns + "/ca-" + name,
 				"csi.storage.k8s.io/provisioner-secret-name": "tenant-" + name, "csi.storage.k8s.io/provisioner-secret-namespace": ns,
 			}},
 	}
@@ -94,7 +95,7 @@ func (a Agent) Claim(t testing.TB, c client.Client, ns, name, node string) {
 	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name}, Spec: corev1.PersistentVolumeSpec{
 		Capacity: corev1.ResourceList{corev1.ResourceStorage: size}, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 		PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
-			Driver: storagev1alpha1.CSIDriver, VolumeHandle: a.Class + "|" + name, VolumeAttributes: btrfsbackend.Context()}},
+			Driver: storagev1alpha1.CSIDriver, VolumeHandle: a.Class + "|" + name, VolumeAttributes: rules.BtrfsVolumeContext()}},
 		StorageClassName: a.Class,
 		NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
 			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}}},

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/strata-gitops/strata/storage/csi/btrfsbackend"
+	"github.com/strata-gitops/strata/rules"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -115,12 +115,12 @@ func StartBtrfs(ctx context.Context, cfg *rest.Config, o Options) (env *Env, err
 // createClass makes the btrfs StorageClass and the Secret with its token.
 func (b *btrfsParts) createClass(ctx context.Context, c client.Client, o Options) error {
 	b.params = map[string]string{
-		btrfsbackend.AgentURLParameter: b.scheme + "://" + b.apiAddr, btrfsbackend.NFSServerParameter: "127.0.0.1",
+		rules.AgentURLParameter: b.scheme + "://" + b.apiAddr, rules.NFSServerParameter: "127.0.0.1",
 		"compression": "zstd",
 	}
 	objs := []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.Node}}}
 	if b.caPEM != nil {
-		b.params[btrfsbackend.AgentCASecretParameter] = o.Node + "/" + b.class + "-ca"
+		b.params[rules.AgentCASecretParameter] = o.Node + "/" + b.class + "-ca"
 		objs = append(objs, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: b.class + "-ca", Namespace: o.Node}, Data: map[string][]byte{"ca.crt": b.caPEM}})
 	}
 	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: b.class}, Provisioner: stratacsi.DriverName,
@@ -129,7 +129,7 @@ func (b *btrfsParts) createClass(ctx context.Context, c client.Client, o Options
 		sc.Parameters[k] = v
 	}
 	for _, obj := range append(objs,
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: b.class, Namespace: o.Node}, StringData: map[string]string{btrfsbackend.TokenKey: b.token}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: b.class, Namespace: o.Node}, StringData: map[string]string{rules.TokenKey: b.token}},
 		sc,
 	) {
 		if err := c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -155,7 +155,7 @@ func (b *btrfsParts) writeSanityFiles(dir string) error {
 	for _, call := range []string{"CreateVolumeSecret", "DeleteVolumeSecret", "ControllerPublishVolumeSecret", "ControllerUnpublishVolumeSecret",
 		"ControllerValidateVolumeCapabilitiesSecret", "NodeStageVolumeSecret", "NodePublishVolumeSecret", "CreateSnapshotSecret",
 		"DeleteSnapshotSecret", "ControllerExpandVolumeSecret", "NodeExpandVolumeSecret", "ListSnapshotsSecret"} {
-		secrets[call] = map[string]string{btrfsbackend.TokenKey: b.token}
+		secrets[call] = map[string]string{rules.TokenKey: b.token}
 	}
 	data, err := yaml.Marshal(secrets)
 	if err != nil {
@@ -229,5 +229,5 @@ func (e *Env) NFSAddr() string { return e.btrfs.ganesha.Addr }
 // CreateVolume for the environment's btrfs class, and where the btrfs
 // filesystem is mounted.
 func (e *Env) BtrfsClass() (params, secrets map[string]string, mount string) {
-	return e.btrfs.params, map[string]string{btrfsbackend.TokenKey: e.btrfs.token}, e.btrfs.mount
+	return e.btrfs.params, map[string]string{rules.TokenKey: e.btrfs.token}, e.btrfs.mount
 }

@@ -3,6 +3,8 @@ package e2e
 import (
 	"slices"
 
+	"github.com/strata-gitops/strata/rules"
+
 	"context"
 	"testing"
 
@@ -14,7 +16,6 @@ import (
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"github.com/strata-gitops/strata/internal/local/kubenode"
 	"github.com/strata-gitops/strata/internal/local/release"
-	"github.com/strata-gitops/strata/storage/csi/btrfsbackend"
 )
 
 // The btrfs storage hosts of the suite: both nodes, each's base a btrfs
@@ -55,15 +56,15 @@ func makeBtrfsClasses(ctx context.Context, c client.Client, nodes []*kubenode.No
 // hostNode, a node-local one.
 func makeBtrfsClass(ctx context.Context, c client.Client, name, hostIP, hostNode string) error {
 	params := map[string]string{
-		btrfsbackend.AgentURLParameter:      "https://" + hostIP + ":8420",
-		btrfsbackend.NFSServerParameter:     hostIP,
-		btrfsbackend.AgentCASecretParameter: release.CASecret(namespace),
+		rules.AgentURLParameter:      "https://" + hostIP + ":8420",
+		rules.NFSServerParameter:     hostIP,
+		rules.AgentCASecretParameter: release.CASecret(namespace),
 		// Copies of the class (Kubernetes' storage e2e makes them) name
 		// it, so that they are told apart from it.
 		storagev1alpha1.StorageClassParameter: name,
 	}
 	if hostNode != "" {
-		params[btrfsbackend.HostNodeParameter] = hostNode
+		params[rules.HostNodeParameter] = hostNode
 	}
 	for _, call := range []string{"provisioner", "controller-publish", "controller-expand"} {
 		params["csi.storage.k8s.io/"+call+"-secret-name"] = btrfsHost.TokenSecret

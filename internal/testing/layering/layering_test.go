@@ -122,3 +122,123 @@ func TestLayerOf(t *testing.T) {
 		t.Error("storage/agentx was taken for a package below storage/agent")
 	}
 }
+
+// section is the text of a "### title" section of docs/development.md.
+func section(t *testing.T, root, title string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root, "docs", "development.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, text, ok := strings.Cut(string(data), "### "+title+"\n")
+	if !ok {
+		t.Fatalf("docs/development.md has no %q section", "### "+title)
+	}
+	text, _, _ = strings.Cut(text, "\n#")
+	return text
+}
+
+// rows reads a two-column table: its first column's text, and the
+// package patterns of its second.
+func rows(text string) map[string][]string {
+	row := regexp.MustCompile("(?m)^\\| `?([^|`]+)`? \\| (.*) \\|$")
+	pattern := regexp.MustCompile("`([^`]+)`")
+	out := map[string][]string{}
+	for _, m := range row.FindAllStringSubmatch(text, -1) {
+		for _, p := range pattern.FindAllStringSubmatch(m[2], -1) {
+			out[m[1]] = append(out[m[1]], p[1])
+		}
+	}
+	return out
+}
+
+// covers says whether pattern (a package, or a folder with /...) takes pkg.
+func covers(pattern, pkg string) bool {
+	prefix, tree := strings.CutSuffix(pattern, "/...")
+	return pkg == prefix || tree && strings.HasPrefix(pkg, prefix+"/")
+}
+
+func coveredBy(patterns []string, pkg string) bool {
+	for _, p := range patterns {
+		if covers(p, pkg) {
+			return true
+		}
+	}
+	return false
+}
+
+// imports lists, for every package of the module, the module's packages
+// it imports, without the module's prefix.
+func imports(t *testing.T, root string) map[string][]string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "./...")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	all := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := strings.TrimPrefix(fields[0], module)
+		all[pkg] = []string{}
+		for _, imp := range fields[1:] {
+			if dep, ours := strings.CutPrefix(imp, module); ours {
+				all[pkg] = append(all[pkg], dep)
+			}
+		}
+	}
+	return all
+}
+
+// No package of one storage backend imports a package of another.
+func TestBackendsImportNoOtherBackend(t *testing.T) {
+	root := testenv.RepoRoot()
+	backends := rows(section(t, root, "Backends keep to themselves"))
+	if len(backends) < 2 {
+		t.Fatalf("the Backends table lists %d backends", len(backends))
+	}
+	for pkg, deps := range imports(t, root) {
+		for name, own := range backends {
+			if !coveredBy(own, pkg) {
+				continue
+			}
+			for _, dep := range deps {
+				for other, theirs := range backends {
+					if other != name && coveredBy(theirs, dep) {
+						t.Errorf("%s (the %s backend) imports %s, of the %s backend: share through storage/agent/contract instead", pkg, name, dep, other)
+					}
+				}
+			}
+		}
+	}
+}
+
+// The plan, failover and buildbarn import no controller but their own.
+func TestRulesNotControllers(t *testing.T) {
+	root := testenv.RepoRoot()
+	table := layers(t, root)
+	guarded := rows(section(t, root, "Rules, not controllers"))
+	if len(guarded) == 0 {
+		t.Fatal("the Rules table lists no package")
+	}
+	// storage/csi/backend is the driver's contract with its backends and
+	// its volume IDs, which every caller of a volume reads; the rest of
+	// the driver serves CSI calls.
+	controller := func(pkg string) bool {
+		layer, _ := layerOf(pkg, table)
+		return layer == 4 || covers("storage/csi/...", pkg) && pkg != "storage/csi/backend"
+	}
+	for pkg, deps := range imports(t, root) {
+		for patterns, own := range guarded {
+			if !covers(patterns, pkg) {
+				continue
+			}
+			for _, dep := range deps {
+				if controller(dep) && !coveredBy(own, dep) {
+					t.Errorf("%s imports the controller %s: move the rule it needs into rules", pkg, dep)
+				}
+			}
+		}
+	}
+}

@@ -9,12 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-gitops/strata/rules"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
-	"github.com/strata-gitops/strata/failover/pairs"
 	"github.com/strata-gitops/strata/failover/replication"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 )
@@ -37,11 +38,11 @@ func Pair(t testing.TB, c client.Client, provider, ns, source, sourceClaim, dest
 	t.Helper()
 	rd := &volsyncv1alpha1.ReplicationDestination{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: dest},
 		Spec: volsyncv1alpha1.ReplicationDestinationSpec{External: &volsyncv1alpha1.ExternalSpec{Provider: provider,
-			Parameters: map[string]string{pairs.ParamDestinationPVC: destClaim}}}}
+			Parameters: map[string]string{rules.ParamDestinationPVC: destClaim}}}}
 	rs := &volsyncv1alpha1.ReplicationSource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: source},
 		Spec: volsyncv1alpha1.ReplicationSourceSpec{SourcePVC: sourceClaim, Trigger: &volsyncv1alpha1.ReplicationSourceTriggerSpec{Manual: manual},
 			External: &volsyncv1alpha1.ExternalSpec{Provider: provider,
-				Parameters: map[string]string{pairs.ParamDestination: dest}}}}
+				Parameters: map[string]string{rules.ParamDestination: dest}}}}
 	for _, o := range []client.Object{rd, rs} {
 		if err := c.Create(context.Background(), o); err != nil {
 			t.Fatal(err)

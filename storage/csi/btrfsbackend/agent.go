@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/strata-gitops/strata/rules"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
@@ -25,11 +27,11 @@ import (
 // token from the call's secrets or, failing those, from the Secret the
 // class's provisioner-secret parameters name.
 func (b *Controller) agent(ctx context.Context, sc *storagev1.StorageClass, secrets map[string]string) (*volumeapi.Client, error) {
-	u := sc.Parameters[AgentURLParameter]
+	u := sc.Parameters[rules.AgentURLParameter]
 	if parsed, err := url.Parse(u); err != nil || (parsed.Scheme != "http" && parsed.Scheme != "https") || parsed.Host == "" {
-		return nil, status.Errorf(codes.InvalidArgument, "StorageClass %s: %s %q is not an http(s) URL", sc.Name, AgentURLParameter, u)
+		return nil, status.Errorf(codes.InvalidArgument, "StorageClass %s: %s %q is not an http(s) URL", sc.Name, rules.AgentURLParameter, u)
 	}
-	token := secrets[TokenKey]
+	token := secrets[rules.TokenKey]
 	if token == "" {
 		var err error
 		if token, err = b.classToken(ctx, sc); err != nil {
@@ -43,24 +45,20 @@ func (b *Controller) agent(ctx context.Context, sc *storagev1.StorageClass, secr
 	return &volumeapi.Client{URL: u, Token: token, HTTP: httpClient}, nil
 }
 
-// AgentCASecretParameter names, as namespace/name, a Secret whose ca.crt
-// is the CA the class's agent's TLS certificate must chain to.
-const AgentCASecretParameter = "agentCASecret"
-
 // httpFor is the HTTP client for the class's agent: one that trusts only
 // the class's CA when it names one, the system's roots otherwise. Clients
 // are kept by CA, so connections are reused across calls.
 func (b *Controller) httpFor(ctx context.Context, sc *storagev1.StorageClass, agentURL string) (*http.Client, error) {
-	ref := sc.Parameters[AgentCASecretParameter]
+	ref := sc.Parameters[rules.AgentCASecretParameter]
 	if ref == "" {
 		return b.http, nil
 	}
 	if !strings.HasPrefix(agentURL, "https://") {
-		return nil, status.Errorf(codes.InvalidArgument, "StorageClass %s names %s but its %s %s is not https://", sc.Name, AgentCASecretParameter, AgentURLParameter, agentURL)
+		return nil, status.Errorf(codes.InvalidArgument, "StorageClass %s names %s but its %s %s is not https://", sc.Name, rules.AgentCASecretParameter, rules.AgentURLParameter, agentURL)
 	}
 	ns, name, ok := strings.Cut(ref, "/")
 	if !ok || ns == "" || name == "" {
-		return nil, status.Errorf(codes.InvalidArgument, "StorageClass %s: %s %q: write namespace/name", sc.Name, AgentCASecretParameter, ref)
+		return nil, status.Errorf(codes.InvalidArgument, "StorageClass %s: %s %q: write namespace/name", sc.Name, rules.AgentCASecretParameter, ref)
 	}
 	secret := &corev1.Secret{}
 	if err := b.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, secret); err != nil {
@@ -82,15 +80,15 @@ func (b *Controller) classToken(ctx context.Context, sc *storagev1.StorageClass)
 	name, ns := sc.Parameters[provisionerSecretName], sc.Parameters[provisionerSecretNamespace]
 	if name == "" || strings.Contains(name+ns, "${") {
 		return "", status.Errorf(codes.InvalidArgument, "no tenant token: the call carries no %q secret, and StorageClass %s names no fixed Secret in %s",
-			TokenKey, sc.Name, provisionerSecretName)
+			rules.TokenKey, sc.Name, provisionerSecretName)
 	}
 	secret := &corev1.Secret{}
 	if err := b.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, secret); err != nil {
 		return "", status.Errorf(codes.FailedPrecondition, "StorageClass %s: reading its token Secret %s/%s: %v", sc.Name, ns, name, err)
 	}
-	token := strings.TrimSpace(string(secret.Data[TokenKey]))
+	token := strings.TrimSpace(string(secret.Data[rules.TokenKey]))
 	if token == "" {
-		return "", status.Errorf(codes.FailedPrecondition, "Secret %s/%s has no %q key with the tenant token", ns, name, TokenKey)
+		return "", status.Errorf(codes.FailedPrecondition, "Secret %s/%s has no %q key with the tenant token", ns, name, rules.TokenKey)
 	}
 	return token, nil
 }
@@ -217,7 +215,7 @@ func (b *Controller) AgentOf(ctx context.Context, volumeHandle string) (*volumea
 		return nil, "", err
 	}
 	if !isBtrfs {
-		return nil, "", fmt.Errorf("volume %s is not on a btrfs StorageClass (one with %s)", volumeHandle, AgentURLParameter)
+		return nil, "", fmt.Errorf("volume %s is not on a btrfs StorageClass (one with %s)", volumeHandle, rules.AgentURLParameter)
 	}
 	agent, _, err := b.agentFor(ctx, id, nil)
 	return agent, id.Name, err

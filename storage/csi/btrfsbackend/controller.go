@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/strata-gitops/strata/rules"
+
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -25,27 +27,10 @@ import (
 	"github.com/strata-gitops/strata/storage/csi/backend"
 )
 
-// StorageClass parameters of the btrfs backend. A class with AgentURL is
-// a btrfs class; its volumes live on the storage host's agent.
+// The CSI external-provisioner's parameters naming a class's Secret.
 const (
-	AgentURLParameter  = "agentURL"
-	NFSServerParameter = "nfsServer"
-	// HostNodeParameter names the storage host's node when the class's
-	// volumes are node-local: used on that node alone, by bind mount, their
-	// PVs pinned to it by node affinity, as failover pairs need
-	// (docs/failover.md). Without it, volumes are reached over NFS from
-	// any node.
-	HostNodeParameter = "hostNode"
-	// TokenKey is the key of the tenant token in the CSI secrets and in
-	// the Secret the class's provisioner-secret parameters name.
-	TokenKey = "token"
-
 	provisionerSecretName      = "csi.storage.k8s.io/provisioner-secret-name"
 	provisionerSecretNamespace = "csi.storage.k8s.io/provisioner-secret-namespace"
-
-	// BackendContext marks a btrfs volume in its volume context.
-	BackendContext = "storage.strata.dev/backend"
-	backendBtrfs   = "btrfs"
 )
 
 // Publish context keys: how a node reaches a btrfs volume.
@@ -55,17 +40,6 @@ const (
 	publishPath       = "path"
 	publishNode       = "node"
 )
-
-// IsClass says whether StorageClass parameters are a btrfs class's.
-func IsClass(params map[string]string) bool { return params[AgentURLParameter] != "" }
-
-// Context is the volume context that marks a btrfs volume.
-func Context() map[string]string { return map[string]string{BackendContext: backendBtrfs} }
-
-// InContext says whether a volume context is a btrfs volume's.
-func InContext(volumeContext map[string]string) bool {
-	return volumeContext[BackendContext] == backendBtrfs
-}
 
 // Controller serves the Controller calls of btrfs volumes through the
 // agent named by their StorageClass, read when the call comes, so that
@@ -199,7 +173,7 @@ func (b *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 	return &csi.CreateVolumeResponse{Volume: &csi.Volume{
 		VolumeId:           backend.VolumeID{StorageClass: sc.Name, Name: v.Name}.String(),
 		CapacityBytes:      v.SizeBytes,
-		VolumeContext:      Context(),
+		VolumeContext:      rules.BtrfsVolumeContext(),
 		ContentSource:      req.GetVolumeContentSource(),
 		AccessibleTopology: topology,
 	}}, nil
@@ -210,7 +184,7 @@ func (b *Controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 // another node) is refused before anything is made. A class without a
 // host node has its volumes everywhere, over NFS.
 func hostTopology(sc *storagev1.StorageClass, req *csi.TopologyRequirement) ([]*csi.Topology, error) {
-	node := sc.Parameters[HostNodeParameter]
+	node := sc.Parameters[rules.HostNodeParameter]
 	if node == "" {
 		return nil, nil
 	}
@@ -224,7 +198,7 @@ func hostTopology(sc *storagev1.StorageClass, req *csi.TopologyRequirement) ([]*
 	if !allowed {
 		return nil, status.Errorf(codes.ResourceExhausted,
 			"StorageClass %s keeps its volumes on node %s (%s), which the claim may not use: schedule its pod there or use another class",
-			sc.Name, node, HostNodeParameter)
+			sc.Name, node, rules.HostNodeParameter)
 	}
 	return []*csi.Topology{{Segments: map[string]string{backend.TopologyKey: node}}}, nil
 }
@@ -393,9 +367,9 @@ func (b *Controller) ControllerPublishVolume(ctx context.Context, id backend.Vol
 			return nil, agentError(err, "exporting volume "+id.String()+" to "+ip)
 		}
 	}
-	server := sc.Parameters[NFSServerParameter]
+	server := sc.Parameters[rules.NFSServerParameter]
 	if server == "" {
-		u, _ := url.Parse(sc.Parameters[AgentURLParameter])
+		u, _ := url.Parse(sc.Parameters[rules.AgentURLParameter])
 		server = u.Hostname()
 	}
 	return &csi.ControllerPublishVolumeResponse{PublishContext: map[string]string{
@@ -473,8 +447,8 @@ func (b *Controller) Route(ctx context.Context, volumeID string, secrets map[str
 	sc, err := b.classOf(ctx, id)
 	switch {
 	case err == nil:
-		return id, IsClass(sc.Parameters), nil
-	case apierrors.IsNotFound(err) && secrets[TokenKey] != "":
+		return id, rules.IsBtrfsClass(sc.Parameters), nil
+	case apierrors.IsNotFound(err) && secrets[rules.TokenKey] != "":
 		return id, false, status.Errorf(codes.FailedPrecondition,
 			"StorageClass %s, which says where the agent of %s is, is gone: create it again (its agentURL may change)", id.StorageClass, volumeID)
 	case apierrors.IsNotFound(err):

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/strata-gitops/strata/rules"
+
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -26,7 +28,7 @@ func (b *Controller) eachAgent(ctx context.Context, do func(sc *storagev1.Storag
 	}
 	seen := map[string]bool{}
 	for _, sc := range classes.Items {
-		if sc.Provisioner != storagev1alpha1.CSIDriver || !IsClass(sc.Parameters) {
+		if sc.Provisioner != storagev1alpha1.CSIDriver || !rules.IsBtrfsClass(sc.Parameters) {
 			continue
 		}
 		agent, err := b.agent(ctx, &sc, nil)
@@ -56,7 +58,7 @@ func (b *Controller) Volumes(ctx context.Context) ([]*csi.ListVolumesResponse_En
 		for _, v := range vs {
 			entries = append(entries, &csi.ListVolumesResponse_Entry{Volume: &csi.Volume{
 				VolumeId: backend.VolumeID{StorageClass: sc.Name, Name: v.Name}.String(), CapacityBytes: v.SizeBytes,
-				VolumeContext: Context()}})
+				VolumeContext: rules.BtrfsVolumeContext()}})
 		}
 		return nil
 	})

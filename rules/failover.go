@@ -1,12 +1,12 @@
-// Package pairs holds the checks of a Failover against what it names,
-// shared by the Failover controller, which reads the live cluster, and
-// strata plan, which reads a revision's objects before they are applied.
-package pairs
+package rules
+
+// The checks of a Failover against what it names, shared by the Failover
+// controller, which reads the live cluster, and strata plan, which reads
+// a revision's objects before they are applied.
 
 import (
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"github.com/strata-gitops/strata/storage/csi/backend"
-	"github.com/strata-gitops/strata/storage/csi/btrfsbackend"
 
 	"fmt"
 	"slices"
@@ -30,7 +30,7 @@ const (
 
 // OnNode says whether the volume's node affinity pins it to node: by the
 // node's hostname label, as a static PV does, or by strata's topology
-// key, as a node-local class's volume does (btrfsbackend.HostNodeParameter).
+// key, as a node-local class's volume does (HostNodeParameter).
 func OnNode(pv *corev1.PersistentVolume, node string) bool {
 	if pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
 		return false
@@ -56,9 +56,9 @@ func ClaimsOf(t *corev1.PodTemplateSpec) []string {
 	return claims
 }
 
-// UsesASide checks that the workload mounts the primary or the backup
+// FailoverWorkload checks that the workload mounts the primary or the backup
 // claim: after a failover it mounts the backup.
-func UsesASide(fo *failoverv1alpha1.Failover, t *corev1.PodTemplateSpec) error {
+func FailoverWorkload(fo *failoverv1alpha1.Failover, t *corev1.PodTemplateSpec) error {
 	if claims := ClaimsOf(t); !slices.Contains(claims, fo.Spec.Primary.Claim) && !slices.Contains(claims, fo.Spec.Backup.Claim) {
 		return fmt.Errorf("%s %s uses neither the primary claim %s nor the backup claim %s: name the workload whose data this is",
 			fo.Spec.Workload.Kind, fo.Spec.Workload.Name, fo.Spec.Primary.Claim, fo.Spec.Backup.Claim)
@@ -66,9 +66,9 @@ func UsesASide(fo *failoverv1alpha1.Failover, t *corev1.PodTemplateSpec) error {
 	return nil
 }
 
-// Replication checks that the source and destination are strata's and
+// FailoverReplication checks that the source and destination are strata's and
 // join the Failover's primary claim to its backup claim.
-func Replication(fo *failoverv1alpha1.Failover, rs *volsyncv1alpha1.ReplicationSource, rd *volsyncv1alpha1.ReplicationDestination) error {
+func FailoverReplication(fo *failoverv1alpha1.Failover, rs *volsyncv1alpha1.ReplicationSource, rd *volsyncv1alpha1.ReplicationDestination) error {
 	switch {
 	case rs.Spec.External == nil || !volsyncv1alpha1.IsStrata(rs.Spec.External.Provider) ||
 		rd.Spec.External == nil || rd.Spec.External.Provider != rs.Spec.External.Provider:
@@ -84,8 +84,8 @@ func Replication(fo *failoverv1alpha1.Failover, rs *volsyncv1alpha1.ReplicationS
 	return nil
 }
 
-// Sizes checks that the backup holds at least what the primary holds.
-func Sizes(fo *failoverv1alpha1.Failover, primary, backup *corev1.PersistentVolume) error {
+// FailoverSizes checks that the backup holds at least what the primary holds.
+func FailoverSizes(fo *failoverv1alpha1.Failover, primary, backup *corev1.PersistentVolume) error {
 	if backup.Spec.Capacity.Storage().Cmp(*primary.Spec.Capacity.Storage()) < 0 {
 		return fmt.Errorf("backup claim %s (%s) is smaller than primary claim %s (%s): a promoted replica would not fit",
 			fo.Spec.Backup.Claim, backup.Spec.Capacity.Storage(), fo.Spec.Primary.Claim, primary.Spec.Capacity.Storage())
@@ -100,14 +100,14 @@ func MoverOf(pv *corev1.PersistentVolume) string {
 	switch {
 	case pv.Spec.CSI == nil || pv.Spec.CSI.Driver != storagev1alpha1.CSIDriver:
 		return ""
-	case btrfsbackend.InContext(pv.Spec.CSI.VolumeAttributes):
+	case IsBtrfsVolume(pv.Spec.CSI.VolumeAttributes):
 		return volsyncv1alpha1.ProviderBtrfs
 	}
 	return volsyncv1alpha1.ProviderLVM
 }
 
-// Mover checks that provider is the mover of the claim's volume.
-func Mover(provider, claim string, pv *corev1.PersistentVolume) error {
+// CheckMover checks that provider is the mover of the claim's volume.
+func CheckMover(provider, claim string, pv *corev1.PersistentVolume) error {
 	switch mover := MoverOf(pv); {
 	case mover == "":
 		return fmt.Errorf("volume %s of claim %s is not a %s volume: strata's movers replicate strata's volumes", pv.Name, claim, storagev1alpha1.CSIDriver)
