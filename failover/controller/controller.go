@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/strata-gitops/strata/rules"
+	"github.com/strata-gitops/strata/storage/agent/mover"
 
 	"github.com/fluxcd/pkg/apis/meta"
 	appsv1 "k8s.io/api/apps/v1"
@@ -56,7 +57,7 @@ type Reconciler struct {
 	// acts on agents and workloads, and a cached copy a step behind
 	// would repeat or undo a step.
 	APIReader client.Reader
-	Agents    replication.Agents
+	Agents    mover.Agents
 	// LeaseNamespace holds the agents' node Leases.
 	LeaseNamespace string
 	// SelfFenceAfter is how long an agent goes without renewing its
@@ -416,7 +417,7 @@ func (r *Reconciler) unfenceIfFenced(ctx context.Context, fo *failoverv1alpha1.F
 		return err
 	}
 	if _, err := agent.Unfence(ctx, pair); err != nil {
-		return fmt.Errorf("unfencing pair %s on agent %s: %w", pair, agent.URL, err)
+		return fmt.Errorf("unfencing pair %s on agent %s: %w", pair, agent.Address(), err)
 	}
 	r.Events.Eventf(fo, nil, corev1.EventTypeNormal, "Unfenced", "Unfence", "node %s came back before a failover: claim %s is writable again", fo.Spec.Primary.Node, fo.Spec.Primary.Claim)
 	return nil

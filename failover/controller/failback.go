@@ -13,7 +13,7 @@ import (
 	failoverv1alpha1 "github.com/strata-gitops/strata/api/failover/v1alpha1"
 	"github.com/strata-gitops/strata/failover/replication"
 	"github.com/strata-gitops/strata/internal/status"
-	"github.com/strata-gitops/strata/storage/agent/volumeapi"
+	"github.com/strata-gitops/strata/storage/agent/mover"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
 )
 
@@ -56,7 +56,7 @@ func (r *Reconciler) failedOver(ctx context.Context, fo *failoverv1alpha1.Failov
 // pairSides are both agents of the pair, and what the sync back needs.
 type pairSides struct {
 	pair            string
-	primary, backup *volumeapi.Client
+	primary, backup mover.Agent
 	token           string
 	primaryTenant   string
 }
@@ -79,7 +79,7 @@ func (r *Reconciler) pairSides(ctx context.Context, fo *failoverv1alpha1.Failove
 	}
 	held, err := p.primary.GetPair(ctx, p.pair)
 	if err != nil {
-		return nil, fmt.Errorf("pair %s on the primary's agent %s: %w", p.pair, p.primary.URL, err)
+		return nil, fmt.Errorf("pair %s on the primary's agent %s: %w", p.pair, p.primary.Address(), err)
 	}
 	p.primaryTenant = held.Tenant
 	return p, nil
@@ -89,9 +89,9 @@ func (r *Reconciler) pairSides(ctx context.Context, fo *failoverv1alpha1.Failove
 // newest replica both hold, so only what changed while the app ran on
 // the backup.
 func (p *pairSides) syncBack(ctx context.Context) (wire.Replica, error) {
-	r, err := p.backup.WithoutTimeout().SyncPair(ctx, p.pair, wire.SyncRequest{Peer: p.primary.URL, PeerTenant: p.primaryTenant, Token: p.token})
+	r, err := p.backup.Sync(ctx, p.pair, wire.SyncRequest{Peer: p.primary.Address(), PeerTenant: p.primaryTenant, Token: p.token})
 	if err != nil {
-		return wire.Replica{}, fmt.Errorf("syncing pair %s back from %s to %s: %w", p.pair, p.backup.URL, p.primary.URL, err)
+		return wire.Replica{}, fmt.Errorf("syncing pair %s back from %s to %s: %w", p.pair, p.backup.Address(), p.primary.Address(), err)
 	}
 	return r, nil
 }
@@ -110,7 +110,7 @@ func (r *Reconciler) resync(ctx context.Context, fo *failoverv1alpha1.Failover, 
 		}
 	}
 	if _, err := p.primary.Fence(ctx, p.pair); err != nil {
-		return ctrl.Result{}, fmt.Errorf("demoting the old primary's copy on %s: %w", p.primary.URL, err)
+		return ctrl.Result{}, fmt.Errorf("demoting the old primary's copy on %s: %w", p.primary.Address(), err)
 	}
 	fo.Status.Phase = failoverv1alpha1.PhaseResyncing
 	status.MarkReconciling(fo, fmt.Sprintf("node %s is back: its stale copy is fenced, and the changes made on %s are sent to it", fo.Spec.Primary.Node, fo.Spec.Backup.Node))
@@ -128,7 +128,7 @@ func (r *Reconciler) resync(ctx context.Context, fo *failoverv1alpha1.Failover, 
 func (r *Reconciler) switchBack(ctx context.Context, fo *failoverv1alpha1.Failover, a *app, p *pairSides) (ctrl.Result, error) {
 	if fo.Status.FailbackReplica == 0 { // not sent since the app was quiesced
 		if _, err := p.backup.Fence(ctx, p.pair); err != nil {
-			return ctrl.Result{}, fmt.Errorf("quiescing the app on the backup %s: %w", p.backup.URL, err)
+			return ctrl.Result{}, fmt.Errorf("quiescing the app on the backup %s: %w", p.backup.Address(), err)
 		}
 		final, err := p.syncBack(ctx)
 		if err != nil {
@@ -139,7 +139,7 @@ func (r *Reconciler) switchBack(ctx context.Context, fo *failoverv1alpha1.Failov
 	}
 	if fo.Status.Active != failoverv1alpha1.ActivePrimary { // promoted once: the app may be writing there already
 		if _, err := p.primary.Promote(ctx, p.pair); err != nil {
-			return ctrl.Result{}, fmt.Errorf("promoting the changes on the primary %s: %w", p.primary.URL, err)
+			return ctrl.Result{}, fmt.Errorf("promoting the changes on the primary %s: %w", p.primary.Address(), err)
 		}
 		fo.Status.Active = failoverv1alpha1.ActivePrimary
 	}

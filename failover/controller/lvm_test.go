@@ -11,9 +11,9 @@ import (
 	failoverv1alpha1 "github.com/strata-gitops/strata/api/failover/v1alpha1"
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
 	"github.com/strata-gitops/strata/failover/controller"
-	"github.com/strata-gitops/strata/failover/replication"
 	"github.com/strata-gitops/strata/internal/testing/lvmagent"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
+	"github.com/strata-gitops/strata/storage/agent/mover"
 )
 
 // newLVMWorld is the world with LVM agents: claims db and db-backup are
@@ -27,7 +27,7 @@ func newLVMWorld(t *testing.T) (w *world, a, b lvmagent.Agent) {
 	n := counter.Load()
 	a = cl.Start(t, w.c, w.node("a"), "127.0.0.4", fmt.Sprintf("strata-fo-%d-a", n))
 	b = cl.Start(t, w.c, w.node("b"), "127.0.0.5", fmt.Sprintf("strata-fo-%d-b", n))
-	w.agents = func(mgr manager.Manager) replication.Agents { return cl.Agents(mgr.GetClient(), nil) }
+	w.agents = func(mgr manager.Manager) mover.Agents { return cl.Agents(mgr.GetClient(), nil) }
 	w.beat(t, a.Node)
 	w.beat(t, b.Node)
 	a.Claim(t, w.c, w.ns, "db", 32*mib)

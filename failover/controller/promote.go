@@ -43,7 +43,7 @@ func (r *Reconciler) promote(ctx context.Context, fo *failoverv1alpha1.Failover,
 	pair := dest.Pair
 	held, err := agent.GetPair(ctx, pair)
 	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("pair %s on the backup's agent %s: %w", pair, agent.URL, err)
+		return ctrl.Result{}, fmt.Errorf("pair %s on the backup's agent %s: %w", pair, agent.Address(), err)
 	}
 	if held.Latest == 0 || held.LatestAt == nil {
 		return r.waitForPerson(fo, fmt.Sprintf("ReplicationDestination %s holds no complete replica: the backup has nothing to serve", a.destination.Name))
@@ -55,7 +55,7 @@ func (r *Reconciler) promote(ctx context.Context, fo *failoverv1alpha1.Failover,
 	}
 	fo.Status.Phase = failoverv1alpha1.PhasePromoting
 	if _, err := agent.Promote(ctx, pair); err != nil {
-		return ctrl.Result{}, fmt.Errorf("promoting pair %s on agent %s: %w", pair, agent.URL, err)
+		return ctrl.Result{}, fmt.Errorf("promoting pair %s on agent %s: %w", pair, agent.Address(), err)
 	}
 	now := metav1.NewMicroTime(r.Now())
 	fo.Status.Timestamps.Promoted = &now

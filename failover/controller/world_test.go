@@ -25,10 +25,10 @@ import (
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
 	"github.com/strata-gitops/strata/failover/controller"
 	"github.com/strata-gitops/strata/failover/lease"
-	"github.com/strata-gitops/strata/failover/replication"
 	"github.com/strata-gitops/strata/internal/testing/btrfsagent"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/internal/testing/volsynctest"
+	"github.com/strata-gitops/strata/storage/agent/mover"
 	"github.com/strata-gitops/strata/storage/csi/btrfsbackend"
 )
 
@@ -55,7 +55,7 @@ type world struct {
 	// provider is the pair's mover; agents how the controllers reach
 	// the agents.
 	provider string
-	agents   func(manager.Manager) replication.Agents
+	agents   func(manager.Manager) mover.Agents
 	// stop stops the running controllers.
 	stop func()
 }
@@ -76,7 +76,7 @@ func newWorld(t testing.TB, selfFenceAfter time.Duration) *world {
 	ctx := context.Background()
 	w := emptyWorld(t)
 	w.provider = volsyncv1alpha1.ProviderBtrfs
-	w.agents = func(mgr manager.Manager) replication.Agents {
+	w.agents = func(mgr manager.Manager) mover.Agents {
 		return btrfsbackend.New(mgr.GetClient(), mgr.GetAPIReader(), 30*time.Second)
 	}
 	w.a, w.b = btrfsagent.Start(t, w.c, w.ns, "a"), btrfsagent.Start(t, w.c, w.ns, "b")

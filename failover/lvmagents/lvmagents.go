@@ -19,13 +19,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
+	"github.com/strata-gitops/strata/storage/agent/mover"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 	"github.com/strata-gitops/strata/storage/csi/backend"
 )
 
 // Others resolve the handles of volumes that are not logical volumes.
 type Others interface {
-	AgentOf(ctx context.Context, volumeHandle string) (*volumeapi.Client, string, error)
+	AgentOf(ctx context.Context, volumeHandle string) (mover.Agent, string, error)
 }
 
 // Agents resolves a logical volume's handle to its node agent's pair API
@@ -54,8 +55,8 @@ type Agents struct {
 	clients sync.Map // CA PEM → *http.Client
 }
 
-// AgentOf implements replication.Agents.
-func (a *Agents) AgentOf(ctx context.Context, volumeHandle string) (*volumeapi.Client, string, error) {
+// AgentOf implements mover.Agents.
+func (a *Agents) AgentOf(ctx context.Context, volumeHandle string) (mover.Agent, string, error) {
 	id, err := backend.ParseVolumeID(volumeHandle)
 	if err != nil {
 		return nil, "", err

@@ -21,6 +21,7 @@ import (
 
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
 	"github.com/strata-gitops/strata/internal/status"
+	"github.com/strata-gitops/strata/storage/agent/mover"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
 )
 
@@ -28,7 +29,7 @@ import (
 // strata.dev/btrfs ReplicationDestination and reports its newest replica.
 type DestinationReconciler struct {
 	client.Client
-	Agents Agents
+	Agents mover.Agents
 	// Refresh is how often the newest replica is read again from the
 	// agent, which the sources' syncs advance.
 	Refresh time.Duration
@@ -94,10 +95,10 @@ func (r *DestinationReconciler) setUp(ctx context.Context, rd *volsyncv1alpha1.R
 	}
 	pair, err := agent.SetPair(ctx, pairName(rd.Namespace, rd.Name), wire.PairRequest{Volume: volume, Token: token})
 	if err != nil {
-		return fmt.Errorf("setting up pair %s on agent %s: %w", pairName(rd.Namespace, rd.Name), agent.URL, err)
+		return fmt.Errorf("setting up pair %s on agent %s: %w", pairName(rd.Namespace, rd.Name), agent.Address(), err)
 	}
 	rd.Status.External = map[string]string{
-		externalAgent: agent.URL, externalTenant: pair.Tenant, externalPair: pair.Name,
+		externalAgent: agent.Address(), externalTenant: pair.Tenant, externalPair: pair.Name,
 		externalSecret: tokenSecretName(rd.Name), externalLatest: strconv.FormatUint(pair.Latest, 10),
 	}
 	if pair.Latest > 0 {

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
-	"github.com/strata-gitops/strata/storage/agent/volumeapi"
+	"github.com/strata-gitops/strata/storage/agent/mover"
 )
 
 // Keys of the destination's status.external, which the source reads.
@@ -33,14 +33,6 @@ const (
 
 // tokenKey is the key of the pair's token in its Secret.
 const tokenKey = "token"
-
-// Agents finds the agent that holds a volume, by the volume's CSI handle,
-// and the volume's name there: btrfsbackend.Controller.AgentOf for btrfs
-// volumes, lvmagents.Agents for logical volumes (which hands btrfs ones
-// on).
-type Agents interface {
-	AgentOf(ctx context.Context, volumeHandle string) (*volumeapi.Client, string, error)
-}
 
 // BoundVolume reads a claim of the namespace and the volume it is bound
 // to; a claim not bound yet is an error that says so.
@@ -62,7 +54,7 @@ func BoundVolume(ctx context.Context, c client.Reader, namespace, claim string) 
 // ClaimVolume resolves a claim of the namespace to the agent holding its
 // volume and the volume's name there. provider, when set, must be the
 // mover of the claim's volume (rules.CheckMover); empty takes either.
-func ClaimVolume(ctx context.Context, c client.Reader, agents Agents, provider, namespace, claim string) (*volumeapi.Client, string, error) {
+func ClaimVolume(ctx context.Context, c client.Reader, agents mover.Agents, provider, namespace, claim string) (mover.Agent, string, error) {
 	pv, err := BoundVolume(ctx, c, namespace, claim)
 	if err != nil {
 		return nil, "", err

@@ -18,6 +18,7 @@ import (
 	failoverv1alpha1 "github.com/strata-gitops/strata/api/failover/v1alpha1"
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
 	"github.com/strata-gitops/strata/internal/status"
+	"github.com/strata-gitops/strata/storage/agent/mover"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
 )
 
@@ -26,7 +27,7 @@ import (
 // continuously.
 type SourceReconciler struct {
 	client.Client
-	Agents Agents
+	Agents mover.Agents
 	// Continuous is the pause between syncs of a source with no trigger:
 	// an unchanged volume's sync costs a snapshot and a few hundred bytes.
 	Continuous time.Duration
@@ -187,17 +188,17 @@ func (r *SourceReconciler) send(ctx context.Context, rs *volsyncv1alpha1.Replica
 	if err != nil {
 		return wire.Replica{}, dest, err
 	}
-	if agent.URL == dest.Agent {
-		return wire.Replica{}, dest, fmt.Errorf("claim %s and the destination's claim are on the same agent %s: a pair on one node survives no node loss; put the destination claim on another node", rs.Spec.SourcePVC, agent.URL)
+	if agent.Address() == dest.Agent {
+		return wire.Replica{}, dest, fmt.Errorf("claim %s and the destination's claim are on the same agent %s: a pair on one node survives no node loss; put the destination claim on another node", rs.Spec.SourcePVC, agent.Address())
 	}
 	if _, err := agent.SetPair(ctx, dest.Pair, wire.PairRequest{Volume: volume, Token: token}); err != nil {
-		return wire.Replica{}, dest, fmt.Errorf("setting up pair %s on agent %s: %w", dest.Pair, agent.URL, err)
+		return wire.Replica{}, dest, fmt.Errorf("setting up pair %s on agent %s: %w", dest.Pair, agent.Address(), err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.SyncTimeout)
 	defer cancel()
-	replica, err := agent.WithoutTimeout().SyncPair(ctx, dest.Pair, wire.SyncRequest{Peer: dest.Agent, PeerTenant: dest.Tenant, Token: token})
+	replica, err := agent.Sync(ctx, dest.Pair, wire.SyncRequest{Peer: dest.Agent, PeerTenant: dest.Tenant, Token: token})
 	if err != nil {
-		return wire.Replica{}, dest, fmt.Errorf("sync of pair %s from %s to %s: %w", dest.Pair, agent.URL, dest.Agent, err)
+		return wire.Replica{}, dest, fmt.Errorf("sync of pair %s from %s to %s: %w", dest.Pair, agent.Address(), dest.Agent, err)
 	}
 	return replica, dest, nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/strata-gitops/strata/failover/lvmagents"
 	"github.com/strata-gitops/strata/failover/replication"
 	"github.com/strata-gitops/strata/internal/whenused"
+	"github.com/strata-gitops/strata/storage/agent/mover"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 	"github.com/strata-gitops/strata/storage/csi/btrfsbackend"
 	"github.com/strata-gitops/strata/storage/csisecrets"
@@ -249,7 +250,7 @@ type LVMPairs struct {
 
 // agents resolves volume handles to their agents: logical volumes to the
 // node agents' pair API when it is configured, the rest to btrfs hosts.
-func (p LVMPairs) agents(mgr manager.Manager, btrfs replication.Agents) (replication.Agents, error) {
+func (p LVMPairs) agents(mgr manager.Manager, btrfs mover.Agents) (mover.Agents, error) {
 	if p.Tokens == "" && p.TokenFile == "" {
 		return btrfs, nil
 	}

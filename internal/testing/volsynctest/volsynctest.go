@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/strata-gitops/strata/rules"
+	"github.com/strata-gitops/strata/storage/agent/mover"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,7 +24,7 @@ import (
 // SetUpReplication registers strata's VolSync movers with the manager,
 // reaching the agents through agents: destinations refreshed every
 // 200 ms, sources on manual triggers.
-func SetUpReplication(mgr manager.Manager, agents replication.Agents) error {
+func SetUpReplication(mgr manager.Manager, agents mover.Agents) error {
 	if err := (&replication.DestinationReconciler{Client: mgr.GetClient(), Agents: agents, Refresh: 200 * time.Millisecond}).SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/strata-gitops/strata/storage/agent/mover"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
 )
 
@@ -217,3 +218,5 @@ func (c *Client) WithoutTimeout() *Client {
 	}
 	return &long
 }
+
+var _ mover.Agent = (*Client)(nil)

@@ -325,6 +325,15 @@ func (c *Client) GetPair(ctx context.Context, name string) (p wire.Pair, err err
 }
 
 // SyncPair has this agent send its next replica of the pair to the peer.
+// Address is the agent's URL, where its peers reach it.
+func (c *Client) Address() string { return c.URL }
+
+// Sync sends the pair's next replica to the peer, for as long as the
+// stream takes (WithoutTimeout).
+func (c *Client) Sync(ctx context.Context, name string, req wire.SyncRequest) (wire.Replica, error) {
+	return c.WithoutTimeout().SyncPair(ctx, name, req)
+}
+
 func (c *Client) SyncPair(ctx context.Context, name string, req wire.SyncRequest) (r wire.Replica, err error) {
 	return r, c.do(ctx, http.MethodPost, "/v1/pairs/"+url.PathEscape(name)+"/sync", req, &r)
 }

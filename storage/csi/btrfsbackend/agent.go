@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
+	"github.com/strata-gitops/strata/storage/agent/mover"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 	"github.com/strata-gitops/strata/storage/csi/backend"
 )
@@ -209,7 +210,7 @@ func agentError(err error, what string) error {
 // AgentOf returns a client of the agent that holds a btrfs volume, by its
 // CSI volume handle, with its class's tenant token, and the volume's name
 // on that agent. Replication and failover reach the agents this way.
-func (b *Controller) AgentOf(ctx context.Context, volumeHandle string) (*volumeapi.Client, string, error) {
+func (b *Controller) AgentOf(ctx context.Context, volumeHandle string) (mover.Agent, string, error) {
 	id, isBtrfs, err := b.Route(ctx, volumeHandle, nil)
 	if err != nil {
 		return nil, "", err
@@ -218,5 +219,8 @@ func (b *Controller) AgentOf(ctx context.Context, volumeHandle string) (*volumea
 		return nil, "", fmt.Errorf("volume %s is not on a btrfs StorageClass (one with %s)", volumeHandle, rules.AgentURLParameter)
 	}
 	agent, _, err := b.agentFor(ctx, id, nil)
-	return agent, id.Name, err
+	if err != nil {
+		return nil, "", err
+	}
+	return agent, id.Name, nil
 }
