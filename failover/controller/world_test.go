@@ -96,14 +96,20 @@ func newWorld(t testing.TB, selfFenceAfter time.Duration) *world {
 
 // run starts the replication and failover controllers.
 func (w *world) run(t testing.TB, selfFenceAfter time.Duration) {
-	w.stop = testenv.RunManager(t, testenv.Get(t), func(mgr manager.Manager) error {
+	w.stop = testenv.RunManager(t, testenv.Get(t), w.controllers(selfFenceAfter))
+}
+
+// controllers sets the replication and failover controllers up on a
+// manager.
+func (w *world) controllers(selfFenceAfter time.Duration) func(mgr manager.Manager) error {
+	return func(mgr manager.Manager) error {
 		agents := w.agents(mgr)
 		if err := volsynctest.SetUpReplication(mgr, agents); err != nil {
 			return err
 		}
 		return (&controller.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Agents: agents, LeaseNamespace: w.ns,
 			SelfFenceAfter: selfFenceAfter, Events: mgr.GetEventRecorder("strata-failover"), Now: time.Now}).SetupWithManager(mgr)
-	})
+	}
 }
 
 // node names the test's nodes apart from other tests' in the same API
