@@ -230,9 +230,10 @@ func (f *Filesystem) Usage(path string) (Usage, error) {
 	return u, nil
 }
 
-// Sync commits the filesystem's transaction, which brings quota
-// accounting up to date.
-func (f *Filesystem) Sync(ctx context.Context) error {
+// UpdateQuotaAccounting commits the filesystem's transaction, which
+// brings quota accounting up to date; it is no durable commit of what a
+// caller wrote (Commit is).
+func (f *Filesystem) UpdateQuotaAccounting(ctx context.Context) error {
 	_, err := f.Runner.Run(ctx, "btrfs", "filesystem", "sync", f.Path)
 	return err
 }

@@ -47,7 +47,7 @@ func TestQuotaLimitsAndAccountsASubvolume(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(vol, "small"), make([]byte, 2<<20), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := fs.Sync(ctx); err != nil {
+	if err := fs.UpdateQuotaAccounting(ctx); err != nil {
 		t.Fatal(err)
 	}
 	u, err := fs.Usage(vol)

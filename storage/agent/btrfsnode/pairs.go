@@ -80,7 +80,7 @@ func (s *Store) SetPair(_ context.Context, tenant, name string, req wire.PairReq
 		return Pair{}, err
 	}
 	defer s.pairLock(tenant, name)()
-	defer s.settle(&err)
+	defer s.commitDurably(&err)
 	dir := s.pairDir(tenant, name)
 	var have pairRecord
 	err = readMetadata(dir, "pair "+name, &have)

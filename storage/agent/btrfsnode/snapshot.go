@@ -20,7 +20,7 @@ func (s *Store) CreateSnapshot(ctx context.Context, tenant string, req SnapshotR
 	// The volume first, then the snapshot: the order Delete takes them in.
 	defer s.locks.lock(tenant + "/" + req.Volume)()
 	defer s.lockSnapshot(tenant, req.Name)()
-	defer s.settle(&err)
+	defer s.commitDurably(&err)
 	defer s.quotaLock(tenant)()
 	if have, err := s.getSnapshot(tenant, req.Name); err == nil {
 		if have.Volume != req.Volume {
@@ -115,7 +115,7 @@ func (s *Store) DeleteSnapshot(ctx context.Context, tenant, name string) (err er
 		return err
 	}
 	defer s.lockSnapshot(tenant, name)()
-	defer s.settle(&err)
+	defer s.commitDurably(&err)
 	return s.deleteSnapshot(ctx, tenant, name)
 }
 
@@ -145,7 +145,7 @@ func (s *Store) Clone(ctx context.Context, tenant string, req CloneRequest) (v V
 		return Volume{}, false, err
 	}
 	defer s.locks.lock(tenant + "/" + req.Name)()
-	defer s.settle(&err)
+	defer s.commitDurably(&err)
 	if have, err := s.get(tenant, req.Name); err == nil {
 		if have.Source == nil || *have.Source != req.Source || have.SizeBytes != size {
 			return Volume{}, false, contract.Errorf(contract.Conflict, "volume %s exists, not as a %d-byte clone of %s", req.Name, size, describe(req.Source))

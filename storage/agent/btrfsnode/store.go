@@ -64,7 +64,7 @@ type Store struct {
 	// before it started.
 	served groupcommit.Group
 	// committed batches the filesystem commits that make changes
-	// durable before they are acknowledged (settle).
+	// durable before they are acknowledged (commitDurably).
 	committed groupcommit.Group
 }
 
@@ -123,7 +123,7 @@ func readMetadata(dir, what string, v any) error {
 }
 
 // recordNew writes a new volume's, snapshot's or pair's record once what
-// it describes is made. It is not yet durable: the change's settle waits
+// it describes is made. It is not yet durable: the change's commitDurably waits
 // for the commit that makes it so. A crash before that commit leaves the
 // record whole, empty (its name committed before its contents) or
 // absent; readMetadata takes an empty one for none.
@@ -137,14 +137,14 @@ func removeRecord(dir string) error {
 	return os.Remove(filepath.Join(dir, metadataFile))
 }
 
-// settle, deferred by a change between taking its name's lock and its
+// commitDurably, deferred by a change between taking its name's lock and its
 // tenant's quota lock, makes a change that succeeded durable before it is
 // acknowledged: it waits for a filesystem commit that began after the
 // change, one shared with every change made meanwhile (group commit). It
 // runs after the quota lock is let go, so that a tenant's changes share
 // commits, and before the name's lock is, so that a repeated request is
 // never answered with what is not yet on disk.
-func (s *Store) settle(err *error) {
+func (s *Store) commitDurably(err *error) {
 	if *err == nil {
 		*err = s.committed.Commit(s.FS.Commit)
 	}

@@ -67,7 +67,7 @@ func (s *Store) Create(ctx context.Context, tenant string, req CreateRequest) (v
 		return Volume{}, false, err
 	}
 	defer s.locks.lock(tenant + "/" + req.Name)()
-	defer s.settle(&err)
+	defer s.commitDurably(&err)
 	if have, err := s.get(tenant, req.Name); err == nil {
 		if have.SizeBytes != req.SizeBytes {
 			return Volume{}, false, contract.Errorf(contract.Conflict, "volume %s exists with %d bytes, not %d", req.Name, have.SizeBytes, req.SizeBytes)
@@ -307,7 +307,7 @@ func (s *Store) Delete(ctx context.Context, tenant, name string, cascade bool) (
 		return err
 	}
 	defer s.locks.lock(tenant + "/" + name)()
-	defer s.settle(&err)
+	defer s.commitDurably(&err)
 	v, err := s.get(tenant, name)
 	if err != nil {
 		return err
