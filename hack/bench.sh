@@ -31,6 +31,8 @@ if [ "$(id -u)" = 0 ]; then
   go run ./hack/imagebench
   # Replication and image jobs before and after their confinement (issue #39), in alternation.
   bash hack/confinebench.sh
+  # Volume creates, replication and failover before and after the node agent's redesign (issue #40).
+  bash hack/nodebench.sh
   go test -run '^$' -bench BenchmarkNodeLossToReady -benchtime 3x ./failover/controller
   # The same loss on the local cluster's real nodes, a real pod's start included.
   bash hack/sidecars.sh >/dev/null
