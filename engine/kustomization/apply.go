@@ -21,7 +21,7 @@ func (r *Reconciler) apply(ctx context.Context, e *engine, obj *kustomizev1.Kust
 		return nil, err
 	}
 	opts := apply.Options(obj)
-	e.probe.expect(objects, obj.Status.Inventory, opts.ExclusionSelector)
-	defer e.probe.forget()
+	e.skip.Expect(objects, obj.Status.Inventory, opts.ExclusionSelector)
+	defer e.skip.Done()
 	return e.manager.ApplyAllStaged(ctx, objects, opts)
 }

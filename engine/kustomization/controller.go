@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
@@ -32,6 +31,7 @@ import (
 	"github.com/strata-gitops/strata/engine/apply"
 	"github.com/strata-gitops/strata/engine/build"
 	"github.com/strata-gitops/strata/engine/guard"
+	"github.com/strata-gitops/strata/engine/skipapply"
 	"github.com/strata-gitops/strata/internal/finalizer"
 	"github.com/strata-gitops/strata/internal/status"
 	"github.com/strata-gitops/strata/sources/artifact"
@@ -64,11 +64,12 @@ type Reconciler struct {
 	Config  *rest.Config
 	Storage *artifact.Storage
 	Events  events.EventRecorder
-	// Live caches the metadata of applied objects (NewLiveCache); without
-	// it every reconcile dry-runs every object.
+	// Live caches the metadata of applied objects
+	// (skipapply.NewLiveCache); without it every reconcile dry-runs every
+	// object.
 	Live client.Reader
-	// RecordDir keeps the appliedRecords across restarts; empty keeps them
-	// in memory only.
+	// RecordDir keeps the skip-apply layer's Records across restarts;
+	// empty keeps them in memory only.
 	RecordDir string
 	// DefaultServiceAccount is impersonated by Kustomizations that name
 	// none, so that none applies as the controller itself.
@@ -77,14 +78,14 @@ type Reconciler struct {
 	// namespace.
 	NoCrossNamespaceRefs bool
 
-	records    recordStore
-	unlistable sync.Map
+	// memo is the skip-apply layer's memory (engine/skipapply).
+	memo *skipapply.Memo
 }
 
 // SetupWithManager registers the reconciler and the watches that make
 // dependency ordering and source updates event-driven.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
-	r.records.dir = r.RecordDir
+	r.memo = &skipapply.Memo{Records: skipapply.Records{Dir: r.RecordDir}, Live: r.Live}
 	if err := indexFields(ctx, mgr); err != nil {
 		return err
 	}
@@ -104,7 +105,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	// start with the live cache and list beside the Kustomizations.
 	// Registered by a runnable, they began only once the manager's caches
 	// had synced, and the first reconciles waited for them.
-	r.warmLive(ctx)
+	r.memo.Warm(ctx)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(controllerName).
 		WatchesRawSource(watch(kustomizations, &handler.EnqueueRequestForObject{},
@@ -188,7 +189,7 @@ func (r *Reconciler) reconcile(ctx context.Context, obj, before *kustomizev1.Kus
 	}
 	obj.Status.LastAttemptedRevision = src.revision
 	key := client.ObjectKeyFromObject(obj)
-	rec, _ := r.records.load(key)
+	rec, _ := r.memo.Records.Load(key)
 	if r.untouchedSource(ctx, obj, rec, src) {
 		return r.succeedUnchanged(ctx, obj, before, src)
 	}
@@ -205,7 +206,7 @@ func (r *Reconciler) reconcile(ctx context.Context, obj, before *kustomizev1.Kus
 		return r.failure(obj, meta.BuildFailedReason, err)
 	}
 	objects := rendered.Objects
-	digest := renderDigest(objects)
+	digest := skipapply.Digest(objects)
 	if r.unchangedRender(ctx, obj, rec, digest) {
 		r.noteArtifact(ctx, obj, rec, src, rendered.SelfContained)
 		return r.succeedUnchanged(ctx, obj, before, src)
@@ -278,13 +279,13 @@ func (r *Reconciler) announceProgress(ctx context.Context, obj, before *kustomiz
 // never correctness.
 func (r *Reconciler) remember(ctx context.Context, e *engine, obj *kustomizev1.Kustomization, src *source, digest string, rendered *build.Rendered) {
 	key := client.ObjectKeyFromObject(obj)
-	rec, ok := e.versions.record(obj, digest, rendered.Objects)
+	rec, ok := e.skip.Record(obj, digest, rendered.Objects)
 	if !ok {
-		r.records.forget(key)
+		r.memo.Records.Forget(key)
 		return
 	}
-	stampRender(&rec, src, rendered.SelfContained)
-	if err := r.records.save(key, rec); err != nil {
+	rec.Stamp(src.digest, rendered.SelfContained)
+	if err := r.memo.Records.Save(key, rec); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "the next reconcile will dry-run every object")
 	}
 }

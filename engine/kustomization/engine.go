@@ -11,16 +11,16 @@ import (
 
 	"github.com/strata-gitops/strata/engine/apply"
 	"github.com/strata-gitops/strata/engine/guard"
+	"github.com/strata-gitops/strata/engine/skipapply"
 )
 
 // engine is the apply machinery for one reconcile: Flux's server-side
-// apply manager, talking through the data-loss guard, as the Kustomization's
-// service account when it names one.
+// apply manager, talking through the data-loss guard and the skip-apply
+// layer, as the Kustomization's service account when it names one.
 type engine struct {
-	manager  *ssa.ResourceManager
-	client   *guard.Client
-	versions *versionRecorder
-	probe    *creationProbe
+	manager *ssa.ResourceManager
+	client  *guard.Client
+	skip    *skipapply.Client
 }
 
 func (r *Reconciler) engine(obj *kustomizev1.Kustomization) (*engine, error) {
@@ -28,13 +28,12 @@ func (r *Reconciler) engine(obj *kustomizev1.Kustomization) (*engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	versions := newVersionRecorder(c)
-	probe := newCreationProbe(versions)
-	guarded := guard.NewClient(probe, obj)
+	skip := skipapply.NewClient(c)
+	guarded := guard.NewClient(skip, obj)
 	poller := polling.NewStatusPoller(guarded, guarded.RESTMapper(), polling.Options{})
 	manager := apply.NewResourceManager(guarded, poller)
 	manager.SetConcurrency(4)
-	return &engine{manager: manager, client: guarded, versions: versions, probe: probe}, nil
+	return &engine{manager: manager, client: guarded, skip: skip}, nil
 }
 
 // clientFor impersonates spec.serviceAccountName, or the controller's

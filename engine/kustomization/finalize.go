@@ -26,7 +26,7 @@ func (r *Reconciler) finalize(ctx context.Context, obj *kustomizev1.Kustomizatio
 			return err
 		}
 	}
-	r.records.forget(client.ObjectKeyFromObject(obj))
+	r.memo.Records.Forget(client.ObjectKeyFromObject(obj))
 	return finalizer.Release(ctx, r.Client, obj, Finalizer)
 }
 

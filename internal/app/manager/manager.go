@@ -43,6 +43,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/strata-gitops/strata/engine/kustomization"
+	"github.com/strata-gitops/strata/engine/skipapply"
 	"github.com/strata-gitops/strata/internal/httpserver"
 	"github.com/strata-gitops/strata/internal/scheme"
 	"github.com/strata-gitops/strata/sources/artifact"
@@ -176,7 +177,7 @@ func register(ctx context.Context, mgr manager.Manager, cfg *rest.Config, o Opti
 	if err := gitRec.SetupWithManager(mgr, o.Concurrent); err != nil {
 		return err
 	}
-	live, err := kustomization.NewLiveCache(cfg, cache.Options{HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	live, err := skipapply.NewLiveCache(cfg, cache.Options{HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package kustomization
+package skipapply
 
 import (
 	"context"
@@ -44,7 +44,7 @@ type probeFixture struct {
 	c       client.Client
 	ns      string
 	counter *countingClient
-	probe   *creationProbe
+	probe   *Client
 	manager *ssa.ResourceManager
 }
 
@@ -55,7 +55,7 @@ func newProbeFixture(t *testing.T) *probeFixture {
 		t.Fatal(err)
 	}
 	f.counter = &countingClient{Client: env.Client}
-	f.probe = newCreationProbe(f.counter)
+	f.probe = NewClient(f.counter)
 	f.manager = apply.NewResourceManager(f.probe, polling.NewStatusPoller(f.probe, f.probe.RESTMapper(), polling.Options{}))
 	return f
 }
@@ -80,8 +80,8 @@ func (f *probeFixture) apply(inv *ssa.ChangeSet, objects ...*unstructured.Unstru
 	f.counter.gets.Store(0)
 	f.counter.dryRuns.Store(0)
 	opts := apply.Options(&kustomizev1.Kustomization{})
-	f.probe.expect(objects, last, opts.ExclusionSelector)
-	defer f.probe.forget()
+	f.probe.Expect(objects, last, opts.ExclusionSelector)
+	defer f.probe.Done()
 	cs, err := f.manager.ApplyAllStaged(context.Background(), objects, opts)
 	if err != nil {
 		f.t.Fatal(err)
@@ -174,8 +174,8 @@ func TestProbeLeavesExistingObjectsToSSA(t *testing.T) {
 func TestProbeAnswersOnlyTheSameDryRun(t *testing.T) {
 	f := newProbeFixture(t)
 	desired := f.configMap("c", "one", nil)
-	f.probe.expect([]*unstructured.Unstructured{desired}, nil, nil)
-	defer f.probe.forget()
+	f.probe.Expect([]*unstructured.Unstructured{desired}, nil, nil)
+	defer f.probe.Done()
 	existing := &unstructured.Unstructured{}
 	existing.SetGroupVersionKind(desired.GroupVersionKind())
 	if err := f.probe.Get(context.Background(), client.ObjectKeyFromObject(desired), existing); err == nil {

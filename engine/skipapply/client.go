@@ -1,4 +1,4 @@
-package kustomization
+package skipapply
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"github.com/strata-gitops/strata/engine/apply"
 )
 
-// creationProbe saves a request per object on a first apply. Flux's ssa
+// Client saves a request per object on a first apply. Flux's ssa
 // reads every object and then dry-runs it; for an object the Kustomization
 // never applied, the read is nearly always a 404. The probe answers that
 // read with the dry-run instead: when the server says the dry-run would
@@ -27,12 +27,18 @@ import (
 // read goes to the server and ssa dry-runs on its own, as without the
 // probe. Either way ssa gets the server's answers; only the two requests
 // swap places, inside the window ssa already leaves between them.
-type creationProbe struct {
+//
+// It also remembers the resourceVersion of every object the apply engine
+// read or patched (dry-run or not), so that after an apply the Record
+// holds each object's version as the server last returned it (Record).
+// It is the one client the skip-apply layer puts under the apply engine.
+type Client struct {
 	client.Client
 
 	mu       sync.Mutex
 	expected map[object.ObjMetadata]*unstructured.Unstructured
 	dryRuns  map[object.ObjMetadata]dryRun
+	seen     map[object.ObjMetadata]string
 }
 
 // dryRun is a create the server accepted as a dry-run: what was sent and
@@ -41,16 +47,16 @@ type dryRun struct {
 	sent, result *unstructured.Unstructured
 }
 
-// newCreationProbe probes the creations made through c.
-func newCreationProbe(c client.Client) *creationProbe {
-	return &creationProbe{Client: c}
+// NewClient is the skip-apply layer over c, for one apply.
+func NewClient(c client.Client) *Client {
+	return &Client{Client: c, seen: map[object.ObjMetadata]string{}}
 }
 
-// expect names the objects about to be applied that are not in inv, the
+// Expect names the objects about to be applied that are not in inv, the
 // inventory of the last apply: those are probably new. Objects excluded
 // from the apply (Flux's reconcile: disabled and ssa: Ignore) are left to
 // ssa, which skips them after its read.
-func (p *creationProbe) expect(objects []*unstructured.Unstructured, inv *kustomizev1.ResourceInventory, excluded map[string]string) {
+func (p *Client) Expect(objects []*unstructured.Unstructured, inv *kustomizev1.ResourceInventory, excluded map[string]string) {
 	applied := map[string]bool{}
 	if inv != nil {
 		for _, e := range inv.Entries {
@@ -68,26 +74,26 @@ func (p *creationProbe) expect(objects []*unstructured.Unstructured, inv *kustom
 	}
 }
 
-// forget drops what expect named, once the apply is over.
-func (p *creationProbe) forget() {
+// Done drops what Expect named, once the apply is over.
+func (p *Client) Done() {
 	p.mu.Lock()
 	p.expected, p.dryRuns = nil, nil
 	p.mu.Unlock()
 }
 
-func (p *creationProbe) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+func (p *Client) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	id := apply.ObjMetadata(obj)
 	id.Namespace, id.Name = key.Namespace, key.Name
 	desired := p.takeExpected(id)
 	if desired == nil {
-		return p.Client.Get(ctx, key, obj, opts...)
+		return p.get(ctx, key, obj, opts...)
 	}
 	sent := desired.DeepCopy()
 	result := sent.DeepCopy()
 	//nolint:staticcheck // sent as ssa sends its dry-run, so the answers match
 	err := p.Client.Patch(ctx, result, client.Apply, client.DryRunAll, client.ForceOwnership, client.FieldOwner(apply.FieldManager))
 	if err != nil || result.GetResourceVersion() != "" {
-		return p.Client.Get(ctx, key, obj, opts...)
+		return p.get(ctx, key, obj, opts...)
 	}
 	p.mu.Lock()
 	p.dryRuns[id] = dryRun{sent: sent, result: result}
@@ -97,17 +103,64 @@ func (p *creationProbe) Get(ctx context.Context, key client.ObjectKey, obj clien
 
 // Patch answers ssa's dry-run of an object the probe found absent with the
 // probe's dry-run, when ssa sends exactly what the probe sent.
-func (p *creationProbe) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+func (p *Client) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 	if u, ok := obj.(*unstructured.Unstructured); ok && patch.Type() == types.ApplyPatchType && isDryRun(opts) {
 		if d, found := p.takeDryRun(apply.ObjMetadata(u)); found && reflect.DeepEqual(d.sent.Object, u.Object) {
 			u.Object = d.result.DeepCopy().Object
 			return nil
 		}
 	}
-	return p.Client.Patch(ctx, obj, patch, opts...)
+	err := p.Client.Patch(ctx, obj, patch, opts...)
+	p.note(obj, err)
+	return err
 }
 
-func (p *creationProbe) takeExpected(id object.ObjMetadata) *unstructured.Unstructured {
+// get reads from the server, noting the version read.
+func (p *Client) get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	err := p.Client.Get(ctx, key, obj, opts...)
+	p.note(obj, err)
+	return err
+}
+
+// Delete deletes, and forgets the object's version.
+func (p *Client) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	err := p.Client.Delete(ctx, obj, opts...)
+	p.mu.Lock()
+	delete(p.seen, apply.ObjMetadata(obj))
+	p.mu.Unlock()
+	return err
+}
+
+func (p *Client) note(obj client.Object, err error) {
+	if err != nil || obj.GetResourceVersion() == "" {
+		return
+	}
+	p.mu.Lock()
+	p.seen[apply.ObjMetadata(obj)] = obj.GetResourceVersion()
+	p.mu.Unlock()
+}
+
+// Record returns the Record of the objects an apply of obj's render
+// (digest) left, or false when the apply did not show the version of one
+// of them.
+func (p *Client) Record(obj *kustomizev1.Kustomization, digest string, objects []*unstructured.Unstructured) (Record, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	rec := Record{Generation: obj.Generation, Digest: digest}
+	for _, o := range objects {
+		rv, ok := p.seen[apply.ObjMetadata(o)]
+		if !ok {
+			return Record{}, false
+		}
+		rec.Objects = append(rec.Objects, ObjVersion{
+			APIVersion: o.GetAPIVersion(), Kind: o.GetKind(),
+			Namespace: o.GetNamespace(), Name: o.GetName(), ResourceVersion: rv,
+		})
+	}
+	return rec, true
+}
+
+func (p *Client) takeExpected(id object.ObjMetadata) *unstructured.Unstructured {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	desired := p.expected[id]
@@ -115,7 +168,7 @@ func (p *creationProbe) takeExpected(id object.ObjMetadata) *unstructured.Unstru
 	return desired
 }
 
-func (p *creationProbe) takeDryRun(id object.ObjMetadata) (dryRun, bool) {
+func (p *Client) takeDryRun(id object.ObjMetadata) (dryRun, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	d, found := p.dryRuns[id]
@@ -124,7 +177,7 @@ func (p *creationProbe) takeDryRun(id object.ObjMetadata) (dryRun, bool) {
 }
 
 // resource names gvk's resource in the NotFound answer, as the server would.
-func (p *creationProbe) resource(gvk schema.GroupVersionKind) schema.GroupResource {
+func (p *Client) resource(gvk schema.GroupVersionKind) schema.GroupResource {
 	if m, err := p.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
 		return m.Resource.GroupResource()
 	}
