@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"sort"
 
+	"github.com/strata-gitops/strata/engine/plan/risk"
+
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -53,7 +55,7 @@ func (c *comparison) objectChanges(k graph.Key, baseKs, headKs *kustomizev1.Kust
 		case equalObjects(b, h):
 			unchanged++
 			if movedFrom != "" {
-				changes = append(changes, Change{Action: Changed, Object: refOf(h), Risk: Safe, MovedFrom: movedFrom,
+				changes = append(changes, Change{Action: Changed, Object: refOf(h), Risk: risk.Safe, MovedFrom: movedFrom,
 					Reasons: []string{"now applied by this Kustomization; nothing in the object changes"}})
 			}
 		default:
@@ -92,14 +94,14 @@ func refOf(o *unstructured.Unstructured) ObjectRef {
 }
 
 func (c *comparison) created(ks *kustomizev1.Kustomization, h *unstructured.Unstructured) Change {
-	return Change{Action: Created, Object: refOf(h), Risk: Safe, Diff: diff(nil, h)}
+	return Change{Action: Created, Object: refOf(h), Risk: risk.Safe, Diff: diff(nil, h)}
 }
 
 // changed judges a change from b to h; cluster answers the guard's
 // questions about what exists (offline, the base revision).
 func (c *comparison) changed(cluster client.Reader, ks *kustomizev1.Kustomization, b, h *unstructured.Unstructured) Change {
 	ch := Change{Action: Changed, Object: refOf(h), Diff: diff(b, h)}
-	ch.Risk, ch.Reasons = classify(c.ctx, cluster, c.head.objects, ks, b, h)
+	ch.Risk, ch.Reasons = risk.Classify(c.ctx, cluster, c.head.objects, ks, b, h)
 	ch.OptIn = optInFor(ch.Risk)
 	return ch
 }
@@ -110,15 +112,15 @@ func (c *comparison) changed(cluster client.Reader, ks *kustomizev1.Kustomizatio
 func (c *comparison) removed(baseKs, headKs *kustomizev1.Kustomization, b *unstructured.Unstructured) Change {
 	ch := Change{Object: refOf(b), Diff: diff(b, nil)}
 	if !deletes(baseKs, headKs) || apply.PruneDisabled(b) {
-		ch.Action, ch.Risk = Orphaned, Safe
+		ch.Action, ch.Risk = Orphaned, risk.Safe
 		ch.Reasons = []string{"left in the cluster: not pruned"}
 		return ch
 	}
 	ch.Action = Deleted
-	ch.Risk, ch.Reasons = deletionRisk(c.ctx, c.base.objects, owner(baseKs, headKs), b, "removed from Git")
-	if ch.Risk == Safe {
+	ch.Risk, ch.Reasons = risk.OfDeletion(c.ctx, c.base.objects, owner(baseKs, headKs), b, "removed from Git")
+	if ch.Risk == risk.Safe {
 		if reason := stopsReplication(b); reason != "" {
-			ch.Risk, ch.Reasons = Disruptive, append(ch.Reasons, reason)
+			ch.Risk, ch.Reasons = risk.Disruptive, append(ch.Reasons, reason)
 		}
 	}
 	ch.OptIn = optInFor(ch.Risk)
@@ -140,8 +142,8 @@ func stopsReplication(o *unstructured.Unstructured) string {
 }
 
 // optInFor names the opt-in a blocked deletion needs.
-func optInFor(risk string) string {
-	if risk != Blocked {
+func optInFor(class string) string {
+	if class != risk.Blocked {
 		return ""
 	}
 	return guard.OptInAnnotation + `: "true"`

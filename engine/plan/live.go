@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/strata-gitops/strata/engine/plan/risk"
+
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/ssa"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -130,10 +132,10 @@ func (c *comparison) objectDrift(m *ssa.ResourceManager, ks *kustomizev1.Kustomi
 	ch := Change{Object: refOf(h)}
 	switch {
 	case r.err != nil:
-		ch.Action, ch.Risk = Changed, Recreate
+		ch.Action, ch.Risk = Changed, risk.Recreate
 		ch.Reasons = []string{"the server-side dry-run against the cluster fails, so the apply will: " + r.err.Error()}
 	case r.action == ssa.CreatedAction:
-		ch.Action, ch.Risk, ch.Diff = Created, Safe, diff(nil, h)
+		ch.Action, ch.Risk, ch.Diff = Created, risk.Safe, diff(nil, h)
 		ch.Reasons = []string{"missing from the cluster (deleted outside Git, or never applied): the apply creates it"}
 	case r.action == ssa.ConfiguredAction:
 		ch = c.changed(c.live, ks, r.live, r.merged)
@@ -156,11 +158,11 @@ func (c *comparison) inventoryOnly(ks *kustomizev1.Kustomization, ref *unstructu
 	ch := Change{Object: refOf(live)}
 	const cause = "in the cluster's inventory but in neither revision"
 	if !ks.Spec.Prune || apply.PruneDisabled(live) {
-		ch.Action, ch.Risk, ch.Reasons = Orphaned, Safe, []string{cause + ": left in the cluster, not pruned"}
+		ch.Action, ch.Risk, ch.Reasons = Orphaned, risk.Safe, []string{cause + ": left in the cluster, not pruned"}
 		return ch, true
 	}
 	ch.Action = Deleted
-	ch.Risk, ch.Reasons = deletionRisk(c.ctx, c.live, ks, live, cause)
+	ch.Risk, ch.Reasons = risk.OfDeletion(c.ctx, c.live, ks, live, cause)
 	ch.OptIn = optInFor(ch.Risk)
 	return ch, true
 }

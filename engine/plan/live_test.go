@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/strata-gitops/strata/engine/plan/risk"
+
 	"github.com/fluxcd/cli-utils/pkg/kstatus/polling"
 	"github.com/fluxcd/cli-utils/pkg/object"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
@@ -147,10 +149,10 @@ func TestLiveDrift(t *testing.T) {
 		got[ch.Object.String()] = ch
 	}
 	for object, want := range map[string]struct{ action, risk, reason string }{
-		"ConfigMap/" + ns + "/edited":               {plan.Changed, plan.Safe, "the cluster differs from the base revision"},
-		"ConfigMap/" + ns + "/removed-by-hand":      {plan.Created, plan.Safe, "missing from the cluster"},
-		"ConfigMap/" + ns + "/leftover":             {plan.Deleted, plan.Safe, "in neither revision"},
-		"PersistentVolumeClaim/" + ns + "/old-data": {plan.Deleted, plan.Blocked, "data-loss guard keeps it"},
+		"ConfigMap/" + ns + "/edited":               {plan.Changed, risk.Safe, "the cluster differs from the base revision"},
+		"ConfigMap/" + ns + "/removed-by-hand":      {plan.Created, risk.Safe, "missing from the cluster"},
+		"ConfigMap/" + ns + "/leftover":             {plan.Deleted, risk.Safe, "in neither revision"},
+		"PersistentVolumeClaim/" + ns + "/old-data": {plan.Deleted, risk.Blocked, "data-loss guard keeps it"},
 	} {
 		ch, ok := got[object]
 		if !ok {

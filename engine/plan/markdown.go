@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/strata-gitops/strata/engine/plan/risk"
 )
 
 // DefaultMarkdownLimit keeps a comment under the 65536 characters a
@@ -22,7 +24,7 @@ func WriteMarkdown(w io.Writer, p *Plan, limit int) error {
 	fmt.Fprintf(&b, "## strata plan: `%s` → `%s`\n\n", revisionText(p.Base), revisionText(p.Head))
 	fmt.Fprintf(&b, "%s\n\n", summaryLine(p))
 	b.WriteString("| risk | changes | what |\n|---|---:|---|\n")
-	for _, r := range RiskClasses {
+	for _, r := range risk.RiskClasses {
 		fmt.Fprintf(&b, "| %s | %d | %s |\n", riskBadge(r), p.Summary.Risk[r], riskMeaning[r])
 	}
 	writeNeedsAttention(&b, p)
@@ -75,15 +77,15 @@ func WriteMarkdown(w io.Writer, p *Plan, limit int) error {
 }
 
 var riskMeaning = map[string]string{
-	DestroysData: "deletes data, opted in with strata.dev/allow-data-loss",
-	Recreate:     "immutable field: the apply fails, or with force the object is deleted and created again",
-	Disruptive:   "moves a workload's data or node",
-	Blocked:      "a deletion the data-loss guard refuses without the opt-in",
-	Safe:         "everything else",
+	risk.DestroysData: "deletes data, opted in with strata.dev/allow-data-loss",
+	risk.Recreate:     "immutable field: the apply fails, or with force the object is deleted and created again",
+	risk.Disruptive:   "moves a workload's data or node",
+	risk.Blocked:      "a deletion the data-loss guard refuses without the opt-in",
+	risk.Safe:         "everything else",
 }
 
 func riskBadge(r string) string {
-	icons := map[string]string{DestroysData: "🔴", Recreate: "🟠", Disruptive: "🟡", Blocked: "⛔", Safe: "🟢"}
+	icons := map[string]string{risk.DestroysData: "🔴", risk.Recreate: "🟠", risk.Disruptive: "🟡", risk.Blocked: "⛔", risk.Safe: "🟢"}
 	return icons[r] + " " + riskLabel(r)
 }
 
@@ -202,7 +204,7 @@ func writeNeedsAttention(b *strings.Builder, p *Plan) {
 	var lines []string
 	for _, ks := range p.Kustomizations {
 		for _, ch := range ks.Changes {
-			if ch.Risk == DestroysData || ch.Risk == Blocked {
+			if ch.Risk == risk.DestroysData || ch.Risk == risk.Blocked {
 				lines = append(lines, fmt.Sprintf("- %s `%s` (%s `%s/%s`): %s\n", riskBadge(ch.Risk), ch.Object.String(), ch.Action,
 					ks.Namespace, ks.Name, strings.Join(ch.Reasons, "; ")))
 			}

@@ -5,7 +5,11 @@
 // own build code and judges deletions with the engine's data-loss guard.
 package plan
 
-import "k8s.io/apimachinery/pkg/runtime/schema"
+import (
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/strata-gitops/strata/engine/plan/risk"
+)
 
 // Schema identifies the JSON output's layout; it changes only when a
 // field changes meaning or disappears.
@@ -18,18 +22,6 @@ const (
 	Deleted  = "deleted"
 	Orphaned = "orphaned"
 )
-
-// Risk classes, worst first.
-const (
-	DestroysData = "destroys-data"
-	Recreate     = "recreate"
-	Disruptive   = "disruptive"
-	Blocked      = "blocked"
-	Safe         = "safe"
-)
-
-// RiskClasses lists the classes in the order reports show them.
-var RiskClasses = []string{DestroysData, Recreate, Disruptive, Blocked, Safe}
 
 // Plan is the result, and the JSON output.
 type Plan struct {
@@ -147,7 +139,7 @@ func (o ObjectRef) String() string {
 // delete data stops a --fail-on destructive gate even though the cluster
 // would keep the data.
 func (p *Plan) Destructive() bool {
-	return p.Summary.Risk[DestroysData] > 0 || p.Summary.Risk[Recreate] > 0 || p.Summary.Risk[Blocked] > 0
+	return p.Summary.Risk[risk.DestroysData] > 0 || p.Summary.Risk[risk.Recreate] > 0 || p.Summary.Risk[risk.Blocked] > 0
 }
 
 // HasChanges reports whether anything would be applied or deleted.

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/strata-gitops/strata/engine/plan/risk"
+
 	"github.com/strata-gitops/strata/engine/graph"
 	"github.com/strata-gitops/strata/engine/plan"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
@@ -62,46 +64,46 @@ func TestRiskClasses(t *testing.T) {
 		want  []want
 	}{
 		{"claim grows where the class expands", edit(t, "apps/db.yaml", "storage: 5Gi", "storage: 8Gi"),
-			[]want{{"PersistentVolumeClaim/databases/cache", plan.Changed, plan.Safe, "allows expansion"}}},
+			[]want{{"PersistentVolumeClaim/databases/cache", plan.Changed, risk.Safe, "allows expansion"}}},
 		{"claim grows where the class does not expand", edit(t, "clusters/homelab/apps.yaml", "db_size: 20Gi", "db_size: 30Gi"),
-			[]want{{"PersistentVolumeClaim/databases/db-data", plan.Changed, plan.Recreate, "does not allow expansion"},
-				{"Kustomization.kustomize.toolkit.fluxcd.io/flux-system/apps", plan.Changed, plan.Safe, ""}}},
+			[]want{{"PersistentVolumeClaim/databases/db-data", plan.Changed, risk.Recreate, "does not allow expansion"},
+				{"Kustomization.kustomize.toolkit.fluxcd.io/flux-system/apps", plan.Changed, risk.Safe, ""}}},
 		{"claim shrinks", edit(t, "apps/db.yaml", "storage: 5Gi", "storage: 1Gi"),
-			[]want{{"PersistentVolumeClaim/databases/cache", plan.Changed, plan.Recreate, "refuses to shrink"}}},
+			[]want{{"PersistentVolumeClaim/databases/cache", plan.Changed, risk.Recreate, "refuses to shrink"}}},
 		{"immutable claim field without force", pvcForceClass,
-			[]want{{"PersistentVolumeClaim/databases/db-data", plan.Changed, plan.Recreate, "the apply will fail"}}},
+			[]want{{"PersistentVolumeClaim/databases/db-data", plan.Changed, risk.Recreate, "the apply will fail"}}},
 		{"immutable claim field with force is blocked", pvcForce,
-			[]want{{"PersistentVolumeClaim/databases/db-data", plan.Changed, plan.Blocked, "PersistentVolumeClaim holds data"}}},
+			[]want{{"PersistentVolumeClaim/databases/db-data", plan.Changed, risk.Blocked, "PersistentVolumeClaim holds data"}}},
 		{"immutable claim field with force and opt-in destroys data", optedIn,
-			[]want{{"PersistentVolumeClaim/databases/db-data", plan.Changed, plan.DestroysData, "carries strata.dev/allow-data-loss"}}},
+			[]want{{"PersistentVolumeClaim/databases/db-data", plan.Changed, risk.DestroysData, "carries strata.dev/allow-data-loss"}}},
 		{"pruned volume is blocked", map[string]string{"storage/pv.yaml": ""},
-			[]want{{"PersistentVolume/node-1-nvme1", plan.Deleted, plan.Blocked, "PersistentVolume holds data"}}},
+			[]want{{"PersistentVolume/node-1-nvme1", plan.Deleted, risk.Blocked, "PersistentVolume holds data"}}},
 		{"pruned volume with opt-in destroys data", storageOptIn,
-			[]want{{"PersistentVolume/node-1-nvme1", plan.Deleted, plan.DestroysData, "holds data"}}},
+			[]want{{"PersistentVolume/node-1-nvme1", plan.Deleted, risk.DestroysData, "holds data"}}},
 		{"reclaim policy Delete on a bound volume", edit(t, "storage/pv.yaml", "Retain", "Delete"),
-			[]want{{"PersistentVolume/node-1-nvme1", plan.Changed, plan.DestroysData, "while the volume is bound"}}},
+			[]want{{"PersistentVolume/node-1-nvme1", plan.Changed, risk.DestroysData, "while the volume is bound"}}},
 		{"volume node affinity", edit(t, "storage/pv.yaml", "values: [node-1]", "values: [node-2]"),
-			[]want{{"PersistentVolume/node-1-nvme1", plan.Changed, plan.Disruptive, "node affinity"}}},
+			[]want{{"PersistentVolume/node-1-nvme1", plan.Changed, risk.Disruptive, "node affinity"}}},
 		{"volume source", edit(t, "storage/pv.yaml", "/mnt/disks/nvme1", "/mnt/disks/nvme2"),
-			[]want{{"PersistentVolume/node-1-nvme1", plan.Changed, plan.Recreate, "spec.local"}}},
+			[]want{{"PersistentVolume/node-1-nvme1", plan.Changed, risk.Recreate, "spec.local"}}},
 		{"workload claims", edit(t, "apps/db.yaml", "claimName: db-data", "claimName: cache"),
-			[]want{{"Deployment.apps/databases/db", plan.Changed, plan.Disruptive, "volume claims change"}}},
+			[]want{{"Deployment.apps/databases/db", plan.Changed, risk.Disruptive, "volume claims change"}}},
 		{"device leaves a volume group", edit(t, "infrastructure/lvmcluster.yaml", "paths: [/dev/nvme0n1, /dev/nvme1n1]", "paths: [/dev/nvme0n1]"),
-			[]want{{"LVMCluster.storage.strata.dev/local", plan.Changed, plan.DestroysData, "device /dev/nvme1n1 leaves"}}},
+			[]want{{"LVMCluster.storage.strata.dev/local", plan.Changed, risk.DestroysData, "device /dev/nvme1n1 leaves"}}},
 		{"wipe turned on", edit(t, "infrastructure/lvmcluster.yaml", "        deviceSelector:\n", "        deviceSelector:\n          forceWipeDevicesAndDestroyAllData: true\n"),
-			[]want{{"LVMCluster.storage.strata.dev/local", plan.Changed, plan.DestroysData, "forceWipeDevicesAndDestroyAllData"}}},
+			[]want{{"LVMCluster.storage.strata.dev/local", plan.Changed, risk.DestroysData, "forceWipeDevicesAndDestroyAllData"}}},
 		{"storage class parameters", edit(t, "storage/storageclass.yaml", "deviceClass: nvme", "deviceClass: ssd"),
-			[]want{{"StorageClass.storage.k8s.io/thin", plan.Changed, plan.Recreate, "parameters cannot change"}}},
+			[]want{{"StorageClass.storage.k8s.io/thin", plan.Changed, risk.Recreate, "parameters cannot change"}}},
 		{"namespace holding claims is blocked", edit(t, "infrastructure/namespaces.yaml", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: databases\n---\n", ""),
-			[]want{{"Namespace/databases", plan.Deleted, plan.Blocked, "still contains PersistentVolumeClaims"}}},
+			[]want{{"Namespace/databases", plan.Deleted, risk.Blocked, "still contains PersistentVolumeClaims"}}},
 		{"commonMetadata reaches every object", edit(t, "clusters/homelab/monitoring.yaml", "  path: ./monitoring\n", "  path: ./monitoring\n  commonMetadata:\n    labels:\n      team: storage\n"),
-			[]want{{"ConfigMap/flux-system/dashboards", plan.Changed, plan.Safe, ""},
-				{"Kustomization.kustomize.toolkit.fluxcd.io/flux-system/monitoring", plan.Changed, plan.Safe, ""}}},
+			[]want{{"ConfigMap/flux-system/dashboards", plan.Changed, risk.Safe, ""},
+				{"Kustomization.kustomize.toolkit.fluxcd.io/flux-system/monitoring", plan.Changed, risk.Safe, ""}}},
 		{"not pruned is orphaned", func() map[string]string {
 			f := edit(t, "clusters/homelab/storage.yaml", "prune: true", "prune: false")
 			f["storage/pv.yaml"] = ""
 			return f
-		}(), []want{{"PersistentVolume/node-1-nvme1", plan.Orphaned, plan.Safe, "not pruned"}}},
+		}(), []want{{"PersistentVolume/node-1-nvme1", plan.Orphaned, risk.Safe, "not pruned"}}},
 	}
 	r := newRepo(t, fixture())
 	for i, tc := range cases {
@@ -121,7 +123,7 @@ func TestRiskClasses(t *testing.T) {
 				if ch.Action != w.action || ch.Risk != w.risk || !strings.Contains(strings.Join(ch.Reasons, "\n"), w.reason) {
 					t.Errorf("%s: %s %s %q, want %s %s with %q", w.object, ch.Action, ch.Risk, ch.Reasons, w.action, w.risk, w.reason)
 				}
-				if ch.Risk == plan.Blocked && ch.OptIn != `strata.dev/allow-data-loss: "true"` {
+				if ch.Risk == risk.Blocked && ch.OptIn != `strata.dev/allow-data-loss: "true"` {
 					t.Errorf("%s is blocked without naming the opt-in: %q", w.object, ch.OptIn)
 				}
 			}
@@ -454,7 +456,7 @@ func TestBtrfsClassMoveIsARecreate(t *testing.T) {
 			t.Fatal(err)
 		}
 		ch, ok := findChange(p, "StorageClass.storage.k8s.io/strata-btrfs")
-		if !ok || ch.Risk != plan.Recreate || !strings.Contains(strings.Join(ch.Reasons, " "), "parameters") {
+		if !ok || ch.Risk != risk.Recreate || !strings.Contains(strings.Join(ch.Reasons, " "), "parameters") {
 			t.Fatalf("%s: StorageClass.storage.k8s.io/strata-btrfs = %+v (found %v), want a recreate naming parameters\n%s", head, ch, ok, dump(p))
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/strata-gitops/strata/engine/plan/risk"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/strata-gitops/strata/engine/graph"
@@ -204,10 +206,10 @@ spec:
 	for _, tc := range []struct {
 		head, object, risk, reason string
 	}{
-		{"retention", "StatefulSet.apps/databases/web", plan.DestroysData, "whenDeleted becomes Delete"},
-		{"templates", "StatefulSet.apps/databases/web", plan.Disruptive, "new, empty volumes"},
-		{"chart", "HelmRelease.helm.toolkit.fluxcd.io/databases/gitea", plan.Disruptive, "existing claims change"},
-		{"backup", "ReplicationSource.volsync.backube/databases/db-backup", plan.Disruptive, "stops the replication or backups"},
+		{"retention", "StatefulSet.apps/databases/web", risk.DestroysData, "whenDeleted becomes Delete"},
+		{"templates", "StatefulSet.apps/databases/web", risk.Disruptive, "new, empty volumes"},
+		{"chart", "HelmRelease.helm.toolkit.fluxcd.io/databases/gitea", risk.Disruptive, "existing claims change"},
+		{"backup", "ReplicationSource.volsync.backube/databases/db-backup", risk.Disruptive, "stops the replication or backups"},
 	} {
 		ch, ok := findChange(run(t, r, tc.head, false), tc.object)
 		if !ok || ch.Risk != tc.risk || !strings.Contains(strings.Join(ch.Reasons, "; "), tc.reason) {

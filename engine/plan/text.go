@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/strata-gitops/strata/engine/plan/risk"
 )
 
 // colours for a terminal; empty when writing to a file or a pipe.
@@ -17,7 +19,7 @@ func WriteText(w io.Writer, p *Plan, color bool) error {
 	if color {
 		c = ansi
 	}
-	riskColour := map[string]string{DestroysData: c.red, Recreate: c.red, Blocked: c.yellow, Disruptive: c.yellow, Safe: c.green}
+	riskColour := map[string]string{risk.DestroysData: c.red, risk.Recreate: c.red, risk.Blocked: c.yellow, risk.Disruptive: c.yellow, risk.Safe: c.green}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%sstrata plan%s: %s → %s\n\n", c.bold, c.reset, revisionText(p.Base), revisionText(p.Head))
 	fmt.Fprintf(&b, "%s\n", summaryLine(p))
@@ -91,7 +93,7 @@ func liveState(l *Live) string {
 var actionMark = map[string]string{Created: "+", Changed: "~", Deleted: "-", Orphaned: "!"}
 
 func riskLabel(r string) string {
-	if r == Blocked {
+	if r == risk.Blocked {
 		return "BLOCKED"
 	}
 	return r
@@ -107,7 +109,7 @@ func revisionText(r Revision) string {
 func summaryLine(p *Plan) string {
 	s := p.Summary
 	var risks []string
-	for _, r := range RiskClasses {
+	for _, r := range risk.RiskClasses {
 		if n := s.Risk[r]; n > 0 {
 			risks = append(risks, fmt.Sprintf("%d %s", n, riskLabel(r)))
 		}

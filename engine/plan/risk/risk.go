@@ -1,4 +1,9 @@
-package plan
+// Package risk judges one object's change between two revisions, as
+// strata plan reports it: the worst risk class that applies and every
+// reason found, from immutable fields, deletions of what holds data,
+// claims resized or moved, Buildbarn reshards and VM image sources. It
+// reads the objects of both revisions, never a controller.
+package risk
 
 import (
 	"context"
@@ -17,6 +22,18 @@ import (
 
 	"github.com/strata-gitops/strata/engine/guard"
 )
+
+// Risk classes, worst first.
+const (
+	DestroysData = "destroys-data"
+	Recreate     = "recreate"
+	Disruptive   = "disruptive"
+	Blocked      = "blocked"
+	Safe         = "safe"
+)
+
+// RiskClasses lists the classes in the order reports show them.
+var RiskClasses = []string{DestroysData, Recreate, Disruptive, Blocked, Safe}
 
 // immutable lists, per kind, the spec fields the API server refuses to
 // change: the apply fails, or with force the object is deleted and
@@ -50,9 +67,9 @@ func prefixed(prefix string, names ...string) []string {
 	return out
 }
 
-// classify judges a changed object: the worst risk that applies, with
+// Classify judges a changed object: the worst risk that applies, with
 // every reason found.
-func classify(ctx context.Context, baseObjs client.Reader, headObjs *repoObjects, ks *kustomizev1.Kustomization, b, h *unstructured.Unstructured) (string, []string) {
+func Classify(ctx context.Context, baseObjs client.Reader, headObjs client.Reader, ks *kustomizev1.Kustomization, b, h *unstructured.Unstructured) (string, []string) {
 	var found []finding
 	gk := h.GroupVersionKind().GroupKind()
 	if fields := changedImmutable(gk, b, h); len(fields) > 0 {
@@ -131,17 +148,17 @@ func recreateFinding(ctx context.Context, baseObjs client.Reader, ks *kustomizev
 		return finding{Recreate, what + ": the apply will fail; set force (spec.force or the object's " +
 			kustomizev1.GroupVersion.Group + "/force: enabled annotation) to delete and recreate it"}
 	}
-	risk, reasons := deletionRisk(ctx, baseObjs, ks, b, "force is set and "+what)
+	risk, reasons := OfDeletion(ctx, baseObjs, ks, b, "force is set and "+what)
 	if risk == Safe {
 		return finding{Recreate, what + ": force is set, so it is deleted and created again"}
 	}
 	return finding{risk, strings.Join(reasons, "; ")}
 }
 
-// deletionRisk is the guard's verdict on deleting live (offline, the base
+// OfDeletion is the guard's verdict on deleting live (offline, the base
 // object stands for it and the base revision for the cluster): blocked
 // without the opt-in, destroying data with it.
-func deletionRisk(ctx context.Context, baseObjs client.Reader, ks *kustomizev1.Kustomization, live *unstructured.Unstructured, cause string) (string, []string) {
+func OfDeletion(ctx context.Context, baseObjs client.Reader, ks *kustomizev1.Kustomization, live *unstructured.Unstructured, cause string) (string, []string) {
 	var owner client.Object
 	if ks != nil {
 		owner = ks
@@ -166,7 +183,7 @@ func deletionRisk(ctx context.Context, baseObjs client.Reader, ks *kustomizev1.K
 
 // claimResize: growth is safe where the StorageClass allows expansion;
 // a shrink is refused by the API server.
-func claimResize(headObjs *repoObjects, b, h *unstructured.Unstructured) []finding {
+func claimResize(headObjs client.Reader, b, h *unstructured.Unstructured) []finding {
 	bq, bok := requestedStorage(b)
 	hq, hok := requestedStorage(h)
 	if !bok || !hok || bq.Cmp(hq) == 0 {
@@ -178,7 +195,7 @@ func claimResize(headObjs *repoObjects, b, h *unstructured.Unstructured) []findi
 	class, _, _ := unstructured.NestedString(h.Object, "spec", "storageClassName")
 	sc := &unstructured.Unstructured{}
 	sc.SetGroupVersionKind(schema.GroupVersionKind{Group: "storage.k8s.io", Version: "v1", Kind: "StorageClass"})
-	if err := headObjs.Get(context.Background(), objectKey("", class), sc); err != nil {
+	if err := headObjs.Get(context.Background(), client.ObjectKey{Name: class}, sc); err != nil {
 		return []finding{{Safe, fmt.Sprintf("storage grows from %s to %s; StorageClass %q is not in the repository: the resize works only if it allows expansion", bq.String(), hq.String(), class)}}
 	}
 	if ok, _, _ := unstructured.NestedBool(sc.Object, "allowVolumeExpansion"); !ok {

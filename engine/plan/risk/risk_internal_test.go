@@ -1,4 +1,4 @@
-package plan
+package risk
 
 import (
 	"context"
@@ -29,8 +29,8 @@ func (failingReader) List(context.Context, client.ObjectList, ...client.ListOpti
 func TestAGuardThatCannotDecideIsNotSafe(t *testing.T) {
 	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace",
 		"metadata": map[string]any{"name": "apps", "annotations": map[string]any{guard.OptInAnnotation: "true"}}}}
-	risk, reasons := deletionRisk(context.Background(), failingReader{}, nil, ns, "removed from Git")
+	risk, reasons := OfDeletion(context.Background(), failingReader{}, nil, ns, "removed from Git")
 	if risk != Blocked || !strings.Contains(strings.Join(reasons, "; "), "could not decide") {
-		t.Fatalf("deletionRisk = %s %q, want Blocked saying the guard could not decide", risk, reasons)
+		t.Fatalf("OfDeletion = %s %q, want Blocked saying the guard could not decide", risk, reasons)
 	}
 }

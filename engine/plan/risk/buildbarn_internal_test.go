@@ -1,9 +1,13 @@
-package plan
+package risk
 
 import (
 	"context"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/strata-gitops/strata/internal/scheme"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -22,7 +26,7 @@ func bbStorage(replicas int64, casBlocks string, optIn bool) *unstructured.Unstr
 
 // A BuildbarnStorage change is shown as what happens to its shards.
 func TestABuildbarnStorageChangeSaysWhatHappensToItsShards(t *testing.T) {
-	head := newRepoObjects()
+	head := fake.NewClientBuilder().WithScheme(scheme.New()).Build()
 	for _, tc := range []struct {
 		name string
 		b, h *unstructured.Unstructured
@@ -37,7 +41,7 @@ func TestABuildbarnStorageChangeSaysWhatHappensToItsShards(t *testing.T) {
 		{"the CAS shrunk, opted in", bbStorage(2, "3Gi", false), bbStorage(2, "1Gi", true), DestroysData, "every shard's cas claim is deleted and made again"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			risk, reasons := classify(context.Background(), head, head, nil, tc.b, tc.h)
+			risk, reasons := Classify(context.Background(), head, head, nil, tc.b, tc.h)
 			if risk != tc.risk || !strings.Contains(strings.Join(reasons, "; "), tc.says) {
 				t.Fatalf("classify = %s %q; want %s saying %q", risk, reasons, tc.risk, tc.says)
 			}
