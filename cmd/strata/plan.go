@@ -9,6 +9,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/strata-gitops/strata/engine/plan/render"
+
 	ssautils "github.com/fluxcd/pkg/ssa/utils"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -98,7 +100,7 @@ func planCommand() *cobra.Command {
 	f.StringVar(&format, "format", "text", "text, markdown or json")
 	f.StringVar(&failOn, "fail-on", "changes", "never, changes or destructive: what gives a non-zero exit code")
 	f.BoolVar(&o.ChangedOnly, "changed-only", false, "render only Kustomizations whose inputs changed (same changes; unchanged Kustomizations are not counted)")
-	f.IntVar(&limit, "markdown-limit", plan.DefaultMarkdownLimit, "largest markdown output in characters; further Kustomizations are folded into a count")
+	f.IntVar(&limit, "markdown-limit", render.DefaultMarkdownLimit, "largest markdown output in characters; further Kustomizations are folded into a count")
 	f.StringVar(&substituteFrom, "substitute-from", "", "YAML file of ConfigMaps and Secrets that postBuild.substituteFrom reads but the repository does not define (made at bootstrap, say)")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "also compare the head revision with this cluster (server-side dry-run, live inventory) and report drift")
 	// A usage error is an error (exit 3), not "changes" (exit 1): a CI gate
@@ -145,10 +147,10 @@ func writePlan(w io.Writer, p *plan.Plan, format string, limit int) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(p)
 	case "markdown":
-		return plan.WriteMarkdown(w, p, limit)
+		return render.WriteMarkdown(w, p, limit)
 	}
 	f, ok := w.(*os.File)
-	return plan.WriteText(w, p, ok && term.IsTerminal(int(f.Fd())))
+	return render.WriteText(w, p, ok && term.IsTerminal(int(f.Fd())))
 }
 
 func parseKey(s string) (graph.Key, error) {

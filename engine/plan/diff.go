@@ -1,8 +1,6 @@
 package plan
 
 import (
-	"strings"
-
 	"github.com/pmezard/go-difflib/difflib"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
@@ -101,10 +99,3 @@ func setIfPresent(o *unstructured.Unstructured, m map[string]any, field string) 
 }
 
 // indent prefixes every line of s.
-func indent(s, prefix string) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	for i, l := range lines {
-		lines[i] = prefix + l
-	}
-	return strings.Join(lines, "\n")
-}

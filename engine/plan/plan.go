@@ -91,8 +91,8 @@ type Live struct {
 	Drift []Change `json:"drift,omitempty"`
 }
 
-// quiet says the Kustomization has nothing for a reviewer to read.
-func (ks Kustomization) quiet() bool {
+// Quiet says the Kustomization has nothing for a reviewer to read.
+func (ks Kustomization) Quiet() bool {
 	drift := ks.Live != nil && (len(ks.Live.Drift) > 0 || ks.Live.Status == "error")
 	return !drift && (ks.Status == "unchanged" || ks.Status == "skipped" || ks.Status == "not-rendered")
 }

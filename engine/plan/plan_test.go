@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/strata-gitops/strata/engine/plan/render"
+
 	"github.com/strata-gitops/strata/engine/plan/risk"
 
 	"github.com/strata-gitops/strata/engine/graph"
@@ -158,7 +160,7 @@ func countChanges(p *plan.Plan) int {
 
 func dump(p *plan.Plan) string {
 	var b bytes.Buffer
-	_ = plan.WriteText(&b, p, false)
+	_ = render.WriteText(&b, p, false)
 	return b.String()
 }
 
@@ -339,10 +341,10 @@ func TestGolden(t *testing.T) {
 	r.branch("golden", files)
 	p := run(t, r, "golden", false)
 	var text, md, js bytes.Buffer
-	if err := plan.WriteText(&text, p, false); err != nil {
+	if err := render.WriteText(&text, p, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := plan.WriteMarkdown(&md, p, 0); err != nil {
+	if err := render.WriteMarkdown(&md, p, 0); err != nil {
 		t.Fatal(err)
 	}
 	enc := json.NewEncoder(&js)
@@ -378,7 +380,7 @@ func TestMarkdownLimit(t *testing.T) {
 	r.branch("two", files)
 	p := run(t, r, "two", false)
 	var full, lean, tiny bytes.Buffer
-	_ = plan.WriteMarkdown(&full, p, 0)
+	_ = render.WriteMarkdown(&full, p, 0)
 	diffs := 0
 	for _, ks := range p.Kustomizations {
 		for _, ch := range ks.Changes {
@@ -388,7 +390,7 @@ func TestMarkdownLimit(t *testing.T) {
 		}
 	}
 	limit := full.Len() - diffs + 250 // room for everything but the diffs
-	_ = plan.WriteMarkdown(&lean, p, limit)
+	_ = render.WriteMarkdown(&lean, p, limit)
 	if lean.Len() > limit || !strings.Contains(lean.String(), "Diffs left out") || strings.Contains(lean.String(), "… and ") {
 		t.Errorf("at %d characters: %d written; want every Kustomization kept with its diffs left out:\n%s", limit, lean.Len(), lean.String())
 	}
@@ -398,7 +400,7 @@ func TestMarkdownLimit(t *testing.T) {
 		}
 	}
 	limit = strings.Index(full.String(), "### Changes") + 400
-	_ = plan.WriteMarkdown(&tiny, p, limit)
+	_ = render.WriteMarkdown(&tiny, p, limit)
 	var folded int
 	if _, err := fmt.Sscanf(tiny.String()[strings.LastIndex(tiny.String(), "… and ")+len("… and "):], "%d more Kustomization(s)", &folded); err != nil {
 		t.Fatalf("folded Kustomizations not counted (%v):\n%s", err, tiny.String())

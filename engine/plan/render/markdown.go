@@ -1,9 +1,11 @@
-package plan
+package render
 
 import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/strata-gitops/strata/engine/plan"
 
 	"github.com/strata-gitops/strata/engine/plan/risk"
 )
@@ -16,7 +18,7 @@ const DefaultMarkdownLimit = 60000
 // class, the dependency graph as Mermaid with changed Kustomizations
 // highlighted, and a collapsible diff per Kustomization. Once limit
 // characters are used, the remaining Kustomizations are folded into a count.
-func WriteMarkdown(w io.Writer, p *Plan, limit int) error {
+func WriteMarkdown(w io.Writer, p *plan.Plan, limit int) error {
 	if limit <= 0 {
 		limit = DefaultMarkdownLimit
 	}
@@ -54,7 +56,7 @@ func WriteMarkdown(w io.Writer, p *Plan, limit int) error {
 	b.WriteString("\n### Changes\n\n")
 	folded := 0
 	for _, ks := range p.Kustomizations {
-		if ks.quiet() {
+		if ks.Quiet() {
 			continue
 		}
 		// Diffs go first when room runs out: the list of changed
@@ -89,7 +91,7 @@ func riskBadge(r string) string {
 	return icons[r] + " " + riskLabel(r)
 }
 
-func writeMermaid(b *strings.Builder, p *Plan) {
+func writeMermaid(b *strings.Builder, p *plan.Plan) {
 	shown, changed := mermaidNodes(p)
 	if len(shown) == 0 {
 		b.WriteString("No Kustomization changes.\n")
@@ -140,14 +142,14 @@ func writeMermaid(b *strings.Builder, p *Plan) {
 // mermaidNodes is what the graph shows: the changed Kustomizations and
 // those they depend on, directly or not, so that the path to each change
 // is there and the other eighty of a large repository are not.
-func mermaidNodes(p *Plan) (shown, changed map[string]bool) {
+func mermaidNodes(p *plan.Plan) (shown, changed map[string]bool) {
 	shown, changed = map[string]bool{}, map[string]bool{}
 	deps := map[string][]string{}
 	var queue []string
 	for _, ks := range p.Kustomizations {
 		name := ks.Namespace + "/" + ks.Name
 		deps[name] = ks.DependsOn
-		if !ks.quiet() {
+		if !ks.Quiet() {
 			changed[name] = true
 			queue = append(queue, name)
 		}
@@ -166,7 +168,7 @@ func mermaidNodes(p *Plan) (shown, changed map[string]bool) {
 
 // kustomizationSection is one Kustomization's collapsible section, with
 // its diffs or, short of room, without them.
-func kustomizationSection(ks Kustomization, diffs bool) string {
+func kustomizationSection(ks plan.Kustomization, diffs bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "<details><summary><b>%s/%s</b> (wave %d): %s</summary>\n\n", ks.Namespace, ks.Name, ks.Wave, kustomizationState(ks))
 	writeMarkdownChanges(&b, ks.Changes, diffs)
@@ -181,7 +183,7 @@ func kustomizationSection(ks Kustomization, diffs bool) string {
 	return b.String()
 }
 
-func writeMarkdownChanges(b *strings.Builder, changes []Change, diffs bool) {
+func writeMarkdownChanges(b *strings.Builder, changes []plan.Change, diffs bool) {
 	for _, ch := range changes {
 		fmt.Fprintf(b, "- %s **%s** `%s`", riskBadge(ch.Risk), ch.Action, ch.Object)
 		for _, r := range ch.Reasons {
@@ -191,7 +193,7 @@ func writeMarkdownChanges(b *strings.Builder, changes []Change, diffs bool) {
 			fmt.Fprintf(b, "<br>opt in with `%s`", ch.OptIn)
 		}
 		b.WriteString("\n")
-		if diffs && ch.Action == Changed && ch.Diff != "" {
+		if diffs && ch.Action == plan.Changed && ch.Diff != "" {
 			fmt.Fprintf(b, "\n```diff\n%s```\n", ch.Diff)
 		}
 	}
@@ -200,7 +202,7 @@ func writeMarkdownChanges(b *strings.Builder, changes []Change, diffs bool) {
 // writeNeedsAttention names, at the top and never folded, every change
 // that destroys data or that the guard blocks: a reviewer must not have
 // to open a collapsed section to find them.
-func writeNeedsAttention(b *strings.Builder, p *Plan) {
+func writeNeedsAttention(b *strings.Builder, p *plan.Plan) {
 	var lines []string
 	for _, ks := range p.Kustomizations {
 		for _, ch := range ks.Changes {

@@ -1,9 +1,15 @@
-package plan
+// Package render writes a plan for people: the text a terminal shows and
+// the markdown of a pull-request comment. The plan itself (engine/plan)
+// is the comparison of two revisions, with its JSON form; its risk
+// classes are engine/plan/risk's.
+package render
 
 import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/strata-gitops/strata/engine/plan"
 
 	"github.com/strata-gitops/strata/engine/plan/risk"
 )
@@ -14,7 +20,7 @@ type palette struct{ red, yellow, green, cyan, bold, reset string }
 var ansi = palette{"\x1b[31m", "\x1b[33m", "\x1b[32m", "\x1b[36m", "\x1b[1m", "\x1b[0m"}
 
 // WriteText writes the terminal report, coloured when color is set.
-func WriteText(w io.Writer, p *Plan, color bool) error {
+func WriteText(w io.Writer, p *plan.Plan, color bool) error {
 	c := palette{}
 	if color {
 		c = ansi
@@ -56,7 +62,7 @@ func WriteText(w io.Writer, p *Plan, color bool) error {
 	return err
 }
 
-func writeTextChanges(b *strings.Builder, changes []Change, pad string, c palette, riskColour map[string]string) {
+func writeTextChanges(b *strings.Builder, changes []plan.Change, pad string, c palette, riskColour map[string]string) {
 	for _, ch := range changes {
 		fmt.Fprintf(b, "%s%s %-8s %s  %s[%s]%s\n", pad, actionMark[ch.Action], ch.Action, ch.Object, riskColour[ch.Risk], riskLabel(ch.Risk), c.reset)
 		detail := pad + "    "
@@ -69,14 +75,14 @@ func writeTextChanges(b *strings.Builder, changes []Change, pad string, c palett
 		if ch.MovedFrom != "" {
 			fmt.Fprintf(b, "%smoved from Kustomization %s\n", detail, ch.MovedFrom)
 		}
-		if ch.Action == Changed && ch.Diff != "" {
+		if ch.Action == plan.Changed && ch.Diff != "" {
 			fmt.Fprintf(b, "%s\n", colourDiff(indent(ch.Diff, detail), c))
 		}
 	}
 }
 
 // liveState sums up the comparison with the cluster in words.
-func liveState(l *Live) string {
+func liveState(l *plan.Live) string {
 	s := l.Status
 	if l.Revision != "" {
 		s += ", last applied " + l.Revision
@@ -90,7 +96,7 @@ func liveState(l *Live) string {
 	return s
 }
 
-var actionMark = map[string]string{Created: "+", Changed: "~", Deleted: "-", Orphaned: "!"}
+var actionMark = map[string]string{plan.Created: "+", plan.Changed: "~", plan.Deleted: "-", plan.Orphaned: "!"}
 
 func riskLabel(r string) string {
 	if r == risk.Blocked {
@@ -99,14 +105,14 @@ func riskLabel(r string) string {
 	return r
 }
 
-func revisionText(r Revision) string {
+func revisionText(r plan.Revision) string {
 	if r.Commit == "" {
 		return r.Ref
 	}
 	return fmt.Sprintf("%s (%s)", r.Ref, r.Commit[:min(12, len(r.Commit))])
 }
 
-func summaryLine(p *Plan) string {
+func summaryLine(p *plan.Plan) string {
 	s := p.Summary
 	var risks []string
 	for _, r := range risk.RiskClasses {
@@ -124,7 +130,7 @@ func summaryLine(p *Plan) string {
 	return line
 }
 
-func kustomizationState(ks Kustomization) string {
+func kustomizationState(ks plan.Kustomization) string {
 	switch ks.Status {
 	case "error", "not-rendered", "unknown":
 		return ks.Status + ": " + ks.Reason
@@ -154,6 +160,15 @@ func colourDiff(s string, c palette) string {
 		case strings.HasPrefix(t, "-"):
 			lines[i] = c.red + l + c.reset
 		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// indent puts prefix before every line of s.
+func indent(s, prefix string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = prefix + l
 	}
 	return strings.Join(lines, "\n")
 }
