@@ -362,7 +362,7 @@ func TestGolden(t *testing.T) {
 		}
 		want, err := os.ReadFile(path)
 		if err != nil {
-			t.Fatalf("%v (run go test ./reconciler/plan -run TestGolden -update)", err)
+			t.Fatalf("%v (run go test ./engine/plan -run TestGolden -update)", err)
 		}
 		if !bytes.Equal(got, want) {
 			t.Errorf("%s differs from the golden file; got:\n%s", name, got)

@@ -1,4 +1,5 @@
 // Package app holds, in its subpackages, the composition roots: what
-// `strata controller` (manager), `strata up` (up) and a node's storage
-// stack (nodestack) assemble from the packages below them.
+// `strata controller` (manager), `strata agent` (agent, one node's agent
+// and, for the CSI test environment, its node stack) and `strata up` (up)
+// assemble from the packages below them.
 package app

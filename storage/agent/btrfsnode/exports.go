@@ -64,7 +64,7 @@ func (s *Store) setClients(ctx context.Context, tenant string, v Volume, clients
 		}
 		v.ExportID = id
 	}
-	if err := writeMetadata(s.volumeDir(tenant, v.Name), stored(v)); err != nil {
+	if err := writeMetadata(s.volumeDir(tenant, v.Name), recordOfVolume(v)); err != nil {
 		return Volume{}, err
 	}
 	v = s.fill(tenant, v)

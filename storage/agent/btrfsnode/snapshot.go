@@ -42,7 +42,7 @@ func (s *Store) CreateSnapshot(ctx context.Context, tenant string, req SnapshotR
 		return Snapshot{}, false, err
 	}
 	snap = Snapshot{Name: req.Name, Volume: req.Volume, SizeBytes: v.SizeBytes, CreatedAt: time.Now().UTC()}
-	if err := recordNew(dir, snap); err != nil {
+	if err := recordNew(dir, recordOfSnapshot(snap)); err != nil {
 		return Snapshot{}, false, err
 	}
 	return s.fillSnapshot(tenant, snap), true, nil
@@ -71,11 +71,11 @@ func (s *Store) GetSnapshot(tenant, name string) (Snapshot, error) {
 }
 
 func (s *Store) getSnapshot(tenant, name string) (Snapshot, error) {
-	var snap Snapshot
-	if err := readMetadata(s.snapshotDir(tenant, name), "snapshot "+name, &snap); err != nil {
+	var rec snapshotRecord
+	if err := readMetadata(s.snapshotDir(tenant, name), "snapshot "+name, &rec); err != nil {
 		return Snapshot{}, err
 	}
-	return s.fillSnapshot(tenant, snap), nil
+	return s.fillSnapshot(tenant, rec.snapshot()), nil
 }
 
 func (s *Store) fillSnapshot(tenant string, snap Snapshot) Snapshot {
@@ -172,7 +172,7 @@ func (s *Store) Clone(ctx context.Context, tenant string, req CloneRequest) (v V
 	if err := s.apply(ctx, dir, &v, Tuning{Compression: src.Compression, CompressionLevel: src.CompressionLevel}, false); err != nil {
 		return Volume{}, false, err
 	}
-	if err := recordNew(dir, v); err != nil {
+	if err := recordNew(dir, recordOfVolume(v)); err != nil {
 		return Volume{}, false, err
 	}
 	s.recordedSize(tenant, v.Name, v.SizeBytes)

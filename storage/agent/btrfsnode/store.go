@@ -1,5 +1,6 @@
-// Package volumes keeps tenants' volumes and snapshots as btrfs
-// subvolumes, with quotas and NFS exports, in this layout:
+// Package btrfsnode is the btrfs backend on a node: it keeps tenants'
+// volumes and snapshots as btrfs subvolumes, with quotas and NFS exports,
+// their replication pairs and their fence, in this layout:
 //
 //	{base}/{tenant}/{volume}/data                 the volume (a subvolume)
 //	{base}/{tenant}/{volume}/metadata.json

@@ -2,7 +2,8 @@ package btrfsnode
 
 import "github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
 
-// The store keeps its records in the API's wire form.
+// The store answers in the node API's wire types; it keeps its records
+// on disk in types of its own (records.go).
 type (
 	Volume          = wire.Volume
 	Snapshot        = wire.Snapshot

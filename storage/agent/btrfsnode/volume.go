@@ -99,7 +99,7 @@ func (s *Store) Create(ctx context.Context, tenant string, req CreateRequest) (v
 	if err := s.apply(ctx, dir, &v, req.Tuning, true); err != nil {
 		return Volume{}, false, err
 	}
-	if err := recordNew(dir, v); err != nil {
+	if err := recordNew(dir, recordOfVolume(v)); err != nil {
 		return Volume{}, false, err
 	}
 	s.recordedSize(tenant, v.Name, v.SizeBytes)
@@ -192,11 +192,11 @@ func (s *Store) Get(tenant, name string) (Volume, error) {
 }
 
 func (s *Store) get(tenant, name string) (Volume, error) {
-	var v Volume
-	if err := readMetadata(s.volumeDir(tenant, name), "volume "+name, &v); err != nil {
+	var rec volumeRecord
+	if err := readMetadata(s.volumeDir(tenant, name), "volume "+name, &rec); err != nil {
 		return Volume{}, err
 	}
-	return s.fill(tenant, v), nil
+	return s.fill(tenant, rec.volume()), nil
 }
 
 // fill adds what is not stored: where the volume is and what it holds.
@@ -232,8 +232,9 @@ func (s *Store) records(tenant string) ([]Volume, error) {
 		if n == contract.SnapshotsDir || strings.HasPrefix(n, ".") {
 			continue
 		}
-		var v Volume
-		err := readMetadata(s.volumeDir(tenant, n), "volume "+n, &v)
+		var rec volumeRecord
+		err := readMetadata(s.volumeDir(tenant, n), "volume "+n, &rec)
+		v := rec.volume()
 		if contract.KindOf(err) == contract.NotFound { // half-made or half-removed
 			continue
 		}
@@ -287,18 +288,13 @@ func (s *Store) Update(ctx context.Context, tenant, name string, req UpdateReque
 	if err := s.apply(ctx, dir, &v, t, false); err != nil {
 		return Volume{}, err
 	}
-	if err := writeMetadata(dir, stored(v)); err != nil {
+	if err := writeMetadata(dir, recordOfVolume(v)); err != nil {
 		return Volume{}, err
 	}
 	s.recordedSize(tenant, name, v.SizeBytes)
 	return s.fill(tenant, v), nil
 }
 
-// stored is v without what fill adds.
-func stored(v Volume) Volume {
-	v.Path, v.Node, v.UsedBytes, v.ExportPath = "", "", 0, ""
-	return v
-}
 
 // Delete removes a volume. One with snapshots or exports is refused
 // (contract.InUse) unless cascade is set; then they go first.

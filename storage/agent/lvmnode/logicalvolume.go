@@ -1,6 +1,3 @@
-// Package agent is the node daemon: it turns the LVMCluster's device
-// classes into volume groups on its node and the LogicalVolumes bound to
-// its node into volumes, and reports both.
 package lvmnode
 
 import (

@@ -1,5 +1,7 @@
-// Package lvmpairs is the LVM mover's store on a node: replication pairs
-// of thin logical volumes, with numbered replicas kept as thin snapshots
+// Package lvmnode is the LVM backend on a node: the LogicalVolumes bound
+// to the node made real (LogicalVolumeReconciler; the volume groups they
+// live in are volumegroups'), and the LVM mover's store of replication
+// pairs of thin logical volumes, with numbered replicas kept as thin snapshots
 // (docs/failover.md). A pair lives in a volume group (the device class),
 // which stands where the btrfs store has a tenant.
 //
