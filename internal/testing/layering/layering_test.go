@@ -171,7 +171,15 @@ func coveredBy(patterns []string, pkg string) bool {
 // it imports, without the module's prefix.
 func imports(t *testing.T, root string) map[string][]string {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "./...")
+	return listed(t, root, "Imports")
+}
+
+// listed lists, for every package of the module, the module's packages
+// in the field of go list's package (Imports, or Deps: all it imports,
+// directly or not), without the module's prefix.
+func listed(t *testing.T, root, field string) map[string][]string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .`+field+` " "}}`, "./...")
 	cmd.Dir = root
 	out, err := cmd.Output()
 	if err != nil {
@@ -195,6 +203,7 @@ func imports(t *testing.T, root string) map[string][]string {
 func TestBackendsImportNoOtherBackend(t *testing.T) {
 	root := testenv.RepoRoot()
 	backends := rows(section(t, root, "Backends keep to themselves"))
+	delete(backends, "neutral")
 	if len(backends) < 2 {
 		t.Fatalf("the Backends table lists %d backends", len(backends))
 	}
@@ -208,6 +217,31 @@ func TestBackendsImportNoOtherBackend(t *testing.T) {
 					if other != name && coveredBy(theirs, dep) {
 						t.Errorf("%s (the %s backend) imports %s, of the %s backend: share through storage/agent/contract instead", pkg, name, dep, other)
 					}
+				}
+			}
+		}
+	}
+}
+
+// What both backends serve through, and the image side, reach no
+// backend, directly or through another package.
+func TestNeutralPackagesReachNoBackend(t *testing.T) {
+	root := testenv.RepoRoot()
+	text := section(t, root, "Backends keep to themselves")
+	backends := rows(text)
+	neutral := backends["neutral"]
+	delete(backends, "neutral")
+	if len(neutral) == 0 || len(backends) < 2 {
+		t.Fatalf("the Backends section lists %d neutral packages and %d backends", len(neutral), len(backends))
+	}
+	for pkg, deps := range listed(t, root, "Deps") {
+		if !coveredBy(neutral, pkg) {
+			continue
+		}
+		for _, dep := range deps {
+			for name, theirs := range backends {
+				if coveredBy(theirs, dep) {
+					t.Errorf("%s, which both backends share, reaches %s of the %s backend: depend on storage/agent/contract instead", pkg, dep, name)
 				}
 			}
 		}

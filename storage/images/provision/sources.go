@@ -12,7 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/strata-gitops/strata/storage/agent/btrfsnode"
+	"github.com/strata-gitops/strata/storage/agent/contract"
+	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
 	"github.com/strata-gitops/strata/storage/images/bucket"
 	"github.com/strata-gitops/strata/storage/images/cache"
 )
@@ -111,11 +112,12 @@ func (b BucketImages) Copy(ctx context.Context, imageURL string, w io.Writer) er
 	return bk.Copy(ctx, object, w)
 }
 
-// BtrfsVolumes are the tenants' btrfs volumes on the node's store, each
-// holding its disk as the raw file DiskFile, as a VM on the host reads
-// it.
+// BtrfsVolumes are the tenants' btrfs volumes on the node, each holding
+// its disk as the raw file DiskFile, as a VM on the host reads it. Store
+// is the btrfs backend, reached through the storage contract: the image
+// side imports no backend.
 type BtrfsVolumes struct {
-	Store *btrfsnode.Store
+	Store contract.Volumes
 }
 
 // DiskFile is the raw disk's file in a btrfs volume.
@@ -123,7 +125,7 @@ const DiskFile = "disk.raw"
 
 // Create implements Volumes.
 func (b BtrfsVolumes) Create(ctx context.Context, tenant, name string, size int64) (string, bool, error) {
-	v, created, err := b.Store.Create(ctx, tenant, btrfsnode.CreateRequest{Name: name, SizeBytes: size})
+	v, created, err := b.Store.Create(ctx, tenant, wire.CreateRequest{Name: name, SizeBytes: size})
 	if err != nil {
 		return "", false, fmt.Errorf("volume %s: %w", name, err)
 	}
