@@ -3,7 +3,9 @@
 # so that a busy machine weighs on both alike: BEFORE (required) and AFTER
 # (default HEAD) are each checked out in a worktree under bin/sidebyside/
 # and built there; then, ROUNDS times (default 3), each command runs at
-# BEFORE, then at AFTER. A command is a program and its arguments, quoted
+# both: BEFORE first in odd rounds, AFTER first in even ones, so that what
+# a run leaves behind (dirty pages still being written back) weighs on
+# both sides alike. A command is a program and its arguments, quoted
 # as one word:
 #   hack/NAME ...        a program of hack/, built with go build
 #   PKG.test ...         a package's tests, built with go test -c
@@ -50,7 +52,9 @@ for commit in "$before" "$after"; do
 done
 export KUBEBUILDER_ASSETS=${KUBEBUILDER_ASSETS:-$PWD/bin/k8s}
 for i in $(seq "$rounds"); do
-  for commit in "$before" "$after"; do
+  order=("$before" "$after")
+  [ $((i % 2)) = 0 ] && order=("$after" "$before")
+  for commit in "${order[@]}"; do
     for cmd in "$@"; do
       prog=${cmd%% *}
       args=${cmd#"$prog"}
