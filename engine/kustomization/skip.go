@@ -72,13 +72,6 @@ func (r *Reconciler) noteArtifact(ctx context.Context, obj *kustomizev1.Kustomiz
 	}
 }
 
-// stampRender says in rec what its render was made from: the artifact,
-// the program, and whether the render read only files under its path
-// (build.Rendered.SelfContained).
-func stampRender(rec *skipapply.Record, src *source, selfContained bool) {
-	rec.Artifact, rec.Renderer, rec.SelfContained = src.digest, build.Renderer(), selfContained
-}
-
 // renders counts the Kustomizations rendered (kustomize build and
 // substitution), in the controller's metrics: a reconcile that finds its
 // render recorded makes none.

@@ -115,10 +115,6 @@ func gvkOf(obj client.Object) (schema.GroupVersionKind, error) {
 	return gvks[0], nil
 }
 
-func objectKey(namespace, name string) client.ObjectKey {
-	return client.ObjectKey{Namespace: namespace, Name: name}
-}
-
 // readers reads from each in turn, until one has the object.
 type readers []client.Reader
 

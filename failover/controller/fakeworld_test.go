@@ -67,7 +67,7 @@ func newFakeWorld(t *testing.T) *fakeWorld {
 // runHere starts the controllers on a manager that caches only the
 // world's namespace (and the kubelets' Leases), until the test ends.
 func (w *fakeWorld) runHere(t *testing.T) {
-	stop, err := w.startControllers()
+	stop, err := w.startControllers(t)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func (w *fakeWorld) runHere(t *testing.T) {
 	})
 }
 
-func (w *fakeWorld) startControllers() (stop func(), err error) {
+func (w *fakeWorld) startControllers(t *testing.T) (stop func(), err error) {
 	opts := testenv.ManagerOptions()
 	opts.Cache.DefaultNamespaces = map[string]cache.Config{w.ns: {}, corev1.NamespaceNodeLease: {}}
 	mgr, err := ctrl.NewManager(w.cfg, opts)
@@ -92,8 +92,13 @@ func (w *fakeWorld) startControllers() (stop func(), err error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("the controllers stopped: %v", err)
+		}
+	}()
 	return func() { cancel(); <-done }, nil
 }
 
@@ -120,7 +125,7 @@ func (w *fakeWorld) restartOnEveryPhase(t *testing.T) (stop func() int) {
 			seen[fo.Status.Phase] = true
 			w.mu.Lock()
 			w.stop()
-			next, err := w.startControllers()
+			next, err := w.startControllers(t)
 			if err != nil {
 				t.Errorf("restarting the controllers: %v", err)
 				next = func() {}

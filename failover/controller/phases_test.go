@@ -71,7 +71,7 @@ func failedOverAndBack(t *testing.T, w *fakeWorld, duringFailover func()) {
 	w.comeBack(t)
 	w.annotate(t, controller.AnnotationFailback, "true")
 	w.runDeployment(t, "db")
-	fo = w.wantFailover(t, func(fo *failoverv1alpha1.Failover) error {
+	w.wantFailover(t, func(fo *failoverv1alpha1.Failover) error {
 		if fo.Status.Active != failoverv1alpha1.ActivePrimary || fo.Status.Timestamps.FailedBack == nil {
 			return fmt.Errorf("status %+v", fo.Status)
 		}

@@ -295,7 +295,6 @@ func (s *Store) Update(ctx context.Context, tenant, name string, req UpdateReque
 	return s.fill(tenant, v), nil
 }
 
-
 // Delete removes a volume. One with snapshots or exports is refused
 // (contract.InUse) unless cascade is set; then they go first.
 func (s *Store) Delete(ctx context.Context, tenant, name string, cascade bool) (err error) {
