@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"slices"
@@ -24,7 +25,18 @@ import (
 	"github.com/strata-gitops/strata/internal/testing/volsynctest"
 )
 
-func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
+// TestMain lets every phase test (TestPhases*) run at once unless -parallel
+// says otherwise: they wait on Leases and polls, not on the CPU, and two at
+// a time (GOMAXPROCS on a 2-core machine) would triple their wall time.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", "8")
+	}
+	os.Exit(testenv.Main(m))
+}
 
 // A lost node's app comes back on the backup with the last synced data;
 // when the node is back, failback sends only what changed meanwhile and

@@ -25,10 +25,19 @@ import (
 	"github.com/strata-gitops/strata/storage/agent/mover"
 )
 
+// The fake world's times: shorter than the real world's, as its agents
+// answer at once; the agent still surely fences (lease.FencedBy) within
+// the controller's wait.
+const (
+	fakeUnreachableAfter = 500 * time.Millisecond
+	fakeSelfFenceAfter   = time.Second
+	fakeAgentFenceAfter  = 400 * time.Millisecond
+)
+
 // fakeWorld is the world on fake agents (fakeagent: the in-memory
 // backend behind the real node API): no root, and the controllers see
-// only its namespace, so its tests run side by side. Node a's agent
-// fences itself agentFenceAfter after its Lease's last renewal, as a
+// only its namespace, so its tests run side by side. Each node's agent
+// fences itself fakeAgentFenceAfter after its Lease's last renewal, as a
 // real agent's self-fence does.
 type fakeWorld struct {
 	*world
@@ -88,7 +97,7 @@ func (w *fakeWorld) startControllers(t *testing.T) (stop func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := w.controllers(selfFenceAfter)(mgr); err != nil {
+	if err := w.controllers(fakeSelfFenceAfter)(mgr); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -143,9 +152,9 @@ func (w *fakeWorld) restartOnEveryPhase(t *testing.T) (stop func() int) {
 
 // beatAndFence renews the node's Lease as its agent does, until
 // w.beats[node] is called, and fences the agent's volumes once the Lease
-// has gone agentFenceAfter unrenewed.
+// has gone fakeAgentFenceAfter unrenewed.
 func (w *fakeWorld) beatAndFence(t *testing.T, n *fakeagent.Node) {
-	fence := &lease.SelfFence{After: agentFenceAfter, Fence: func(ctx context.Context) error {
+	fence := &lease.SelfFence{After: fakeAgentFenceAfter, Fence: func(ctx context.Context) error {
 		_, err := n.Store.FencePairs(ctx)
 		return err
 	}}
@@ -156,8 +165,15 @@ func (w *fakeWorld) beatAndFence(t *testing.T, n *fakeagent.Node) {
 	t.Cleanup(stop)
 	w.beats[n.Name] = stop
 	h := &lease.Heartbeat{Client: w.c, Namespace: w.ns, Node: n.Name, Period: 200 * time.Millisecond,
-		SelfFenceAfter: agentFenceAfter, Renewed: fence.Renewed}
+		SelfFenceAfter: fakeAgentFenceAfter, Renewed: fence.Renewed}
 	go func() { _ = h.Start(beat) }()
+}
+
+// failoverOf creates the Failover of the app with the fencing mode, on
+// the fake world's times.
+func (w *fakeWorld) failoverOf(t *testing.T, fencing failoverv1alpha1.FencingMode, maxDataAge time.Duration) {
+	w.failoverWith(t, failoverv1alpha1.Policy{UnreachableAfter: metav1.Duration{Duration: fakeUnreachableAfter},
+		Fencing: fencing, MaxDataAge: metav1.Duration{Duration: maxDataAge}})
 }
 
 // lose takes node a away: its agent stops renewing its Lease and stops

@@ -11,7 +11,6 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	failoverv1alpha1 "github.com/strata-gitops/strata/api/failover/v1alpha1"
@@ -42,7 +41,7 @@ func protected(t *testing.T, fencing failoverv1alpha1.FencingMode) *fakeWorld {
 	t.Helper()
 	w := newFakeWorld(t)
 	w.app(t)
-	w.failover(t, fencing)
+	w.failoverOf(t, fencing, 0)
 	w.wantFailover(t, readyAs("Protected"))
 	return w
 }
@@ -135,8 +134,7 @@ func TestPhasesWaitingForPerson(t *testing.T) {
 	t.Parallel()
 	w := newFakeWorld(t)
 	w.app(t)
-	w.failoverWith(t, failoverv1alpha1.Policy{UnreachableAfter: metav1.Duration{Duration: time.Second},
-		Fencing: failoverv1alpha1.FencingAgentSelfFence, MaxDataAge: metav1.Duration{Duration: time.Millisecond}})
+	w.failoverOf(t, failoverv1alpha1.FencingAgentSelfFence, time.Millisecond)
 	w.wantFailover(t, readyAs("Protected"))
 	w.lose()
 	failoverAt(t, w, failoverv1alpha1.PhaseWaiting)
@@ -172,7 +170,7 @@ func TestPhasesSurviveACrashBetweenAnyTwoSteps(t *testing.T) {
 	w := newFakeWorld(t)
 	w.fake.FailOnceAfter()
 	w.app(t)
-	w.failover(t, failoverv1alpha1.FencingAgentSelfFence)
+	w.failoverOf(t, failoverv1alpha1.FencingAgentSelfFence, 0)
 	w.wantFailover(t, readyAs("Protected"))
 	restarts := w.restartOnEveryPhase(t)
 	failedOverAndBack(t, w, func() {})

@@ -91,29 +91,8 @@ func (a Agent) Claim(t testing.TB, c client.Client, ns, name, node string) {
 	if _, _, err := a.Store.Create(ctx, Tenant, btrfsnode.CreateRequest{Name: name, SizeBytes: 128 << 20}); err != nil {
 		t.Fatal(err)
 	}
-	size := resource.MustParse("128Mi")
-	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name}, Spec: corev1.PersistentVolumeSpec{
-		Capacity: corev1.ResourceList{corev1.ResourceStorage: size}, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-		PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
-			Driver: storagev1alpha1.CSIDriver, VolumeHandle: a.Class + "|" + name, VolumeAttributes: rules.BtrfsVolumeContext()}},
-		StorageClassName: a.Class,
-		NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}}},
-	}}
-	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.PersistentVolumeClaimSpec{
-		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, StorageClassName: &a.Class, VolumeName: pv.Name,
-		Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
-	}}
-	for _, o := range []client.Object{pv, pvc} {
-		if err := c.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() { _ = c.Delete(context.Background(), pv) })
-	pvc.Status.Phase = corev1.ClaimBound
-	if err := c.Status().Update(ctx, pvc); err != nil {
-		t.Fatal(err)
-	}
+	testenv.BindClaim(t, c, testenv.Claim{Namespace: ns, Name: name, Node: node, Class: a.Class, Handle: a.Class + "|" + name,
+		Attributes: rules.BtrfsVolumeContext(), Size: resource.MustParse("128Mi")})
 }
 
 // Write puts size random bytes into file of the agent's volume and

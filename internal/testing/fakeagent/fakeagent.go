@@ -14,13 +14,11 @@ import (
 	"sync/atomic"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"github.com/strata-gitops/strata/internal/testing/memstore"
+	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/rules"
 	"github.com/strata-gitops/strata/storage/agent/mover"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
@@ -83,34 +81,11 @@ func (n *Node) Client() *volumeapi.Client { return &volumeapi.Client{URL: n.URL,
 // driver and the PV controller would.
 func (n *Node) Claim(t testing.TB, c client.Client, ns, name string, data []byte) {
 	t.Helper()
-	ctx := context.Background()
 	if err := n.Store.Write(Tenant, name, data); err != nil {
 		t.Fatal(err)
 	}
-	size := resource.MustParse("128Mi")
-	class := "fake"
-	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name}, Spec: corev1.PersistentVolumeSpec{
-		Capacity: corev1.ResourceList{corev1.ResourceStorage: size}, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-		PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
-			Driver: storagev1alpha1.CSIDriver, VolumeHandle: n.Name + "|" + name, VolumeAttributes: rules.BtrfsVolumeContext()}},
-		StorageClassName: class,
-		NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{n.Name}}}}}}},
-	}}
-	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.PersistentVolumeClaimSpec{
-		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, StorageClassName: &class, VolumeName: pv.Name,
-		Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
-	}}
-	for _, o := range []client.Object{pv, pvc} {
-		if err := c.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() { _ = c.Delete(context.Background(), pv) })
-	pvc.Status.Phase = corev1.ClaimBound
-	if err := c.Status().Update(ctx, pvc); err != nil {
-		t.Fatal(err)
-	}
+	testenv.BindClaim(t, c, testenv.Claim{Namespace: ns, Name: name, Node: n.Name, Class: "fake", Handle: n.Name + "|" + name,
+		Attributes: rules.BtrfsVolumeContext(), Size: resource.MustParse("128Mi")})
 }
 
 // Agents finds the fake agents by their volumes' handles, node|volume,

@@ -22,6 +22,7 @@ import (
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"github.com/strata-gitops/strata/failover/lvmagents"
+	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/internal/testing/thingroup"
 	"github.com/strata-gitops/strata/storage/agent/lvmnode"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
@@ -113,32 +114,12 @@ func (a Agent) Claim(t testing.TB, c client.Client, ns, claim string, size int64
 	q := *resource.NewQuantity(size, resource.BinarySI)
 	lv := &storagev1alpha1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + claim},
 		Spec: storagev1alpha1.LogicalVolumeSpec{Name: claim, NodeName: a.Node, DeviceClass: a.Group, Size: q}}
-	class := "lvm-" + a.Group
-	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + claim}, Spec: corev1.PersistentVolumeSpec{
-		Capacity: corev1.ResourceList{corev1.ResourceStorage: q}, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-		PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
-			Driver: storagev1alpha1.CSIDriver, VolumeHandle: class + "|" + lv.Name}},
-		StorageClassName: class,
-		NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{a.Node}}}}}}},
-	}}
-	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: claim}, Spec: corev1.PersistentVolumeClaimSpec{
-		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, StorageClassName: &class, VolumeName: pv.Name,
-		Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: q}},
-	}}
-	for _, o := range []client.Object{lv, pv, pvc} {
-		if err := c.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() {
-		_ = c.Delete(context.Background(), pv)
-		_ = c.Delete(context.Background(), lv)
-	})
-	pvc.Status.Phase = corev1.ClaimBound
-	if err := c.Status().Update(ctx, pvc); err != nil {
+	if err := c.Create(ctx, lv); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), lv) })
+	class := "lvm-" + a.Group
+	testenv.BindClaim(t, c, testenv.Claim{Namespace: ns, Name: claim, Node: a.Node, Class: class, Handle: class + "|" + lv.Name, Size: q})
 }
 
 // Write writes size random bytes at off into a volume and returns them.
