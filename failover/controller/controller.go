@@ -200,13 +200,42 @@ func (r *Reconciler) step(ctx context.Context, fo *failoverv1alpha1.Failover) (c
 }
 
 // leaseAge is how long ago the node's agent last renewed its Lease, or
-// this controller started, whichever was later.
+// this controller started, whichever was later: the age that takes a node
+// for lost, never before its agent had time to renew under this
+// controller.
 func (r *Reconciler) leaseAge(ctx context.Context, node string) (time.Duration, error) {
 	l, err := r.nodeLease(ctx, node)
 	if err != nil {
 		return 0, err
 	}
 	return min(lease.Age(l, r.Now()), r.Now().Sub(r.started)), nil
+}
+
+// renewedWithin says whether the node's agent renewed its Lease within
+// limit: the test that takes a node for back. Unlike leaseAge it owes
+// nothing to when this controller started: a controller restarted while a
+// node is lost must not take the node for back.
+func (r *Reconciler) renewedWithin(ctx context.Context, node string, limit time.Duration) (bool, error) {
+	l, err := r.nodeLease(ctx, node)
+	if err != nil {
+		return false, err
+	}
+	return lease.Age(l, r.Now()) < limit, nil
+}
+
+// renewedSinceItsFence says whether the node's agent has renewed its
+// Lease since it would have fenced itself: its Lease is younger than the
+// self-fence time it publishes. Only then is a fence found on its volume
+// one from an outage that is over, which may be lifted; a fence the agent
+// set in an outage still going on must hold, whatever this controller's
+// phase.
+func (r *Reconciler) renewedSinceItsFence(ctx context.Context, node string) (bool, error) {
+	l, err := r.nodeLease(ctx, node)
+	if err != nil {
+		return false, err
+	}
+	after, fences := lease.SelfFenceAfter(l)
+	return fences && lease.Age(l, r.Now()) < after, nil
 }
 
 // watchPrimary keeps the app where it is while the primary node's agent
@@ -247,11 +276,11 @@ func (r *Reconciler) watchPrimary(ctx context.Context, fo *failoverv1alpha1.Fail
 // before it is fenced is back: the failover is called off.
 func (r *Reconciler) fence(ctx context.Context, fo *failoverv1alpha1.Failover, a *app) (ctrl.Result, error) {
 	node := fo.Spec.Primary.Node
-	age, err := r.leaseAge(ctx, node)
+	back, err := r.renewedWithin(ctx, node, policy(fo).UnreachableAfter.Duration)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if age < policy(fo).UnreachableAfter.Duration {
+	if back {
 		fo.Status.Phase, fo.Status.Timestamps = failoverv1alpha1.PhaseProtected, failoverv1alpha1.PhaseTimestamps{}
 		r.Events.Eventf(fo, nil, corev1.EventTypeNormal, "NodeBack", "Detect", "node %s's agent renews its Lease again: no failover", node)
 		return r.watchPrimary(ctx, fo, a)
@@ -276,6 +305,10 @@ func (r *Reconciler) fence(ctx context.Context, fo *failoverv1alpha1.Failover, a
 			return r.stillFencing(fo, waiting, err)
 		}
 	default: // AgentSelfFence
+		age, err := r.leaseAge(ctx, node)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
 		if result, wait, err := r.agentFenced(ctx, fo, age); err != nil || wait {
 			return result, err
 		}
@@ -401,11 +434,15 @@ func (r *Reconciler) podsStillOn(ctx context.Context, fo *failoverv1alpha1.Failo
 
 // unfenceIfFenced makes the primary's volume writable again when its
 // agent fenced it during an outage that ended before any promotion: the
-// agent never unfences by itself, as it cannot know that.
+// agent never unfences by itself, as it cannot know that. It acts only
+// once the agent has renewed its Lease since it would have fenced.
 func (r *Reconciler) unfenceIfFenced(ctx context.Context, fo *failoverv1alpha1.Failover, a *app) error {
 	dest, ok := replication.DestinationOf(a.destination)
 	if !ok {
 		return nil // not set up yet: nothing was replicated, nothing fenced
+	}
+	if back, err := r.renewedSinceItsFence(ctx, fo.Spec.Primary.Node); err != nil || !back {
+		return err
 	}
 	pair := dest.Pair
 	agent, _, err := replication.ClaimVolume(ctx, r.Client, r.Agents, "", fo.Namespace, fo.Spec.Primary.Claim)

@@ -28,11 +28,7 @@ func (r *Reconciler) wantsFailback(ctx context.Context, fo *failoverv1alpha1.Fai
 	if policy(fo).Failback != failoverv1alpha1.FailbackAutomatic && fo.Annotations[AnnotationFailback] != "true" {
 		return false, nil
 	}
-	age, err := r.leaseAge(ctx, fo.Spec.Primary.Node)
-	if err != nil {
-		return false, err
-	}
-	return age < policy(fo).UnreachableAfter.Duration, nil
+	return r.renewedWithin(ctx, fo.Spec.Primary.Node, policy(fo).UnreachableAfter.Duration)
 }
 
 // failbackPoll is how often a failed-over Failover reads the primary's

@@ -11,6 +11,7 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	failoverv1alpha1 "github.com/strata-gitops/strata/api/failover/v1alpha1"
@@ -177,4 +178,44 @@ func TestPhasesSurviveACrashBetweenAnyTwoSteps(t *testing.T) {
 	if n := restarts(); n < 3 {
 		t.Fatalf("the controller was restarted %d times, want one at each of at least 3 phases", n)
 	}
+}
+
+// A controller restarted while the primary is being fenced gives the
+// node's agent unreachableAfter before it takes the node for lost again,
+// but never takes it for back: the agent's Lease is still stale, so what
+// the agent fenced stays fenced, and the failover goes on. Here the
+// agent's API still answers while its Lease is not renewed (its
+// heartbeat broke, not its node).
+func TestPhasesARestartedControllerDoesNotTakeAStaleNodeForBack(t *testing.T) {
+	t.Parallel()
+	// unreachableAfter long enough that the restarted controller's first
+	// reconcile, once its caches have synced, falls within its grace.
+	const unreachableAfter = 3 * time.Second
+	w := newFakeWorld(t)
+	w.app(t)
+	w.failoverWith(t, failoverv1alpha1.Policy{UnreachableAfter: metav1.Duration{Duration: unreachableAfter}, Fencing: failoverv1alpha1.FencingManual})
+	w.wantFailover(t, readyAs("Protected"))
+	w.beats[w.fa.Name]() // the Lease goes stale; the agent's API still answers
+	failoverAt(t, w, failoverv1alpha1.PhaseFencing)
+	w.wantFenced(t, w.fa, true) // by the agent's own self-fence
+	w.stop()
+	w.runHere(t)
+	// Longer than the new controller's grace for the Lease.
+	until := time.Now().Add(unreachableAfter + time.Second)
+	for time.Now().Before(until) {
+		fo := &failoverv1alpha1.Failover{}
+		if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: "app"}, fo); err != nil {
+			t.Fatal(err)
+		}
+		if fo.Status.Phase == failoverv1alpha1.PhaseProtected {
+			t.Fatalf("a restarted controller took node a, whose Lease is stale, for back: %+v", fo.Status)
+		}
+		if p, err := w.fa.Store.GetPair(context.Background(), fakeagent.Tenant, w.ns+".db-backup"); err != nil || !p.Fenced {
+			t.Fatalf("a restarted controller unfenced the stale node's volume: %+v (%v)", p, err)
+		}
+		time.Sleep(20 * time.Millisecond) // sampling a window: nothing to wait for
+	}
+	w.annotate(t, controller.AnnotationFenced, w.node("a"))
+	w.runDeployment(t, "db-backup")
+	w.wantFailover(t, readyAs("FailedOver"))
 }
