@@ -4,9 +4,11 @@ export GOTOOLCHAIN := local
 GO ?= go
 BIN := $(CURDIR)/bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# make release takes only a semantic version given on the command line.
+RELEASE_VERSION := $(if $(filter command line,$(origin VERSION)),$(VERSION))
 export KUBEBUILDER_ASSETS := $(BIN)/k8s
 
-.PHONY: all build test e2e conformance lint generate bench up sanity tools control-plane control-plane-cluster kubelet packages sidecars helm clean
+.PHONY: all build test e2e conformance lint generate bench up sanity tools control-plane control-plane-cluster kubelet packages sidecars helm clean release release-lock
 
 all: build
 
@@ -58,6 +60,16 @@ BACKEND ?= lvm
 sanity: control-plane packages
 	@bash hack/tools.sh csi-sanity
 	$(GO) run ./hack/sanity -backend $(BACKEND) -- $(SANITY_ARGS)
+
+# The release: an OCI image index for amd64 and arm64 of strata on the
+# locked Debian packages, under bin/release/$(VERSION) (docs/release.md).
+release:
+	@test -n "$(RELEASE_VERSION)" || { echo "give the version: make release VERSION=x.y.z"; exit 1; }
+	$(GO) run ./hack/release build -version $(RELEASE_VERSION)
+
+# Refreshes hack/release/packages.lock from Debian's archive as it is now.
+release-lock:
+	$(GO) run ./hack/release lock
 
 lint:
 	@bash hack/tools.sh golangci-lint

@@ -1,0 +1,81 @@
+// Command release builds strata's release with no container engine, from
+// the Go module proxy and Debian's archive (docs/release.md):
+//
+//	go run ./hack/release lock                 refresh hack/release/packages.lock
+//	go run ./hack/release build -version X.Y.Z write bin/release/X.Y.Z
+//
+// The image index holds an image per architecture (amd64, arm64): the
+// locked Debian packages' files in one layer, strata's static binary in
+// another, every time at the commit's, so that two builds of one commit
+// give the same digests.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "release:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("give a command: lock, or build -version X.Y.Z")
+	}
+	fl := flag.NewFlagSet(args[0], flag.ContinueOnError)
+	repo := fl.String("repo", ".", "the repository's root")
+	lock := fl.String("lock", "hack/release/packages.lock", "the package lock")
+	cache := fl.String("cache", "bin/release/cache", "apt state and downloaded packages, kept across builds")
+	version := fl.String("version", "", "the release's version, X.Y.Z")
+	out := fl.String("out", "", "where the release goes (default bin/release/VERSION)")
+	if err := fl.Parse(args[1:]); err != nil {
+		return err
+	}
+	switch args[0] {
+	case "lock":
+		return refreshLock(ctx, *lock, *cache)
+	case "build":
+		if *out == "" {
+			*out = filepath.Join("bin", "release", *version)
+		}
+		epoch, err := sourceDateEpoch(*repo)
+		if err != nil {
+			return err
+		}
+		digest, err := Build(ctx, Options{Version: *version, Repo: *repo, Lock: *lock, Cache: *cache, Out: *out, Epoch: epoch})
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%s\t%s\n", filepath.Join(*out, "image"), digest)
+		return nil
+	}
+	return fmt.Errorf("%q: the commands are lock and build", args[0])
+}
+
+// sourceDateEpoch is $SOURCE_DATE_EPOCH, or the commit's time.
+func sourceDateEpoch(repo string) (time.Time, error) {
+	s := os.Getenv("SOURCE_DATE_EPOCH")
+	if s == "" {
+		out, err := exec.Command("git", "-C", repo, "log", "-1", "--format=%ct").Output()
+		if err != nil {
+			return time.Time{}, fmt.Errorf("the commit's time (set SOURCE_DATE_EPOCH outside a git checkout): %w", err)
+		}
+		s = strings.TrimSpace(string(out))
+	}
+	sec, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("SOURCE_DATE_EPOCH %q: %w", s, err)
+	}
+	return time.Unix(sec, 0).UTC(), nil
+}

@@ -1,0 +1,226 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"debug/elf"
+	"errors"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+
+	"github.com/strata-gitops/strata/internal/testing/testenv"
+)
+
+// built is one release build of the work tree, shared by the tests.
+var built struct {
+	once   sync.Once
+	dir    string
+	digest v1.Hash
+	err    error
+}
+
+// options builds the work tree's release into out, from the repository's
+// lock, with the packages cached under bin/ across runs.
+func options(out string) Options {
+	root := testenv.RepoRoot()
+	return Options{Version: "0.0.0-test", Repo: root, Lock: filepath.Join(root, "hack", "release", "packages.lock"),
+		Cache: filepath.Join(root, "bin", "release", "cache"), Out: out, Epoch: time.Unix(1700000000, 0).UTC()}
+}
+
+func release(t *testing.T) (string, v1.Hash) {
+	t.Helper()
+	testenv.NeedTools(t, "apt-get", "apt-cache", "dpkg-deb", "go")
+	built.once.Do(func() {
+		built.dir, built.err = os.MkdirTemp("", "strata-release-")
+		if built.err == nil {
+			built.digest, built.err = Build(context.Background(), options(built.dir))
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.dir, built.digest
+}
+
+// TestMain removes the shared build, which outlives each test.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		_ = os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
+// Two builds of one commit give the same image index, byte for byte.
+func TestTwoBuildsOfOneCommitAreTheSame(t *testing.T) {
+	_, first := release(t)
+	again, err := Build(context.Background(), options(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again != first {
+		t.Fatalf("two builds of one commit: index %s, then %s", first, again)
+	}
+}
+
+// Every ELF file of each architecture's image is built for it, and finds
+// the libraries it needs in the image.
+func TestEachImageIsItsArchitecturesWithItsLibraries(t *testing.T) {
+	dir, _ := release(t)
+	idx, err := layout.ImageIndexFromPath(filepath.Join(dir, "image"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	machines := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
+	if len(manifest.Manifests) != len(machines) {
+		t.Fatalf("the index holds %d images, want one for each of %v", len(manifest.Manifests), Architectures)
+	}
+	for _, desc := range manifest.Manifests {
+		arch := desc.Platform.Architecture
+		img, err := idx.Image(desc.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files := filesOf(t, img)
+		if _, ok := files["usr/local/bin/strata"]; !ok {
+			t.Fatalf("the %s image has no usr/local/bin/strata", arch)
+		}
+		checked := checkELFs(t, arch, machines[arch], files)
+		t.Logf("%s: %d files, %d ELF binaries and libraries checked", arch, len(files), checked)
+		if checked < 100 {
+			t.Fatalf("the %s image has only %d ELF files: the tools are missing", arch, checked)
+		}
+	}
+}
+
+// filesOf reads an image's files, the later layers over the earlier:
+// path to contents, or to the target of a link.
+func filesOf(t *testing.T, img v1.Image) map[string]file {
+	t.Helper()
+	layers, err := img.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]file{}
+	for _, l := range layers {
+		rc, err := l.Uncompressed()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := tar.NewReader(rc)
+		for {
+			hdr, err := tr.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := strings.TrimSuffix(hdr.Name, "/")
+			switch hdr.Typeflag {
+			case tar.TypeReg:
+				data, err := io.ReadAll(tr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				files[name] = file{data: data}
+			case tar.TypeSymlink:
+				files[name] = file{link: hdr.Linkname}
+			case tar.TypeLink:
+				files[name] = files[hdr.Linkname]
+			}
+		}
+		_ = rc.Close()
+	}
+	return files
+}
+
+type file struct {
+	data []byte
+	link string
+}
+
+// checkELFs checks every ELF file's machine and that each library it
+// needs is in the image's library folders; it returns how many it read.
+func checkELFs(t *testing.T, arch string, machine elf.Machine, files map[string]file) int {
+	t.Helper()
+	checked := 0
+	for name, f := range files {
+		if !bytes.HasPrefix(f.data, []byte("\x7fELF")) {
+			continue
+		}
+		e, err := elf.NewFile(bytes.NewReader(f.data))
+		if err != nil {
+			t.Errorf("%s: %s: %v", arch, name, err)
+			continue
+		}
+		checked++
+		if e.Machine != machine {
+			t.Errorf("%s: %s is built for %s", arch, name, e.Machine)
+		}
+		needed, _ := e.ImportedLibraries()
+		dirs := append(runPath(e, path.Dir(name)), libraryDirs...)
+		for _, lib := range needed {
+			if !hasLibrary(files, dirs, lib) {
+				t.Errorf("%s: %s needs %s, which the image lacks", arch, name, lib)
+			}
+		}
+	}
+	return checked
+}
+
+// libraryDirs are the folders Debian's dynamic loader searches by default.
+var libraryDirs = []string{"lib/x86_64-linux-gnu", "usr/lib/x86_64-linux-gnu", "lib/aarch64-linux-gnu", "usr/lib/aarch64-linux-gnu", "lib", "usr/lib"}
+
+// runPath is the folders an ELF file names for its libraries (RUNPATH,
+// RPATH), $ORIGIN being its own folder dir.
+func runPath(e *elf.File, dir string) []string {
+	var dirs []string
+	for _, tag := range []elf.DynTag{elf.DT_RUNPATH, elf.DT_RPATH} {
+		values, _ := e.DynString(tag)
+		for _, v := range values {
+			for _, d := range strings.Split(v, ":") {
+				d = strings.ReplaceAll(strings.ReplaceAll(d, "${ORIGIN}", "/"+dir), "$ORIGIN", "/"+dir)
+				dirs = append(dirs, strings.TrimPrefix(path.Clean(d), "/"))
+			}
+		}
+	}
+	return dirs
+}
+
+// hasLibrary says whether a library is in one of the folders, following
+// links within the image.
+func hasLibrary(files map[string]file, dirs []string, lib string) bool {
+	for _, dir := range dirs {
+		name := path.Join(dir, lib)
+		for range 8 { // links, resolved within the image
+			f, ok := files[name]
+			if !ok {
+				break
+			}
+			if f.link == "" {
+				return true
+			}
+			if path.IsAbs(f.link) {
+				name = strings.TrimPrefix(f.link, "/")
+			} else {
+				name = path.Join(path.Dir(name), f.link)
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os/exec"
+	"path"
+	"sort"
+	"strings"
+	"time"
+)
+
+// entry is one file of a root filesystem being assembled.
+type entry struct {
+	hdr  tar.Header
+	data []byte
+}
+
+// rootfs is a root filesystem assembled from Debian packages' files, as
+// dpkg would unpack them, without running their maintainer scripts.
+type rootfs map[string]*entry
+
+// unpack adds a .deb's files (dpkg-deb --fsys-tarfile). A directory
+// another package already made is kept; any other path is the later
+// package's.
+func (fs rootfs) unpack(ctx context.Context, deb string) error {
+	cmd := exec.CommandContext(ctx, "dpkg-deb", "--fsys-tarfile", deb)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	err = fs.add(tar.NewReader(out))
+	if werr := cmd.Wait(); err == nil && werr != nil {
+		err = fmt.Errorf("%w: %s", werr, strings.TrimSpace(stderr.String()))
+	}
+	if err != nil {
+		return fmt.Errorf("unpacking %s: %w", deb, err)
+	}
+	return nil
+}
+
+func (fs rootfs) add(tr *tar.Reader) error {
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		name := strings.TrimPrefix(path.Clean("/"+hdr.Name), "/")
+		if name == "" || leftOut(name) {
+			continue
+		}
+		if old, ok := fs[name]; ok && old.hdr.Typeflag == tar.TypeDir && hdr.Typeflag == tar.TypeDir {
+			continue
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			return err
+		}
+		e := &entry{hdr: *hdr, data: data}
+		e.hdr.Name = name
+		if hdr.Typeflag == tar.TypeLink {
+			e.hdr.Linkname = strings.TrimPrefix(path.Clean("/"+hdr.Linkname), "/")
+		}
+		fs[name] = e
+	}
+}
+
+// leftOut is what a container never reads: documentation but for the
+// licences, manual pages and translations.
+func leftOut(name string) bool {
+	for _, dir := range []string{"usr/share/man/", "usr/share/info/", "usr/share/locale/", "usr/share/lintian/", "usr/share/doc-base/"} {
+		if strings.HasPrefix(name, dir) {
+			return true
+		}
+	}
+	return strings.HasPrefix(name, "usr/share/doc/") && path.Base(name) != "copyright" && strings.Count(name, "/") > 3
+}
+
+// put sets a regular file's contents, replacing what a package put there.
+func (fs rootfs) put(name string, mode int64, data []byte) {
+	fs[name] = &entry{hdr: tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: mode, Size: int64(len(data))}, data: data}
+}
+
+// edit rewrites a packaged file's contents; a missing file is an error.
+func (fs rootfs) edit(name string, change func([]byte) []byte) error {
+	e, ok := fs[name]
+	if !ok || e.hdr.Typeflag != tar.TypeReg {
+		return fmt.Errorf("%s is not a file of the image's packages", name)
+	}
+	e.data = change(e.data)
+	e.hdr.Size = int64(len(e.data))
+	return nil
+}
+
+// tarball writes the files as one layer: sorted by path, parents first,
+// owned by root, every time at epoch, so that the same packages make the
+// same bytes.
+func (fs rootfs) tarball(epoch time.Time) ([]byte, error) {
+	names := make([]string, 0, len(fs))
+	for n := range fs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, n := range names {
+		e := fs[n]
+		hdr := tar.Header{Name: n, Typeflag: e.hdr.Typeflag, Mode: e.hdr.Mode & 0o7777, Linkname: e.hdr.Linkname,
+			ModTime: epoch, Format: tar.FormatPAX}
+		if hdr.Typeflag == tar.TypeDir {
+			hdr.Name += "/"
+		}
+		if hdr.Typeflag == tar.TypeReg {
+			hdr.Size = int64(len(e.data))
+		}
+		if err := tw.WriteHeader(&hdr); err != nil {
+			return nil, fmt.Errorf("%s: %w", n, err)
+		}
+		if hdr.Typeflag == tar.TypeReg {
+			if _, err := tw.Write(e.data); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
