@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"strings"
@@ -137,7 +138,7 @@ func filesOf(t *testing.T, img v1.Image) map[string]file {
 				if err != nil {
 					t.Fatal(err)
 				}
-				files[name] = file{data: data}
+				files[name] = file{data: data, mode: hdr.Mode}
 			case tar.TypeSymlink:
 				files[name] = file{link: hdr.Linkname}
 			case tar.TypeLink:
@@ -152,6 +153,7 @@ func filesOf(t *testing.T, img v1.Image) map[string]file {
 type file struct {
 	data []byte
 	link string
+	mode int64
 }
 
 // checkELFs checks every ELF file's machine and that each library it
@@ -223,4 +225,68 @@ func hasLibrary(files map[string]file, dirs []string, lib string) bool {
 		}
 	}
 	return false
+}
+
+// The arm64 image's tools run: strata, lvm and qemu-img, each on the
+// image's own libraries, under qemu-user-static's emulation of AArch64.
+func TestTheArm64ToolsRun(t *testing.T) {
+	testenv.NeedTools(t, "qemu-aarch64-static")
+	dir, _ := release(t)
+	idx, err := layout.ImageIndexFromPath(filepath.Join(dir, "image"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	for _, desc := range manifest.Manifests {
+		if desc.Platform.Architecture != "arm64" {
+			continue
+		}
+		img, err := idx.Image(desc.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeTree(t, root, filesOf(t, img))
+	}
+	for _, tool := range [][]string{{"usr/local/bin/strata", "version"}, {"sbin/lvm", "version"}, {"usr/bin/qemu-img", "--version"}} {
+		cmd := exec.Command("qemu-aarch64-static", append([]string{"-L", root, filepath.Join(root, tool[0])}, tool[1:]...)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %s on arm64: %v: %s", tool[0], tool[1], err, out)
+		}
+		t.Logf("%s %s: %s", tool[0], tool[1], versionLine(string(out)))
+	}
+}
+
+// writeTree writes an image's files under root, links as links.
+func writeTree(t *testing.T, root string, files map[string]file) {
+	t.Helper()
+	for name, f := range files {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if f.link != "" {
+			if err := os.Symlink(f.link, p); err != nil && !os.IsExist(err) {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.WriteFile(p, f.data, os.FileMode(f.mode&0o777)|0o400); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// versionLine is the line of a tool's output that gives its version.
+func versionLine(out string) string {
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(strings.ToLower(line), "version") && !strings.Contains(line, "leaked") {
+			return strings.TrimSpace(line)
+		}
+	}
+	return strings.TrimSpace(out)
 }
