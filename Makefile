@@ -8,7 +8,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 RELEASE_VERSION := $(if $(filter command line,$(origin VERSION)),$(VERSION))
 export KUBEBUILDER_ASSETS := $(BIN)/k8s
 
-.PHONY: all build test e2e conformance lint generate bench up sanity tools control-plane control-plane-cluster kubelet packages sidecars helm clean release release-lock
+.PHONY: all build test e2e conformance lint generate bench up sanity tools control-plane control-plane-cluster kubelet packages sidecars helm clean release release-lock verify-release
 
 all: build
 
@@ -66,6 +66,12 @@ sanity: control-plane packages
 release:
 	@test -n "$(RELEASE_VERSION)" || { echo "give the version: make release VERSION=x.y.z"; exit 1; }
 	$(GO) run ./hack/release build -version $(RELEASE_VERSION)
+
+# Verifies bin/release/$(VERSION) offline: every blob, the signature with
+# bin/release/signing/cosign.pub, the SBOMs.
+verify-release:
+	@test -n "$(RELEASE_VERSION)" || { echo "give the version: make verify-release VERSION=x.y.z"; exit 1; }
+	$(GO) run ./hack/release verify -version $(RELEASE_VERSION)
 
 # Refreshes hack/release/packages.lock from Debian's archive as it is now.
 release-lock:

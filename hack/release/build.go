@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
 	"fmt"
 	"io"
 	"os"
@@ -16,6 +17,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/partial"
+	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
@@ -33,13 +36,21 @@ type Options struct {
 	Out string
 	// Epoch is every time in the image: the commit's.
 	Epoch time.Time
+	// Key signs the index (PEM, PKCS#8 ECDSA P-256); made, with
+	// cosign.pub beside it, when missing.
+	Key string
 }
 
 var versionPattern = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$`)
 
+// refName is the layout annotation that names a manifest.
+const refName = "org.opencontainers.image.ref.name"
+
 // Build writes the release's image index: one image per architecture, a
 // root filesystem of the locked Debian packages with strata's binary on
-// top. It returns the index's digest.
+// top; beside it in the layout, each image's SBOM as an artifact that
+// refers to it, and the index's signature as cosign stores it. It returns
+// the index's digest.
 func Build(ctx context.Context, o Options) (v1.Hash, error) {
 	if !versionPattern.MatchString(o.Version) {
 		return v1.Hash{}, fmt.Errorf("version %q: give a semantic version such as 0.3.0", o.Version)
@@ -48,53 +59,127 @@ func Build(ctx context.Context, o Options) (v1.Hash, error) {
 	if err != nil {
 		return v1.Hash{}, err
 	}
+	key, err := loadOrMakeKey(o.Key)
+	if err != nil {
+		return v1.Hash{}, err
+	}
 	index := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	var referrers []v1.Image
 	for _, arch := range Architectures {
-		img, err := buildImage(ctx, o, arch, forArch(pkgs, arch))
+		img, binary, err := buildImage(ctx, o, arch, forArch(pkgs, arch))
 		if err != nil {
 			return v1.Hash{}, err
 		}
-		index = mutate.AppendManifests(index, mutate.IndexAddendum{Add: img,
-			Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: arch}}})
+		desc, err := partial.Descriptor(img)
+		if err != nil {
+			return v1.Hash{}, err
+		}
+		desc.Platform = &v1.Platform{OS: "linux", Architecture: arch}
+		index = mutate.AppendManifests(index, mutate.IndexAddendum{Add: img, Descriptor: *desc})
+		doc, err := sbom(o.Version, arch, binary, forArch(pkgs, arch), o.Epoch)
+		if err != nil {
+			return v1.Hash{}, err
+		}
+		att, err := artifact(doc, sbomMediaType, desc, nil)
+		if err != nil {
+			return v1.Hash{}, err
+		}
+		referrers = append(referrers, att)
 	}
-	dir := filepath.Join(o.Out, "image")
-	if err := os.RemoveAll(dir); err != nil {
+	digest, err := index.Digest()
+	if err != nil {
 		return v1.Hash{}, err
 	}
-	if _, err := layout.Write(dir, index); err != nil {
+	sig, err := signature(key, digest)
+	if err != nil {
 		return v1.Hash{}, err
 	}
-	return index.Digest()
+	return digest, writeLayout(filepath.Join(o.Out, "image"), o.Version, index, referrers, sig, digest)
 }
 
-// buildImage is one architecture's image.
-func buildImage(ctx context.Context, o Options, arch string, pkgs []Package) (v1.Image, error) {
-	if len(pkgs) == 0 {
-		return nil, fmt.Errorf("the package lock %s has no package for %s: refresh it with make release-lock", o.Lock, arch)
+// writeLayout writes the OCI layout: the index named by the version, the
+// SBOMs, and the signature named as cosign names it.
+func writeLayout(dir, version string, index v1.ImageIndex, referrers []v1.Image, sig v1.Image, digest v1.Hash) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return err
 	}
-	base, err := baseLayer(ctx, o, arch, pkgs)
+	p, err := layout.Write(dir, empty.Index)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	bin, err := binaryLayer(ctx, o, arch)
-	if err != nil {
-		return nil, err
+	if err := p.AppendIndex(index, layout.WithAnnotations(map[string]string{refName: version})); err != nil {
+		return err
 	}
-	img, err := mutate.AppendLayers(mutate.MediaType(empty.Image, types.OCIManifestSchema1), base, bin)
+	for _, r := range referrers {
+		if err := p.AppendImage(r); err != nil {
+			return err
+		}
+	}
+	return p.AppendImage(sig, layout.WithAnnotations(map[string]string{refName: signatureTag(digest)}))
+}
+
+// artifact is an OCI manifest of one blob, referring to subject.
+func artifact(data []byte, mediaType types.MediaType, subject *v1.Descriptor, annotations map[string]string) (v1.Image, error) {
+	img, err := mutate.Append(mutate.MediaType(empty.Image, types.OCIManifestSchema1),
+		mutate.Addendum{Layer: static.NewLayer(data, mediaType), Annotations: annotations})
 	if err != nil {
 		return nil, err
 	}
 	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
-	cfg, err := img.ConfigFile()
+	if subject != nil {
+		img = mutate.Subject(img, v1.Descriptor{MediaType: subject.MediaType, Digest: subject.Digest, Size: subject.Size}).(v1.Image)
+	}
+	return img, nil
+}
+
+// signature is the index's signature as cosign stores it.
+func signature(key *ecdsa.PrivateKey, digest v1.Hash) (v1.Image, error) {
+	body, err := payload("strata", digest)
 	if err != nil {
 		return nil, err
+	}
+	sig, err := sign(key, body)
+	if err != nil {
+		return nil, err
+	}
+	return artifact(body, signatureMediaType, nil, map[string]string{signatureAnnotation: sig})
+}
+
+// buildImage is one architecture's image, and strata's binary in it.
+func buildImage(ctx context.Context, o Options, arch string, pkgs []Package) (v1.Image, []byte, error) {
+	if len(pkgs) == 0 {
+		return nil, nil, fmt.Errorf("the package lock %s has no package for %s: refresh it with make release-lock", o.Lock, arch)
+	}
+	base, err := baseLayer(ctx, o, arch, pkgs)
+	if err != nil {
+		return nil, nil, err
+	}
+	binary, err := buildBinary(ctx, o, arch)
+	if err != nil {
+		return nil, nil, err
+	}
+	fs := rootfs{}
+	fs.put("usr/local/bin/strata", 0o755, binary)
+	bin, err := layerOf(fs, o.Epoch)
+	if err != nil {
+		return nil, nil, err
+	}
+	img, err := mutate.AppendLayers(mutate.MediaType(empty.Image, types.OCIManifestSchema1), base, bin)
+	if err != nil {
+		return nil, nil, err
+	}
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return nil, nil, err
 	}
 	cfg = cfg.DeepCopy()
 	cfg.OS, cfg.Architecture, cfg.Created = "linux", arch, v1.Time{Time: o.Epoch}
 	cfg.Config.Entrypoint = []string{"/usr/local/bin/strata"}
 	cfg.Config.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 	cfg.Config.Labels = map[string]string{"org.opencontainers.image.version": o.Version, "org.opencontainers.image.title": "strata"}
-	return mutate.ConfigFile(img, cfg)
+	img, err = mutate.ConfigFile(img, cfg)
+	return img, binary, err
 }
 
 // baseLayer is the locked packages' files, unpacked.
@@ -125,9 +210,9 @@ func baseLayer(ctx context.Context, o Options, arch string, pkgs []Package) (v1.
 	return layerOf(fs, o.Epoch)
 }
 
-// binaryLayer is strata, built for arch: static, without paths of this
+// buildBinary builds strata for arch: static, without paths of this
 // machine, so that one commit gives one binary.
-func binaryLayer(ctx context.Context, o Options, arch string) (v1.Layer, error) {
+func buildBinary(ctx context.Context, o Options, arch string) ([]byte, error) {
 	out := filepath.Join(o.Cache, "bin", "strata-"+arch)
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w -buildid= -X main.version="+o.Version, "-o", out, "./cmd/strata")
 	cmd.Dir = o.Repo
@@ -135,13 +220,7 @@ func binaryLayer(ctx context.Context, o Options, arch string) (v1.Layer, error) 
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("building strata for %s: %w: %s", arch, err, strings.TrimSpace(string(b)))
 	}
-	data, err := os.ReadFile(out)
-	if err != nil {
-		return nil, err
-	}
-	fs := rootfs{}
-	fs.put("usr/local/bin/strata", 0o755, data)
-	return layerOf(fs, o.Epoch)
+	return os.ReadFile(out)
 }
 
 func layerOf(fs rootfs, epoch time.Time) (v1.Layer, error) {

@@ -1,8 +1,9 @@
 // Command release builds strata's release with no container engine, from
 // the Go module proxy and Debian's archive (docs/release.md):
 //
-//	go run ./hack/release lock                 refresh hack/release/packages.lock
-//	go run ./hack/release build -version X.Y.Z write bin/release/X.Y.Z
+//	go run ./hack/release lock                  refresh hack/release/packages.lock
+//	go run ./hack/release build -version X.Y.Z  write bin/release/X.Y.Z
+//	go run ./hack/release verify -version X.Y.Z check it offline with cosign.pub
 //
 // The image index holds an image per architecture (amd64, arm64): the
 // locked Debian packages' files in one layer, strata's static binary in
@@ -31,7 +32,7 @@ func main() {
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("give a command: lock, or build -version X.Y.Z")
+		return fmt.Errorf("give a command: lock, build -version X.Y.Z or verify -version X.Y.Z")
 	}
 	fl := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	repo := fl.String("repo", ".", "the repository's root")
@@ -39,28 +40,40 @@ func run(ctx context.Context, args []string) error {
 	cache := fl.String("cache", "bin/release/cache", "apt state and downloaded packages, kept across builds")
 	version := fl.String("version", "", "the release's version, X.Y.Z")
 	out := fl.String("out", "", "where the release goes (default bin/release/VERSION)")
+	key := fl.String("key", "bin/release/signing/cosign.key", "the signing key (PEM, PKCS#8 ECDSA P-256); made with cosign.pub beside it when missing")
+	pub := fl.String("pub", "bin/release/signing/cosign.pub", "with verify: the public key the release must be signed with")
 	if err := fl.Parse(args[1:]); err != nil {
 		return err
+	}
+	if *out == "" {
+		*out = filepath.Join("bin", "release", *version)
 	}
 	switch args[0] {
 	case "lock":
 		return refreshLock(ctx, *lock, *cache)
-	case "build":
-		if *out == "" {
-			*out = filepath.Join("bin", "release", *version)
+	case "verify":
+		k, err := readPublicKey(*pub)
+		if err != nil {
+			return err
 		}
+		if err := Verify(filepath.Join(*out, "image"), k); err != nil {
+			return err
+		}
+		fmt.Printf("%s: the signature, the SBOMs and every blob hold\n", filepath.Join(*out, "image"))
+		return nil
+	case "build":
 		epoch, err := sourceDateEpoch(*repo)
 		if err != nil {
 			return err
 		}
-		digest, err := Build(ctx, Options{Version: *version, Repo: *repo, Lock: *lock, Cache: *cache, Out: *out, Epoch: epoch})
+		digest, err := Build(ctx, Options{Version: *version, Repo: *repo, Lock: *lock, Cache: *cache, Out: *out, Epoch: epoch, Key: *key})
 		if err != nil {
 			return err
 		}
 		fmt.Printf("%s\t%s\n", filepath.Join(*out, "image"), digest)
 		return nil
 	}
-	return fmt.Errorf("%q: the commands are lock and build", args[0])
+	return fmt.Errorf("%q: the commands are lock, build and verify", args[0])
 }
 
 // sourceDateEpoch is $SOURCE_DATE_EPOCH, or the commit's time.

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/ecdsa"
 	"debug/elf"
 	"errors"
 	"io"
@@ -31,11 +32,37 @@ var built struct {
 }
 
 // options builds the work tree's release into out, from the repository's
-// lock, with the packages cached under bin/ across runs.
+// lock, with the packages cached under bin/ across runs, signed with a
+// key of the build's.
 func options(out string) Options {
 	root := testenv.RepoRoot()
 	return Options{Version: "0.0.0-test", Repo: root, Lock: filepath.Join(root, "hack", "release", "packages.lock"),
-		Cache: filepath.Join(root, "bin", "release", "cache"), Out: out, Epoch: time.Unix(1700000000, 0).UTC()}
+		Cache: filepath.Join(root, "bin", "release", "cache"), Out: out, Epoch: time.Unix(1700000000, 0).UTC(),
+		Key: filepath.Join(out, "signing", "cosign.key")}
+}
+
+// releaseIndex is the release's image index in its layout.
+func releaseIndex(t *testing.T, dir string) v1.ImageIndex {
+	t.Helper()
+	outer, err := layout.ImageIndexFromPath(filepath.Join(dir, "image"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := outer.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range m.Manifests {
+		if d.Annotations[refName] == "0.0.0-test" {
+			idx, err := outer.ImageIndex(d.Digest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return idx
+		}
+	}
+	t.Fatal("the layout names no index 0.0.0-test")
+	return nil
 }
 
 func release(t *testing.T) (string, v1.Hash) {
@@ -65,7 +92,9 @@ func TestMain(m *testing.M) {
 // Two builds of one commit give the same image index, byte for byte.
 func TestTwoBuildsOfOneCommitAreTheSame(t *testing.T) {
 	_, first := release(t)
-	again, err := Build(context.Background(), options(t.TempDir()))
+	o := options(t.TempDir())
+	o.Key = filepath.Join(built.dir, "signing", "cosign.key") // the same key: a signature is the same too
+	again, err := Build(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,10 +107,7 @@ func TestTwoBuildsOfOneCommitAreTheSame(t *testing.T) {
 // the libraries it needs in the image.
 func TestEachImageIsItsArchitecturesWithItsLibraries(t *testing.T) {
 	dir, _ := release(t)
-	idx, err := layout.ImageIndexFromPath(filepath.Join(dir, "image"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	idx := releaseIndex(t, dir)
 	manifest, err := idx.IndexManifest()
 	if err != nil {
 		t.Fatal(err)
@@ -232,10 +258,7 @@ func hasLibrary(files map[string]file, dirs []string, lib string) bool {
 func TestTheArm64ToolsRun(t *testing.T) {
 	testenv.NeedTools(t, "qemu-aarch64-static")
 	dir, _ := release(t)
-	idx, err := layout.ImageIndexFromPath(filepath.Join(dir, "image"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	idx := releaseIndex(t, dir)
 	manifest, err := idx.IndexManifest()
 	if err != nil {
 		t.Fatal(err)
@@ -289,4 +312,72 @@ func versionLine(out string) string {
 		}
 	}
 	return strings.TrimSpace(out)
+}
+
+// A release verifies offline with its public key; one changed byte of a
+// layer, of an SBOM or of the signature's payload fails, naming what, as
+// does a key the release was not signed with.
+func TestVerifyNamesWhatWasTamperedWith(t *testing.T) {
+	dir, _ := release(t)
+	pub, err := readPublicKey(filepath.Join(dir, "signing", "cosign.pub"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Verify(filepath.Join(dir, "image"), pub); err != nil {
+		t.Fatalf("the release as built: %v", err)
+	}
+	for _, tc := range []struct {
+		name, blob, says string
+	}{
+		{"a layer", "layer 1 of the amd64 image", "layer 1 of the amd64 image"},
+		{"an SBOM", "the SBOM of the arm64 image", "layer 1 of an SBOM"},
+		{"the signature", "the signature's payload", "layer 1 of the signature"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			copyDir := t.TempDir()
+			if err := os.CopyFS(copyDir, os.DirFS(filepath.Join(dir, "image"))); err != nil {
+				t.Fatal(err)
+			}
+			flipByte(t, blobNamed(t, copyDir, pub, tc.blob))
+			err := Verify(copyDir, pub)
+			if err == nil || !strings.Contains(err.Error(), tc.says) || !strings.Contains(err.Error(), "changed") {
+				t.Fatalf("verify after %s changed: %v; want an error naming %q", tc.name, err, tc.says)
+			}
+		})
+	}
+	other, err := makeKey(filepath.Join(t.TempDir(), "other.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Verify(filepath.Join(dir, "image"), &other.PublicKey); err == nil || !strings.Contains(err.Error(), "does not match the key") {
+		t.Fatalf("verify with another key: %v", err)
+	}
+}
+
+// blobNamed finds the path of the blob Verify calls what, by reading the
+// layout as Verify does and recording the names it gives.
+func blobNamed(t *testing.T, dir string, pub *ecdsa.PublicKey, what string) string {
+	t.Helper()
+	names := map[string]string{}
+	l := &layoutReader{dir: dir, seen: func(w, path string) { names[w] = path }}
+	if err := l.verify(pub); err != nil {
+		t.Fatal(err)
+	}
+	path, ok := names[what]
+	if !ok {
+		t.Fatalf("no blob is %q; the blobs are %v", what, names)
+	}
+	return path
+}
+
+func flipByte(t *testing.T, path string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0xff
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
