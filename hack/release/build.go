@@ -49,8 +49,8 @@ const refName = "org.opencontainers.image.ref.name"
 // Build writes the release's image index: one image per architecture, a
 // root filesystem of the locked Debian packages with strata's binary on
 // top; beside it in the layout, each image's SBOM as an artifact that
-// refers to it, and the index's signature as cosign stores it. It returns
-// the index's digest.
+// refers to it, and the index's signature as cosign stores it; and the
+// chart, packaged for the release. It returns the index's digest.
 func Build(ctx context.Context, o Options) (v1.Hash, error) {
 	if !versionPattern.MatchString(o.Version) {
 		return v1.Hash{}, fmt.Errorf("version %q: give a semantic version such as 0.3.0", o.Version)
@@ -94,7 +94,11 @@ func Build(ctx context.Context, o Options) (v1.Hash, error) {
 	if err != nil {
 		return v1.Hash{}, err
 	}
-	return digest, writeLayout(filepath.Join(o.Out, "image"), o.Version, index, referrers, sig, digest)
+	if err := writeLayout(filepath.Join(o.Out, "image"), o.Version, index, referrers, sig, digest); err != nil {
+		return v1.Hash{}, err
+	}
+	_, err = packageChart(filepath.Join(o.Repo, "charts", "strata"), o.Out, o.Version, digest, o.Epoch)
+	return digest, err
 }
 
 // writeLayout writes the OCI layout: the index named by the version, the

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +20,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"sigs.k8s.io/yaml"
 
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 )
@@ -100,6 +102,13 @@ func TestTwoBuildsOfOneCommitAreTheSame(t *testing.T) {
 	}
 	if again != first {
 		t.Fatalf("two builds of one commit: index %s, then %s", first, again)
+	}
+	for _, f := range []string{"strata-0.0.0-test.tgz"} {
+		a, errA := fileSHA256(filepath.Join(built.dir, f))
+		b, errB := fileSHA256(filepath.Join(o.Out, f))
+		if errA != nil || errB != nil || a != b {
+			t.Fatalf("two builds of one commit: %s is %s, then %s (%v, %v)", f, a, b, errA, errB)
+		}
 	}
 }
 
@@ -379,5 +388,38 @@ func flipByte(t *testing.T, path string) {
 	data[len(data)/2] ^= 0xff
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The release's chart says the release's version three times, as its
+// version, its appVersion and its image's tag, and pulls the image by the
+// index's digest; rendered, every strata container runs exactly that.
+func TestTheChartNamesTheRelease(t *testing.T) {
+	dir, digest := release(t)
+	chart := filepath.Join(dir, "strata-0.0.0-test.tgz")
+	out, err := testenv.Helm(t, "show", "chart", chart)
+	if err != nil {
+		t.Fatalf("helm show chart: %v: %s", err, out)
+	}
+	var meta struct{ Version, AppVersion string }
+	if err := yaml.Unmarshal(out, &meta); err != nil {
+		t.Fatal(err)
+	}
+	if meta.Version != "0.0.0-test" || meta.AppVersion != "0.0.0-test" {
+		t.Fatalf("the chart is version %q, appVersion %q; want both the release's, 0.0.0-test", meta.Version, meta.AppVersion)
+	}
+	rendered, err := testenv.Helm(t, "template", "strata", chart, "--set", "image.repository=registry.test/strata", "--set", "csiSidecars.registry=registry.test")
+	if err != nil {
+		t.Fatalf("helm template: %v: %s", err, rendered)
+	}
+	want := "registry.test/strata:0.0.0-test@" + digest.String()
+	images := regexp.MustCompile(`image: "?([^"\s]*strata[^"\s]*)"?`).FindAllStringSubmatch(string(rendered), -1)
+	if len(images) == 0 {
+		t.Fatal("the rendered chart runs no strata image")
+	}
+	for _, m := range images {
+		if m[1] != want {
+			t.Fatalf("the rendered chart runs %s; want %s", m[1], want)
+		}
 	}
 }

@@ -18,7 +18,9 @@ app.kubernetes.io/component: {{ index . 1 }}
 
 {{- define "strata.image" -}}
 {{- $repo := required "image.repository is required: the registry path of strata's image (docs/install.md)" .Values.image.repository -}}
-{{- printf "%s:%s" $repo (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- $ref := printf "%s:%s" $repo (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- with .Values.image.digest }}{{ $ref = printf "%s@%s" $ref . }}{{ end -}}
+{{- $ref -}}
 {{- end }}
 
 {{/* strata.sidecar takes (list . .Values.csiSidecars.provisioner). */}}
