@@ -65,10 +65,14 @@ func Build(ctx context.Context, o Options) (v1.Hash, error) {
 	}
 	index := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	var referrers []v1.Image
+	var amd64Binary []byte
 	for _, arch := range Architectures {
 		img, binary, err := buildImage(ctx, o, arch, forArch(pkgs, arch))
 		if err != nil {
 			return v1.Hash{}, err
+		}
+		if arch == "amd64" {
+			amd64Binary = binary
 		}
 		desc, err := partial.Descriptor(img)
 		if err != nil {
@@ -97,8 +101,13 @@ func Build(ctx context.Context, o Options) (v1.Hash, error) {
 	if err := writeLayout(filepath.Join(o.Out, "image"), o.Version, index, referrers, sig, digest); err != nil {
 		return v1.Hash{}, err
 	}
-	_, err = packageChart(filepath.Join(o.Repo, "charts", "strata"), o.Out, o.Version, digest, o.Epoch)
-	return digest, err
+	if _, err := packageChart(filepath.Join(o.Repo, "charts", "strata"), o.Out, o.Version, digest, o.Epoch); err != nil {
+		return v1.Hash{}, err
+	}
+	if err := writeNotes(o, digest, amd64Binary, pkgs); err != nil {
+		return v1.Hash{}, err
+	}
+	return digest, writeSums(o.Out)
 }
 
 // writeLayout writes the OCI layout: the index named by the version, the

@@ -40,7 +40,7 @@ func options(out string) Options {
 	root := testenv.RepoRoot()
 	return Options{Version: "0.0.0-test", Repo: root, Lock: filepath.Join(root, "hack", "release", "packages.lock"),
 		Cache: filepath.Join(root, "bin", "release", "cache"), Out: out, Epoch: time.Unix(1700000000, 0).UTC(),
-		Key: filepath.Join(out, "signing", "cosign.key")}
+		Key: filepath.Join(filepath.Dir(out), filepath.Base(out)+"-signing", "cosign.key")}
 }
 
 // releaseIndex is the release's image index in its layout.
@@ -87,6 +87,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if built.dir != "" {
 		_ = os.RemoveAll(built.dir)
+		_ = os.RemoveAll(filepath.Dir(options(built.dir).Key))
 	}
 	os.Exit(code)
 }
@@ -95,7 +96,7 @@ func TestMain(m *testing.M) {
 func TestTwoBuildsOfOneCommitAreTheSame(t *testing.T) {
 	_, first := release(t)
 	o := options(t.TempDir())
-	o.Key = filepath.Join(built.dir, "signing", "cosign.key") // the same key: a signature is the same too
+	o.Key = options(built.dir).Key // the same key: a signature is the same too
 	again, err := Build(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +104,7 @@ func TestTwoBuildsOfOneCommitAreTheSame(t *testing.T) {
 	if again != first {
 		t.Fatalf("two builds of one commit: index %s, then %s", first, again)
 	}
-	for _, f := range []string{"strata-0.0.0-test.tgz"} {
+	for _, f := range []string{"strata-0.0.0-test.tgz", "SHA256SUMS"} {
 		a, errA := fileSHA256(filepath.Join(built.dir, f))
 		b, errB := fileSHA256(filepath.Join(o.Out, f))
 		if errA != nil || errB != nil || a != b {
@@ -328,7 +329,7 @@ func versionLine(out string) string {
 // does a key the release was not signed with.
 func TestVerifyNamesWhatWasTamperedWith(t *testing.T) {
 	dir, _ := release(t)
-	pub, err := readPublicKey(filepath.Join(dir, "signing", "cosign.pub"))
+	pub, err := readPublicKey(filepath.Join(filepath.Dir(options(dir).Key), "cosign.pub"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -51,9 +52,11 @@ func payload(repository string, digest v1.Hash) ([]byte, error) {
 func signatureTag(digest v1.Hash) string { return digest.Algorithm + "-" + digest.Hex + ".sig" }
 
 // sign signs the payload: ECDSA P-256 over its SHA-256, ASN.1, base64.
+// The signature is deterministic (RFC 6979), so that one commit and one
+// key give one release, signature included.
 func sign(key *ecdsa.PrivateKey, data []byte) (string, error) {
 	sum := sha256.Sum256(data)
-	sig, err := ecdsa.SignASN1(rand.Reader, key, sum[:])
+	sig, err := key.Sign(nil, sum[:], crypto.SHA256)
 	if err != nil {
 		return "", err
 	}
