@@ -5,16 +5,15 @@ package rules
 // a revision's objects before they are applied.
 
 import (
-	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
-	"github.com/strata-gitops/strata/storage/csi/backend"
-
 	"fmt"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 
 	failoverv1alpha1 "github.com/strata-gitops/strata/api/failover/v1alpha1"
+	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
+	"github.com/strata-gitops/strata/storage/csi/backend"
 )
 
 // Parameters of strata's providers (strata.dev/btrfs, strata.dev/lvm),

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/strata-gitops/strata/rules"
-
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,6 +12,7 @@ import (
 	bbv1 "github.com/strata-gitops/strata/api/buildbarn/v1alpha1"
 	"github.com/strata-gitops/strata/buildbarn/config"
 	"github.com/strata-gitops/strata/buildbarn/objects"
+	"github.com/strata-gitops/strata/rules"
 )
 
 // kind describes one Buildbarn kind: what it is called, what it tells

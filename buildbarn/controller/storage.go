@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/strata-gitops/strata/rules"
-
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -19,6 +17,7 @@ import (
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"github.com/strata-gitops/strata/buildbarn/config"
 	"github.com/strata-gitops/strata/buildbarn/objects"
+	"github.com/strata-gitops/strata/rules"
 )
 
 // StorageFinalizer lets the controller decide what happens to a deleted

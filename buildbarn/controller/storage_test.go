@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/strata-gitops/strata/rules"
-
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -19,6 +17,7 @@ import (
 	bbv1 "github.com/strata-gitops/strata/api/buildbarn/v1alpha1"
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
+	"github.com/strata-gitops/strata/rules"
 )
 
 // newStorage makes a storage of two shards and the claims its

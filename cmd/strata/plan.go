@@ -9,8 +9,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/strata-gitops/strata/engine/plan/render"
-
 	ssautils "github.com/fluxcd/pkg/ssa/utils"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -18,10 +16,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/strata-gitops/strata/internal/scheme"
-
 	"github.com/strata-gitops/strata/engine/graph"
 	"github.com/strata-gitops/strata/engine/plan"
+	"github.com/strata-gitops/strata/engine/plan/render"
+	"github.com/strata-gitops/strata/internal/scheme"
 )
 
 // exitCodeError carries a process exit code out of a command.

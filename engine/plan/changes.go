@@ -8,8 +8,6 @@ import (
 	"reflect"
 	"sort"
 
-	"github.com/strata-gitops/strata/engine/plan/risk"
-
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,6 +15,7 @@ import (
 	"github.com/strata-gitops/strata/engine/apply"
 	"github.com/strata-gitops/strata/engine/graph"
 	"github.com/strata-gitops/strata/engine/guard"
+	"github.com/strata-gitops/strata/engine/plan/risk"
 )
 
 // owners maps each object a side renders to the Kustomization that applies it.

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/strata-gitops/strata/rules"
-
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -18,6 +16,7 @@ import (
 	failoverv1alpha1 "github.com/strata-gitops/strata/api/failover/v1alpha1"
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
+	"github.com/strata-gitops/strata/rules"
 )
 
 // checkFailovers checks each Failover of the head revision against the

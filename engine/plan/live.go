@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/strata-gitops/strata/engine/plan/risk"
-
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/ssa"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/strata-gitops/strata/engine/apply"
 	"github.com/strata-gitops/strata/engine/graph"
+	"github.com/strata-gitops/strata/engine/plan/risk"
 )
 
 // compareLive dry-runs the head revision against the cluster and reports,

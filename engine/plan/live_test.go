@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strata-gitops/strata/engine/plan/risk"
-
 	"github.com/fluxcd/cli-utils/pkg/kstatus/polling"
 	"github.com/fluxcd/cli-utils/pkg/object"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
@@ -24,6 +22,7 @@ import (
 	"github.com/strata-gitops/strata/engine/build"
 	"github.com/strata-gitops/strata/engine/graph"
 	"github.com/strata-gitops/strata/engine/plan"
+	"github.com/strata-gitops/strata/engine/plan/risk"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 )
 

@@ -11,12 +11,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strata-gitops/strata/engine/plan/render"
-
-	"github.com/strata-gitops/strata/engine/plan/risk"
-
 	"github.com/strata-gitops/strata/engine/graph"
 	"github.com/strata-gitops/strata/engine/plan"
+	"github.com/strata-gitops/strata/engine/plan/render"
+	"github.com/strata-gitops/strata/engine/plan/risk"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 )
 

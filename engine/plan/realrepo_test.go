@@ -8,14 +8,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strata-gitops/strata/engine/plan/render"
-
-	"github.com/strata-gitops/strata/engine/plan/risk"
-
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/strata-gitops/strata/engine/graph"
 	"github.com/strata-gitops/strata/engine/plan"
+	"github.com/strata-gitops/strata/engine/plan/render"
+	"github.com/strata-gitops/strata/engine/plan/risk"
 )
 
 // TestChangedOnlySkipsPathsWithSchemaComments: most public repositories

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/strata-gitops/strata/rules"
-
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -13,6 +11,7 @@ import (
 	failoverv1alpha1 "github.com/strata-gitops/strata/api/failover/v1alpha1"
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
 	"github.com/strata-gitops/strata/failover/replication"
+	"github.com/strata-gitops/strata/rules"
 )
 
 // app is what a Failover names, read and checked.

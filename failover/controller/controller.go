@@ -13,9 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/strata-gitops/strata/rules"
-	"github.com/strata-gitops/strata/storage/agent/mover"
-
 	"github.com/fluxcd/pkg/apis/meta"
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -33,6 +30,8 @@ import (
 	"github.com/strata-gitops/strata/failover/lease"
 	"github.com/strata-gitops/strata/failover/replication"
 	"github.com/strata-gitops/strata/internal/status"
+	"github.com/strata-gitops/strata/rules"
+	"github.com/strata-gitops/strata/storage/agent/mover"
 )
 
 // Annotations a person sets on a Failover.

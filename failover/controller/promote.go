@@ -1,26 +1,23 @@
 package controller
 
 import (
-	"slices"
-
-	"github.com/strata-gitops/strata/rules"
-
-	"k8s.io/kubectl/pkg/util/podutils"
-	"k8s.io/utils/ptr"
-
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/kubectl/pkg/util/podutils"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	failoverv1alpha1 "github.com/strata-gitops/strata/api/failover/v1alpha1"
 	"github.com/strata-gitops/strata/failover/replication"
 	"github.com/strata-gitops/strata/internal/status"
+	"github.com/strata-gitops/strata/rules"
 )
 
 // FieldManager is the field manager of the workload switch.

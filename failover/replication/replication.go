@@ -11,14 +11,13 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/strata-gitops/strata/rules"
-
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
+	"github.com/strata-gitops/strata/rules"
 	"github.com/strata-gitops/strata/storage/agent/mover"
 )
 

@@ -6,18 +6,20 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/strata-gitops/strata/rules"
-
 	"github.com/robfig/cron/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	failoverv1alpha1 "github.com/strata-gitops/strata/api/failover/v1alpha1"
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
 	"github.com/strata-gitops/strata/internal/status"
+	"github.com/strata-gitops/strata/rules"
 	"github.com/strata-gitops/strata/storage/agent/mover"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
 )
@@ -48,7 +50,39 @@ func (r *SourceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).Named("replicationsource").
 		For(&volsyncv1alpha1.ReplicationSource{}, SpecChanged).
 		Watches(&failoverv1alpha1.Failover{}, sourceOfFailover).
+		Watches(&volsyncv1alpha1.ReplicationDestination{}, handler.EnqueueRequestsFromMapFunc(r.sourcesOf),
+			builder.WithPredicates(destinationPublished)).
 		Complete(r)
+}
+
+// destinationPublished passes a ReplicationDestination whose published
+// agent, tenant, pair or token Secret changed, set up for the first time
+// included: a source that found it not set up yet syncs once it is, not
+// at its next backoff.
+var destinationPublished = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		before, _ := DestinationOf(e.ObjectOld.(*volsyncv1alpha1.ReplicationDestination))
+		after, ok := DestinationOf(e.ObjectNew.(*volsyncv1alpha1.ReplicationDestination))
+		return ok && after != before
+	},
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+// sourcesOf maps a ReplicationDestination to the sources that send to it.
+func (r *SourceReconciler) sourcesOf(ctx context.Context, o client.Object) []reconcile.Request {
+	list := &volsyncv1alpha1.ReplicationSourceList{}
+	if err := r.List(ctx, list, client.InNamespace(o.GetNamespace())); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, rs := range list.Items {
+		if rs.Spec.External != nil && rs.Spec.External.Parameters[rules.ParamDestination] == o.GetName() {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&rs)})
+		}
+	}
+	return reqs
 }
 
 // Reconcile runs a sync when the trigger says so.

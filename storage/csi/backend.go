@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/strata-gitops/strata/rules"
-
 	"github.com/strata-gitops/strata/storage/csi/backend"
 	"github.com/strata-gitops/strata/storage/csi/btrfsbackend"
 	"github.com/strata-gitops/strata/storage/csi/lvmbackend"

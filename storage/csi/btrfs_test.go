@@ -10,10 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-gitops/strata/rules"
-
-	"k8s.io/mount-utils"
-
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"google.golang.org/grpc/codes"
@@ -24,11 +20,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/mount-utils"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-gitops/strata/engine/build"
 	"github.com/strata-gitops/strata/internal/testing/csienv"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
+	"github.com/strata-gitops/strata/rules"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 )
 

@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/strata-gitops/strata/engine/plan"
-
 	"github.com/strata-gitops/strata/engine/plan/risk"
 )
 

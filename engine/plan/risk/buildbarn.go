@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/strata-gitops/strata/rules"
-
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -14,6 +12,7 @@ import (
 	bbv1 "github.com/strata-gitops/strata/api/buildbarn/v1alpha1"
 	"github.com/strata-gitops/strata/buildbarn/config"
 	"github.com/strata-gitops/strata/engine/guard"
+	"github.com/strata-gitops/strata/rules"
 )
 
 // buildbarnStorageKind is the kind whose shards hold Buildbarn's cache

@@ -5,13 +5,11 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	"github.com/strata-gitops/strata/internal/scheme"
-
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
 	"github.com/strata-gitops/strata/engine/guard"
+	"github.com/strata-gitops/strata/internal/scheme"
 )
 
 func bbStorage(replicas int64, casBlocks string, optIn bool) *unstructured.Unstructured {

@@ -3,11 +3,11 @@ package release
 import (
 	"strings"
 
-	"github.com/strata-gitops/strata/rules"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/strata-gitops/strata/rules"
 )
 
 // BtrfsHost is the nodes of the local cluster serving btrfs volumes

@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/strata-gitops/strata/rules"
-
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,6 +21,7 @@ import (
 	"github.com/strata-gitops/strata/internal/local/localdisk"
 	"github.com/strata-gitops/strata/internal/netaddr"
 	"github.com/strata-gitops/strata/internal/scheme"
+	"github.com/strata-gitops/strata/rules"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 	stratacsi "github.com/strata-gitops/strata/storage/csi"
 	"github.com/strata-gitops/strata/storage/nfs"

@@ -1,11 +1,8 @@
 package e2e
 
 import (
-	"slices"
-
-	"github.com/strata-gitops/strata/rules"
-
 	"context"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +13,7 @@ import (
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"github.com/strata-gitops/strata/internal/local/kubenode"
 	"github.com/strata-gitops/strata/internal/local/release"
+	"github.com/strata-gitops/strata/rules"
 )
 
 // The btrfs storage hosts of the suite: both nodes, each's base a btrfs

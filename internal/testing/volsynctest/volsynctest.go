@@ -9,9 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-gitops/strata/rules"
-	"github.com/strata-gitops/strata/storage/agent/mover"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -19,6 +16,8 @@ import (
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
 	"github.com/strata-gitops/strata/failover/replication"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
+	"github.com/strata-gitops/strata/rules"
+	"github.com/strata-gitops/strata/storage/agent/mover"
 )
 
 // SetUpReplication registers strata's VolSync movers with the manager,

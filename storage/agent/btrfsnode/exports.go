@@ -8,10 +8,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/strata-gitops/strata/storage/agent/contract"
-
 	"github.com/go-logr/logr"
 
+	"github.com/strata-gitops/strata/storage/agent/contract"
 	"github.com/strata-gitops/strata/storage/nfs"
 )
 

@@ -13,11 +13,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/strata-gitops/strata/storage/agent/contract"
-
 	"golang.org/x/sys/unix"
 
 	"github.com/strata-gitops/strata/internal/atomicfile"
+	"github.com/strata-gitops/strata/storage/agent/contract"
 	"github.com/strata-gitops/strata/storage/agent/replicas"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
 	"github.com/strata-gitops/strata/storage/btrfs"

@@ -16,13 +16,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-gitops/strata/storage/agent/contract"
-
 	"golang.org/x/sys/unix"
 
 	"github.com/strata-gitops/strata/internal/testing/sendstream"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/storage/agent/btrfsnode"
+	"github.com/strata-gitops/strata/storage/agent/contract"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
 )
 

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/strata-gitops/strata/storage/agent/contract"
-
 	"github.com/strata-gitops/strata/storage/btrfs"
 )
 

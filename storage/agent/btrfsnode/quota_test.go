@@ -10,9 +10,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/strata-gitops/strata/storage/agent/contract"
-
 	"github.com/strata-gitops/strata/storage/agent/btrfsnode"
+	"github.com/strata-gitops/strata/storage/agent/contract"
 )
 
 // A tenant's quota bounds its volumes, snapshots and their number on

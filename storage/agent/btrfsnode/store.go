@@ -23,10 +23,9 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/strata-gitops/strata/storage/agent/contract"
-
 	"github.com/strata-gitops/strata/internal/atomicfile"
 	"github.com/strata-gitops/strata/internal/groupcommit"
+	"github.com/strata-gitops/strata/storage/agent/contract"
 	"github.com/strata-gitops/strata/storage/btrfs"
 	"github.com/strata-gitops/strata/storage/nfs"
 )

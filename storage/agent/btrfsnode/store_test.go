@@ -12,12 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-gitops/strata/storage/agent/contract"
-
 	"github.com/go-logr/logr/testr"
 
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/storage/agent/btrfsnode"
+	"github.com/strata-gitops/strata/storage/agent/contract"
 	"github.com/strata-gitops/strata/storage/nfs"
 )
 

@@ -8,10 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strata-gitops/strata/storage/agent/contract"
-
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/storage/agent/btrfsnode"
+	"github.com/strata-gitops/strata/storage/agent/contract"
 )
 
 // A crash between creating the subvolume and writing its metadata leaves

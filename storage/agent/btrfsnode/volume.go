@@ -9,10 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/strata-gitops/strata/storage/agent/contract"
-
 	"golang.org/x/sys/unix"
 
+	"github.com/strata-gitops/strata/storage/agent/contract"
 	"github.com/strata-gitops/strata/storage/btrfs"
 )
 

@@ -7,11 +7,10 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/strata-gitops/strata/storage/agent/contract"
-
 	"golang.org/x/sys/unix"
 
 	"github.com/strata-gitops/strata/internal/mountinfo"
+	"github.com/strata-gitops/strata/storage/agent/contract"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
 	"github.com/strata-gitops/strata/storage/blockdelta"
 	"github.com/strata-gitops/strata/storage/lvm"

@@ -28,10 +28,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/strata-gitops/strata/storage/agent/contract"
-
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"github.com/strata-gitops/strata/internal/atomicfile"
+	"github.com/strata-gitops/strata/storage/agent/contract"
 	"github.com/strata-gitops/strata/storage/agent/replicas"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
 	"github.com/strata-gitops/strata/storage/lvm"

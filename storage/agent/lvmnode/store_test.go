@@ -12,14 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-gitops/strata/storage/agent/contract"
-
 	"golang.org/x/sys/unix"
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"github.com/strata-gitops/strata/internal/loopdev"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/internal/testing/thingroup"
+	"github.com/strata-gitops/strata/storage/agent/contract"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
 	"github.com/strata-gitops/strata/storage/lvm"
 )

@@ -10,9 +10,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/strata-gitops/strata/storage/agent/contract"
-
 	"github.com/strata-gitops/strata/internal/atomicfile"
+	"github.com/strata-gitops/strata/storage/agent/contract"
 	"github.com/strata-gitops/strata/storage/agent/replicas"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
 	"github.com/strata-gitops/strata/storage/blockdelta"

@@ -13,16 +13,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/strata-gitops/strata/storage/agent/contract"
-	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
-
-	"github.com/strata-gitops/strata/storage/images/provision"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/strata-gitops/strata/internal/httpserver"
+	"github.com/strata-gitops/strata/storage/agent/contract"
+	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
+	"github.com/strata-gitops/strata/storage/images/provision"
 )
 
 // maxBody bounds a request body; every request is a small JSON object.

@@ -12,10 +12,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/strata-gitops/strata/storage/agent/contract"
-
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/storage/agent/btrfsnode"
+	"github.com/strata-gitops/strata/storage/agent/contract"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 )
 

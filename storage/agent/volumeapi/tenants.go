@@ -10,10 +10,10 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/strata-gitops/strata/storage/agent/contract"
-
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/strata-gitops/strata/storage/agent/contract"
 )
 
 // Tenants maps bearer tokens to tenants. It may be replaced while the
