@@ -57,7 +57,7 @@ func (fs rootfs) add(tr *tar.Reader) error {
 			return err
 		}
 		name := strings.TrimPrefix(path.Clean("/"+hdr.Name), "/")
-		if name == "" || leftOut(name) {
+		if name == "" || leftOut(name, hdr.Typeflag == tar.TypeDir) {
 			continue
 		}
 		if old, ok := fs[name]; ok && old.hdr.Typeflag == tar.TypeDir && hdr.Typeflag == tar.TypeDir {
@@ -77,14 +77,15 @@ func (fs rootfs) add(tr *tar.Reader) error {
 }
 
 // leftOut is what a container never reads: documentation but for the
-// licences, manual pages and translations.
-func leftOut(name string) bool {
-	for _, dir := range []string{"usr/share/man/", "usr/share/info/", "usr/share/locale/", "usr/share/lintian/", "usr/share/doc-base/"} {
-		if strings.HasPrefix(name, dir) {
+// licences (each package's copyright file, and the folders that hold
+// them), manual pages and translations.
+func leftOut(name string, dir bool) bool {
+	for _, d := range []string{"usr/share/man/", "usr/share/info/", "usr/share/locale/", "usr/share/lintian/", "usr/share/doc-base/"} {
+		if strings.HasPrefix(name, d) {
 			return true
 		}
 	}
-	return strings.HasPrefix(name, "usr/share/doc/") && path.Base(name) != "copyright" && strings.Count(name, "/") > 3
+	return strings.HasPrefix(name, "usr/share/doc/") && !dir && path.Base(name) != "copyright"
 }
 
 // put sets a regular file's contents, replacing what a package put there.
