@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/ecdsa"
+	"crypto/sha256"
 	"debug/elf"
+	"encoding/hex"
 	"errors"
 	"io"
 	"os"
@@ -422,5 +424,31 @@ func TestTheChartNamesTheRelease(t *testing.T) {
 		if m[1] != want {
 			t.Fatalf("the rendered chart runs %s; want %s", m[1], want)
 		}
+	}
+}
+
+// A blob swapped for a larger file is refused by its size, before it is
+// read, naming it.
+func TestABlobLargerThanItsDescriptorIsNotRead(t *testing.T) {
+	dir := t.TempDir()
+	data := []byte("the blob")
+	sum := sha256.Sum256(data)
+	d := v1.Descriptor{Digest: v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(sum[:])}, Size: int64(len(data))}
+	path := filepath.Join(dir, "blobs", "sha256", d.Digest.Hex)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l := &layoutReader{dir: dir}
+	if _, err := l.blob(d, "layer 1 of the amd64 image"); err != nil {
+		t.Fatalf("the blob as written: %v", err)
+	}
+	if err := os.WriteFile(path, append(data, make([]byte, 1<<20)...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.blob(d, "layer 1 of the amd64 image"); err == nil || !strings.Contains(err.Error(), "1048584 bytes, not the 8") || !strings.Contains(err.Error(), "layer 1 of the amd64 image") {
+		t.Fatalf("a blob grown by 1 MiB: %v", err)
 	}
 }

@@ -85,12 +85,21 @@ func (l *layoutReader) blob(d v1.Descriptor, what string) ([]byte, error) {
 	if l.seen != nil {
 		l.seen(what, path)
 	}
+	// The size the descriptor names bounds what is read: a blob swapped
+	// for a larger file is refused before it is read into memory.
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s (%s): %w", what, path, err)
+	}
+	if info.Size() != d.Size {
+		return nil, fmt.Errorf("%s (%s) is %d bytes, not the %d its descriptor names: it was changed", what, path, info.Size(), d.Size)
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("%s (%s): %w", what, path, err)
 	}
 	sum := sha256.Sum256(data)
-	if hex.EncodeToString(sum[:]) != d.Digest.Hex || int64(len(data)) != d.Size {
+	if hex.EncodeToString(sum[:]) != d.Digest.Hex {
 		return nil, fmt.Errorf("%s (%s) is not the blob its digest names: it was changed", what, path)
 	}
 	return data, nil
