@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/strata-gitops/strata/storage/agent/contract"
+	"github.com/strata-gitops/strata/storage/agent/volumeapi/wire"
 )
 
 // Pair is the name of the pair a Backend sets up on both sides.
@@ -90,19 +91,13 @@ func sync(t *testing.T, from, to *Side, c *cut) error {
 	return from.Pairs.Sent(ctx, from.Tenant, Pair, out.Seq)
 }
 
-func pairOf(t *testing.T, s *Side) contractPair {
+func pairOf(t *testing.T, s *Side) wire.Pair {
 	t.Helper()
 	p, err := s.Pairs.GetPair(context.Background(), s.Tenant, Pair)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return contractPair{Latest: p.Latest, Replicas: p.Replicas, Fenced: p.Fenced}
-}
-
-type contractPair struct {
-	Latest   uint64
-	Replicas []uint64
-	Fenced   bool
+	return p
 }
 
 func data(seed uint64) []byte {
