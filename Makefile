@@ -8,7 +8,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 RELEASE_VERSION := $(if $(filter command line,$(origin VERSION)),$(VERSION))
 export KUBEBUILDER_ASSETS := $(BIN)/k8s
 
-.PHONY: all build test e2e conformance lint generate bench up sanity tools control-plane control-plane-cluster kubelet packages sidecars helm clean release release-lock verify-release
+.PHONY: all build test e2e conformance lint generate bench up sanity tools control-plane control-plane-cluster kubelet packages sidecars helm registry clean release release-lock verify-release
 
 all: build
 
@@ -22,7 +22,8 @@ control-plane:
 packages:
 	@bash hack/packages.sh
 
-# The CSI sidecars the local cluster runs, built from the Go module proxy.
+# The CSI sidecars the chart runs, for amd64 and arm64, built from the Go
+# module proxy (hack/sidecars.txt).
 sidecars:
 	@bash hack/sidecars.sh >/dev/null
 
@@ -36,21 +37,21 @@ generate:
 # Every test, against a real kube-apiserver and etcd and real git servers.
 # Packages run one after another: each starts its own API server.
 test: control-plane packages sidecars
-	@bash hack/tools.sh csi-sanity helm minio
+	@bash hack/tools.sh csi-sanity helm minio registry
 	@echo "► running tests"
 	$(GO) test -count=1 -p 1 -timeout 20m ./...
 
 # The end-to-end suite alone: strata installed with its chart into the local
 # cluster (two nodes with kubelets), exercised through real pods.
 e2e: control-plane packages sidecars
-	@bash hack/tools.sh helm
+	@bash hack/tools.sh helm registry
 	$(GO) test -count=1 -timeout 30m -v ./internal/testing/e2e
 
 # Kubernetes' own storage e2e (e2e.test, external-driver mode) against the
 # driver on the local cluster, each backend in turn: over an hour on 2 cores.
 # Counts and skip reasons go to bin/conformance/BACKEND.txt (docs/csi.md).
 conformance: control-plane packages sidecars
-	@bash hack/tools.sh helm
+	@bash hack/tools.sh helm registry
 	@bash hack/control-plane.sh conformance >/dev/null
 	$(GO) test -tags conformance -count=1 -timeout 200m -v -run TestKubernetesStorageSuite ./internal/testing/e2e
 
@@ -61,11 +62,14 @@ sanity: control-plane packages
 	@bash hack/tools.sh csi-sanity
 	$(GO) run ./hack/sanity -backend $(BACKEND) -- $(SANITY_ARGS)
 
-# The release: an OCI image index for amd64 and arm64 of strata on the
-# locked Debian packages, under bin/release/$(VERSION) (docs/release.md).
-release:
+# The release under bin/release/$(VERSION): an OCI image index for amd64
+# and arm64 of strata on the locked Debian packages and of each image the
+# chart runs, SBOMs, signatures, the chart (docs/release.md). With
+# REGISTRY=host:port it is pushed there too.
+release: sidecars
 	@test -n "$(RELEASE_VERSION)" || { echo "give the version: make release VERSION=x.y.z"; exit 1; }
 	$(GO) run ./hack/release build -version $(RELEASE_VERSION)
+	$(if $(REGISTRY),$(GO) run ./hack/release push -version $(RELEASE_VERSION) -registry $(REGISTRY))
 
 # Verifies bin/release/$(VERSION) offline: every blob, the signature with
 # bin/release/signing/cosign.pub, the SBOMs.
@@ -92,7 +96,7 @@ bench: control-plane build
 # cores that fills the gaps each build leaves (downloads, links) and takes
 # minutes off a fresh machine's first run.
 up: packages
-	@$(MAKE) --no-print-directory -j5 control-plane-cluster kubelet sidecars build helm
+	@$(MAKE) --no-print-directory -j5 control-plane-cluster kubelet sidecars build helm registry
 	$(BIN)/strata up
 
 control-plane-cluster:
@@ -103,6 +107,9 @@ kubelet:
 
 helm:
 	@bash hack/tools.sh helm
+
+registry:
+	@bash hack/tools.sh registry
 
 clean:
 	rm -rf .strata $(BIN)/strata

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds the Kubernetes CSI sidecars strata's driver runs with, from the Go
-# module proxy into bin/sidecars (no image registry is reachable here):
-# csi-provisioner, csi-attacher, csi-snapshotter and snapshot-controller.
+# Builds the Kubernetes CSI sidecars strata's driver runs with (listed in
+# hack/sidecars.txt), from the Go module proxy into bin/sidecars/ARCH for
+# each architecture given (default: amd64 and arm64), for the release
+# (docs/release.md); no image registry is reachable here.
 # node-driver-registrar and csi-resizer are not served by the proxy; strata
 # does their work itself (docs/csi.md). They are built in a scratch module
 # that requires the sidecars' modules with those modules' own replace
@@ -9,17 +10,10 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-BIN="$ROOT/bin/sidecars"
-mkdir -p "$BIN"
 say() { echo "sidecars: $*" >&2; }
 
 # The sidecars, as NAME MODULE VERSION.
-SIDECARS=(
-  "csi-provisioner github.com/kubernetes-csi/external-provisioner/v6 v6.4.0"
-  "csi-attacher github.com/kubernetes-csi/external-attacher/v4 v4.13.0"
-  "csi-snapshotter github.com/kubernetes-csi/external-snapshotter/v8 v8.7.0"
-  "snapshot-controller github.com/kubernetes-csi/external-snapshotter/v8 v8.7.0"
-)
+mapfile -t SIDECARS < <(grep -v '^#' "$ROOT/hack/sidecars.txt" | awk 'NF {print $1, $2, $3}')
 
 # replaces MODULE VERSION prints the module's replace directives as this
 # scratch module needs them: replaces to published versions carry over;
@@ -38,15 +32,17 @@ replaces() {
 # libraries they share (client-go, gRPC, the CSI spec) compile once: on a
 # fresh machine that is minutes of the first `make up`. Where two
 # sidecars replace the same module, the newer version is taken.
+build() {
+local arch="$1" BIN="$ROOT/bin/sidecars/$1"
+mkdir -p "$BIN"
 missing=()
 for s in "${SIDECARS[@]}"; do
   read -r name _ _ <<<"$s"
   [ -x "$BIN/$name" ] || missing+=("$s")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
-  say "building ${#missing[@]} sidecars from the Go module proxy (first time only, a few minutes on 2 cores)"
+  say "building ${#missing[@]} sidecars for $arch from the Go module proxy (first time only, a few minutes on 2 cores)"
   work="$(mktemp -d)"
-  trap 'rm -rf "$work"' EXIT
   (
     cd "$work"
     go mod init strata.local/sidecars >/dev/null 2>&1
@@ -64,12 +60,17 @@ if [ "${#missing[@]}" -gt 0 ]; then
     for s in "${missing[@]}"; do read -r name module _ <<<"$s"; echo "$module/cmd/$name"; done >pkgs
     # shellcheck disable=SC2046 # one package path per line
     # No debug information, as for the Kubernetes binaries.
-    CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -gcflags=all=-dwarf=false -ldflags "-s -w" -o out/ $(cat pkgs)
+    CGO_ENABLED=0 GOOS=linux GOARCH="$arch" GOFLAGS=-mod=mod go build -trimpath -gcflags=all=-dwarf=false -ldflags "-s -w -buildid=" -o out/ $(cat pkgs)
   )
   for s in "${missing[@]}"; do
     read -r name _ _ <<<"$s"
     mv "$work/out/$name" "$BIN/$name"
-    say "$name ready"
+    say "$name ready for $arch"
   done
+  rm -rf "$work"
 fi
 echo "$BIN"
+}
+
+[ "$#" -gt 0 ] || set -- amd64 arm64
+for arch in "$@"; do build "$arch"; done

@@ -24,6 +24,8 @@ for tool in "$@"; do
     csi-sanity) install_tool csi-sanity github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity v5.6.0 ;;
     helm) install_tool helm helm.sh/helm/v3/cmd/helm v3.22.0 ;;
     # The S3 server image volumes are tested against (about 4 minutes to build).
+    # The OCI registry the local cluster pulls the release from (docs/release.md).
+    registry) install_tool registry github.com/distribution/distribution/v3/cmd/registry v3.1.2 ;;
     minio) install_tool minio github.com/minio/minio v0.0.0-20260212201848-7aac2a2c5b7c ;;
     *) echo "tools: unknown tool $tool" >&2; exit 2 ;;
   esac

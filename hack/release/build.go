@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -46,11 +45,13 @@ var versionPattern = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+
 // refName is the layout annotation that names a manifest.
 const refName = "org.opencontainers.image.ref.name"
 
-// Build writes the release's image index: one image per architecture, a
-// root filesystem of the locked Debian packages with strata's binary on
-// top; beside it in the layout, each image's SBOM as an artifact that
-// refers to it, and the index's signature as cosign stores it; and the
-// chart, packaged for the release. It returns the index's digest.
+// Build writes the release: an image index per component (strata, the
+// CSI sidecars, the example app, the sandbox image), each with an image
+// per architecture; beside them in one OCI layout, each image's SBOM as
+// an artifact that refers to it, and each index's signature as cosign
+// stores it; the chart, packaged for the release, naming every image it
+// runs by tag and digest; the notes and SHA256SUMS. It returns strata's
+// index's digest.
 func Build(ctx context.Context, o Options) (v1.Hash, error) {
 	if !versionPattern.MatchString(o.Version) {
 		return v1.Hash{}, fmt.Errorf("version %q: give a semantic version such as 0.3.0", o.Version)
@@ -63,56 +64,90 @@ func Build(ctx context.Context, o Options) (v1.Hash, error) {
 	if err != nil {
 		return v1.Hash{}, err
 	}
-	index := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
-	var referrers []v1.Image
-	var amd64Binary []byte
-	for _, arch := range Architectures {
-		img, binary, err := buildImage(ctx, o, arch, forArch(pkgs, arch))
+	comps, err := components(o)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	var built []builtComponent
+	for _, c := range comps {
+		b, err := buildComponent(ctx, o, c, pkgs, key)
 		if err != nil {
-			return v1.Hash{}, err
+			return v1.Hash{}, fmt.Errorf("%s: %w", c.name, err)
+		}
+		built = append(built, b)
+	}
+	chart, err := packageChart(filepath.Join(o.Repo, "charts", "strata"), o.Out, o.Version, built, o.Epoch)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	chartImage, err := chart.artifact()
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	if err := writeLayout(filepath.Join(o.Out, "image"), built, chartImage, key, o.Version); err != nil {
+		return v1.Hash{}, err
+	}
+	if err := writeNotes(o, built, pkgs); err != nil {
+		return v1.Hash{}, err
+	}
+	return built[0].digest, writeSums(o.Out)
+}
+
+// builtComponent is a component's index, its images' SBOMs and its
+// signature, and the amd64 program, for the notes.
+type builtComponent struct {
+	component
+	index     v1.ImageIndex
+	digest    v1.Hash
+	referrers []v1.Image
+	signature v1.Image
+	amd64     []byte
+}
+
+// buildComponent builds a component's image for every architecture, its
+// SBOMs and the index's signature.
+func buildComponent(ctx context.Context, o Options, c component, pkgs []Package, key *ecdsa.PrivateKey) (builtComponent, error) {
+	b := builtComponent{component: c, index: mutate.IndexMediaType(empty.Index, types.OCIImageIndex)}
+	for _, arch := range Architectures {
+		var base []Package
+		if c.onDebian {
+			base = forArch(pkgs, arch)
+		}
+		img, binary, err := buildImage(ctx, o, c, arch, base)
+		if err != nil {
+			return b, err
 		}
 		if arch == "amd64" {
-			amd64Binary = binary
+			b.amd64 = binary
 		}
 		desc, err := partial.Descriptor(img)
 		if err != nil {
-			return v1.Hash{}, err
+			return b, err
 		}
 		desc.Platform = &v1.Platform{OS: "linux", Architecture: arch}
-		index = mutate.AppendManifests(index, mutate.IndexAddendum{Add: img, Descriptor: *desc})
-		doc, err := sbom(o.Version, arch, binary, forArch(pkgs, arch), o.Epoch)
+		b.index = mutate.AppendManifests(b.index, mutate.IndexAddendum{Add: img, Descriptor: *desc})
+		doc, err := sbom(c.name, c.tag, arch, binary, base, o.Epoch)
 		if err != nil {
-			return v1.Hash{}, err
+			return b, err
 		}
 		att, err := artifact(doc, sbomMediaType, desc, nil)
 		if err != nil {
-			return v1.Hash{}, err
+			return b, err
 		}
-		referrers = append(referrers, att)
+		b.referrers = append(b.referrers, att)
 	}
-	digest, err := index.Digest()
-	if err != nil {
-		return v1.Hash{}, err
+	var err error
+	if b.digest, err = b.index.Digest(); err != nil {
+		return b, err
 	}
-	sig, err := signature(key, digest)
-	if err != nil {
-		return v1.Hash{}, err
-	}
-	if err := writeLayout(filepath.Join(o.Out, "image"), o.Version, index, referrers, sig, digest); err != nil {
-		return v1.Hash{}, err
-	}
-	if _, err := packageChart(filepath.Join(o.Repo, "charts", "strata"), o.Out, o.Version, digest, o.Epoch); err != nil {
-		return v1.Hash{}, err
-	}
-	if err := writeNotes(o, digest, amd64Binary, pkgs); err != nil {
-		return v1.Hash{}, err
-	}
-	return digest, writeSums(o.Out)
+	b.signature, err = signature(key, c.name, b.digest)
+	return b, err
 }
 
-// writeLayout writes the OCI layout: the index named by the version, the
-// SBOMs, and the signature named as cosign names it.
-func writeLayout(dir, version string, index v1.ImageIndex, referrers []v1.Image, sig v1.Image, digest v1.Hash) error {
+// writeLayout writes the OCI layout: each index named NAME:TAG, the
+// SBOMs, the chart named charts/strata:VERSION, and the signatures of the
+// indexes and the chart, named as cosign names them.
+func writeLayout(dir string, built []builtComponent, chart v1.Image, key *ecdsa.PrivateKey, version string) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
@@ -120,13 +155,29 @@ func writeLayout(dir, version string, index v1.ImageIndex, referrers []v1.Image,
 	if err != nil {
 		return err
 	}
-	if err := p.AppendIndex(index, layout.WithAnnotations(map[string]string{refName: version})); err != nil {
-		return err
-	}
-	for _, r := range referrers {
-		if err := p.AppendImage(r); err != nil {
+	for _, b := range built {
+		if err := p.AppendIndex(b.index, layout.WithAnnotations(map[string]string{refName: b.name + ":" + b.tag})); err != nil {
 			return err
 		}
+		for _, r := range b.referrers {
+			if err := p.AppendImage(r); err != nil {
+				return err
+			}
+		}
+		if err := p.AppendImage(b.signature, layout.WithAnnotations(map[string]string{refName: signatureTag(b.digest)})); err != nil {
+			return err
+		}
+	}
+	digest, err := chart.Digest()
+	if err != nil {
+		return err
+	}
+	sig, err := signature(key, chartRepository, digest)
+	if err != nil {
+		return err
+	}
+	if err := p.AppendImage(chart, layout.WithAnnotations(map[string]string{refName: chartRepository + ":" + version})); err != nil {
+		return err
 	}
 	return p.AppendImage(sig, layout.WithAnnotations(map[string]string{refName: signatureTag(digest)}))
 }
@@ -146,8 +197,8 @@ func artifact(data []byte, mediaType types.MediaType, subject *v1.Descriptor, an
 }
 
 // signature is the index's signature as cosign stores it.
-func signature(key *ecdsa.PrivateKey, digest v1.Hash) (v1.Image, error) {
-	body, err := payload("strata", digest)
+func signature(key *ecdsa.PrivateKey, repository string, digest v1.Hash) (v1.Image, error) {
+	body, err := payload(repository, digest)
 	if err != nil {
 		return nil, err
 	}
@@ -158,26 +209,35 @@ func signature(key *ecdsa.PrivateKey, digest v1.Hash) (v1.Image, error) {
 	return artifact(body, signatureMediaType, nil, map[string]string{signatureAnnotation: sig})
 }
 
-// buildImage is one architecture's image, and strata's binary in it.
-func buildImage(ctx context.Context, o Options, arch string, pkgs []Package) (v1.Image, []byte, error) {
-	if len(pkgs) == 0 {
-		return nil, nil, fmt.Errorf("the package lock %s has no package for %s: refresh it with make release-lock", o.Lock, arch)
+// buildImage is a component's image for an architecture, and its program:
+// the packages' files in one layer (none without packages), the program
+// and its files in the last.
+func buildImage(ctx context.Context, o Options, c component, arch string, pkgs []Package) (v1.Image, []byte, error) {
+	var layers []v1.Layer
+	if c.onDebian {
+		if len(pkgs) == 0 {
+			return nil, nil, fmt.Errorf("the package lock %s has no package for %s: refresh it with make release-lock", o.Lock, arch)
+		}
+		base, err := baseLayer(ctx, o, arch, pkgs)
+		if err != nil {
+			return nil, nil, err
+		}
+		layers = append(layers, base)
 	}
-	base, err := baseLayer(ctx, o, arch, pkgs)
-	if err != nil {
-		return nil, nil, err
-	}
-	binary, err := buildBinary(ctx, o, arch)
+	binary, err := c.build(ctx, o, arch)
 	if err != nil {
 		return nil, nil, err
 	}
 	fs := rootfs{}
-	fs.put("usr/local/bin/strata", 0o755, binary)
-	bin, err := layerOf(fs, o.Epoch)
+	fs.put(strings.TrimPrefix(c.binary, "/"), 0o755, binary)
+	if c.extra != nil {
+		c.extra(fs)
+	}
+	top, err := layerOf(fs, o.Epoch)
 	if err != nil {
 		return nil, nil, err
 	}
-	img, err := mutate.AppendLayers(mutate.MediaType(empty.Image, types.OCIManifestSchema1), base, bin)
+	img, err := mutate.AppendLayers(mutate.MediaType(empty.Image, types.OCIManifestSchema1), append(layers, top)...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -188,9 +248,9 @@ func buildImage(ctx context.Context, o Options, arch string, pkgs []Package) (v1
 	}
 	cfg = cfg.DeepCopy()
 	cfg.OS, cfg.Architecture, cfg.Created = "linux", arch, v1.Time{Time: o.Epoch}
-	cfg.Config.Entrypoint = []string{"/usr/local/bin/strata"}
+	cfg.Config.Entrypoint = []string{c.binary}
 	cfg.Config.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
-	cfg.Config.Labels = map[string]string{"org.opencontainers.image.version": o.Version, "org.opencontainers.image.title": "strata"}
+	cfg.Config.Labels = map[string]string{"org.opencontainers.image.version": c.tag, "org.opencontainers.image.title": c.name}
 	img, err = mutate.ConfigFile(img, cfg)
 	return img, binary, err
 }
@@ -221,19 +281,6 @@ func baseLayer(ctx context.Context, o Options, arch string, pkgs []Package) (v1.
 		return nil, err
 	}
 	return layerOf(fs, o.Epoch)
-}
-
-// buildBinary builds strata for arch: static, without paths of this
-// machine, so that one commit gives one binary.
-func buildBinary(ctx context.Context, o Options, arch string) ([]byte, error) {
-	out := filepath.Join(o.Cache, "bin", "strata-"+arch)
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w -buildid= -X main.version="+o.Version, "-o", out, "./cmd/strata")
-	cmd.Dir = o.Repo
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch, "GOFLAGS=-mod=readonly")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("building strata for %s: %w: %s", arch, err, strings.TrimSpace(string(b)))
-	}
-	return os.ReadFile(out)
 }
 
 func layerOf(fs rootfs, epoch time.Time) (v1.Layer, error) {

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
@@ -13,14 +14,19 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/partial"
+	"github.com/google/go-containerregistry/pkg/v1/static"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	"sigs.k8s.io/yaml"
 )
 
 // packageChart writes the chart of the release as Helm's package
 // (strata-VERSION.tgz under out): Chart.yaml's version and appVersion the
-// release's, values naming the image by the version's tag and the index's
+// release's, values naming strata's image by the version's tag and its
+// index's digest, and each CSI sidecar by the release's name, tag and
 // digest. Entries are sorted, owned by root, every time at epoch, so that
 // one commit gives one package.
-func packageChart(chartDir, out, version string, digest v1.Hash, epoch time.Time) (string, error) {
+func packageChart(chartDir, out, version string, built []builtComponent, epoch time.Time) (chartPackage, error) {
 	files := map[string][]byte{}
 	err := filepath.WalkDir(chartDir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -34,20 +40,25 @@ func packageChart(chartDir, out, version string, digest v1.Hash, epoch time.Time
 		return err
 	})
 	if err != nil {
-		return "", err
+		return chartPackage{}, err
 	}
-	edits := []struct {
-		file, pattern, value string
-	}{
+	type edit struct{ file, pattern, value string }
+	edits := []edit{
 		{"Chart.yaml", `(?m)^version: .*$`, "version: " + version},
 		{"Chart.yaml", `(?m)^appVersion: .*$`, fmt.Sprintf("appVersion: %q", version)},
 		{"values.yaml", `(?m)^  tag: "".*$`, fmt.Sprintf("  tag: %q", version)},
-		{"values.yaml", `(?m)^  digest: "".*$`, fmt.Sprintf("  digest: %q", digest.String())},
+		{"values.yaml", `(?m)^  digest: "".*$`, fmt.Sprintf("  digest: %q", built[0].digest.String())},
+	}
+	for _, b := range built {
+		if b.chartValue != "" {
+			edits = append(edits, edit{"values.yaml", `(?m)^  ` + regexp.QuoteMeta(b.chartValue) + `: \{.*\}$`,
+				fmt.Sprintf("  %s: {name: %s, tag: %s, digest: %q}", b.chartValue, b.name, b.tag, b.digest.String())})
+		}
 	}
 	for _, e := range edits {
 		re := regexp.MustCompile(e.pattern)
 		if !re.Match(files[e.file]) {
-			return "", fmt.Errorf("the chart's %s has no line %s to set", e.file, e.pattern)
+			return chartPackage{}, fmt.Errorf("the chart's %s has no line %s to set", e.file, e.pattern)
 		}
 		files[e.file] = re.ReplaceAll(files[e.file], []byte(e.value))
 	}
@@ -62,18 +73,80 @@ func packageChart(chartDir, out, version string, digest v1.Hash, epoch time.Time
 	for _, n := range names {
 		hdr := &tar.Header{Name: "strata/" + n, Mode: 0o644, Size: int64(len(files[n])), ModTime: epoch, Typeflag: tar.TypeReg, Format: tar.FormatPAX}
 		if err := tw.WriteHeader(hdr); err != nil {
-			return "", err
+			return chartPackage{}, err
 		}
 		if _, err := tw.Write(files[n]); err != nil {
-			return "", err
+			return chartPackage{}, err
 		}
 	}
 	if err := tw.Close(); err != nil {
-		return "", err
+		return chartPackage{}, err
 	}
 	if err := zw.Close(); err != nil {
-		return "", err
+		return chartPackage{}, err
 	}
 	path := filepath.Join(out, "strata-"+version+".tgz")
-	return path, os.WriteFile(path, buf.Bytes(), 0o644)
+	return chartPackage{version: version, meta: files["Chart.yaml"], tgz: buf.Bytes()}, os.WriteFile(path, buf.Bytes(), 0o644)
+}
+
+// chartPackage is the packaged chart and its Chart.yaml.
+type chartPackage struct {
+	version string
+	meta    []byte
+	tgz     []byte
+}
+
+// Helm's media types for a chart stored in an OCI registry.
+const (
+	chartConfigMediaType  = "application/vnd.cncf.helm.config.v1+json"
+	chartContentMediaType = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
+	// chartRef is the chart's name in the layout, as it is pushed: the
+	// charts/ repository keeps it apart from strata's image.
+	chartRepository = "charts/strata"
+)
+
+// artifact is the chart as Helm stores it in a registry: Chart.yaml as
+// JSON in the config, the package as the one layer. Built here rather
+// than by `helm push`, which stamps the time of the push, so that it is
+// the same for one commit and is signed like the images.
+func (c chartPackage) artifact() (v1.Image, error) {
+	config, err := yaml.YAMLToJSON(c.meta)
+	if err != nil {
+		return nil, fmt.Errorf("the chart's Chart.yaml: %w", err)
+	}
+	layer := static.NewLayer(c.tgz, chartContentMediaType)
+	layerDesc, err := partial.Descriptor(layer)
+	if err != nil {
+		return nil, err
+	}
+	cfg := static.NewLayer(config, chartConfigMediaType)
+	cfgDesc, err := partial.Descriptor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	manifest, err := json.Marshal(v1.Manifest{SchemaVersion: 2, MediaType: types.OCIManifestSchema1,
+		Config: *cfgDesc, Layers: []v1.Descriptor{*layerDesc}})
+	if err != nil {
+		return nil, err
+	}
+	return partial.CompressedToImage(rawImage{manifest: manifest, config: config, layer: layer})
+}
+
+// rawImage is an image whose manifest and config are given as bytes:
+// go-containerregistry's mutate writes its own config, and a chart's is
+// Chart.yaml.
+type rawImage struct {
+	manifest, config []byte
+	layer            v1.Layer
+}
+
+func (r rawImage) RawConfigFile() ([]byte, error)      { return r.config, nil }
+func (r rawImage) MediaType() (types.MediaType, error) { return types.OCIManifestSchema1, nil }
+func (r rawImage) RawManifest() ([]byte, error)        { return r.manifest, nil }
+
+func (r rawImage) LayerByDigest(h v1.Hash) (partial.CompressedLayer, error) {
+	if d, err := r.layer.Digest(); err == nil && d == h {
+		return r.layer, nil
+	}
+	return nil, fmt.Errorf("the chart has no blob %s", h)
 }

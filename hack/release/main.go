@@ -4,6 +4,8 @@
 //	go run ./hack/release lock                  refresh hack/release/packages.lock
 //	go run ./hack/release build -version X.Y.Z  write bin/release/X.Y.Z
 //	go run ./hack/release verify -version X.Y.Z check it offline with cosign.pub
+//	go run ./hack/release push -version X.Y.Z -registry HOST[:PORT]
+//	                                            copy it to a registry
 //
 // The image index holds an image per architecture (amd64, arm64): the
 // locked Debian packages' files in one layer, strata's static binary in
@@ -32,7 +34,7 @@ func main() {
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("give a command: lock, build -version X.Y.Z or verify -version X.Y.Z")
+		return fmt.Errorf("give a command: lock, build -version X.Y.Z, verify -version X.Y.Z or push -version X.Y.Z -registry HOST")
 	}
 	fl := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	repo := fl.String("repo", ".", "the repository's root")
@@ -41,6 +43,7 @@ func run(ctx context.Context, args []string) error {
 	version := fl.String("version", "", "the release's version, X.Y.Z")
 	out := fl.String("out", "", "where the release goes (default bin/release/VERSION)")
 	key := fl.String("key", "bin/release/signing/cosign.key", "the signing key (PEM, PKCS#8 ECDSA P-256); made with cosign.pub beside it when missing")
+	registry := fl.String("registry", "", "with push: the registry, HOST[:PORT]")
 	pub := fl.String("pub", "bin/release/signing/cosign.pub", "with verify: the public key the release must be signed with")
 	if err := fl.Parse(args[1:]); err != nil {
 		return err
@@ -56,10 +59,19 @@ func run(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		if err := Verify(filepath.Join(*out, "image"), k); err != nil {
+		if err := Verify(*out, k); err != nil {
 			return err
 		}
-		fmt.Printf("%s: the signature, the SBOMs and every blob hold\n", filepath.Join(*out, "image"))
+		fmt.Printf("%s: the signatures, the SBOMs, the chart's digests and every blob hold\n", *out)
+		return nil
+	case "push":
+		if *registry == "" {
+			return fmt.Errorf("give the registry: push -version X.Y.Z -registry HOST[:PORT]")
+		}
+		if err := Push(ctx, *out, *registry); err != nil {
+			return err
+		}
+		fmt.Printf("%s: pushed to %s/%s/ and %s/%s\n", *out, *registry, imagePrefix, *registry, chartRepository)
 		return nil
 	case "build":
 		epoch, err := sourceDateEpoch(*repo)
@@ -73,7 +85,7 @@ func run(ctx context.Context, args []string) error {
 		fmt.Printf("%s\t%s\n", filepath.Join(*out, "image"), digest)
 		return nil
 	}
-	return fmt.Errorf("%q: the commands are lock, build and verify", args[0])
+	return fmt.Errorf("%q: the commands are lock, build, verify and push", args[0])
 }
 
 // sourceDateEpoch is $SOURCE_DATE_EPOCH, or the commit's time.

@@ -13,8 +13,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-
-	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
 // notable are the packages whose versions the notes name: the tools
@@ -23,13 +21,16 @@ var notable = []string{"lvm2", "btrfs-progs", "e2fsprogs", "xfsprogs", "util-lin
 
 // writeNotes writes RELEASE_NOTES.md: the versions of what the release
 // holds, what changed since the previous tag, and how to upgrade.
-func writeNotes(o Options, digest v1.Hash, binary []byte, pkgs []Package) error {
+func writeNotes(o Options, built []builtComponent, pkgs []Package) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# strata %s\n\n", o.Version)
 	fmt.Fprintf(&b, "Built from commit %s of %s.\n\n", commitOf(o.Repo), o.Epoch.Format(time.DateOnly))
 	b.WriteString("## What it holds\n\n| component | version |\n|---|---|\n")
-	fmt.Fprintf(&b, "| image index (amd64, arm64) | `%s` |\n| chart `strata` | %s, appVersion %s |\n", digest, o.Version, o.Version)
-	if info, err := buildinfo.Read(bytes.NewReader(binary)); err == nil {
+	fmt.Fprintf(&b, "| chart `strata` | %s, appVersion %s |\n", o.Version, o.Version)
+	for _, c := range built {
+		fmt.Fprintf(&b, "| image `%s:%s` (amd64, arm64) | `%s` |\n", c.name, c.tag, c.digest)
+	}
+	if info, err := buildinfo.Read(bytes.NewReader(built[0].amd64)); err == nil {
 		fmt.Fprintf(&b, "| strata, built with | %s |\n", info.GoVersion)
 	}
 	amd64 := forArch(pkgs, "amd64")

@@ -9,6 +9,7 @@ import (
 	"debug/elf"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -22,6 +23,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 	"sigs.k8s.io/yaml"
 
 	"github.com/strata-gitops/strata/internal/testing/testenv"
@@ -45,8 +47,14 @@ func options(out string) Options {
 		Key: filepath.Join(filepath.Dir(out), filepath.Base(out)+"-signing", "cosign.key")}
 }
 
-// releaseIndex is the release's image index in its layout.
+// releaseIndex is strata's image index in the release's layout.
 func releaseIndex(t *testing.T, dir string) v1.ImageIndex {
+	t.Helper()
+	return indexNamed(t, dir, "strata:0.0.0-test")
+}
+
+// indexNamed is the index the release's layout names ref.
+func indexNamed(t *testing.T, dir, ref string) v1.ImageIndex {
 	t.Helper()
 	outer, err := layout.ImageIndexFromPath(filepath.Join(dir, "image"))
 	if err != nil {
@@ -57,7 +65,7 @@ func releaseIndex(t *testing.T, dir string) v1.ImageIndex {
 		t.Fatal(err)
 	}
 	for _, d := range m.Manifests {
-		if d.Annotations[refName] == "0.0.0-test" {
+		if d.Annotations[refName] == ref {
 			idx, err := outer.ImageIndex(d.Digest)
 			if err != nil {
 				t.Fatal(err)
@@ -65,7 +73,7 @@ func releaseIndex(t *testing.T, dir string) v1.ImageIndex {
 			return idx
 		}
 	}
-	t.Fatal("the layout names no index 0.0.0-test")
+	t.Fatalf("the layout names no index %s", ref)
 	return nil
 }
 
@@ -335,22 +343,29 @@ func TestVerifyNamesWhatWasTamperedWith(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Verify(filepath.Join(dir, "image"), pub); err != nil {
+	if err := Verify(dir, pub); err != nil {
 		t.Fatalf("the release as built: %v", err)
 	}
 	for _, tc := range []struct {
 		name, blob, says string
 	}{
-		{"a layer", "layer 1 of the amd64 image", "layer 1 of the amd64 image"},
-		{"an SBOM", "the SBOM of the arm64 image", "layer 1 of an SBOM"},
-		{"the signature", "the signature's payload", "layer 1 of the signature"},
+		{"a layer", "layer 1 of the amd64 image of the image index strata:0.0.0-test", "layer 1 of the amd64 image of the image index strata:0.0.0-test"},
+		{"a sidecar's layer", "layer 1 of the arm64 image of the image index csi-provisioner:v6.4.0", "layer 1 of the arm64 image of the image index csi-provisioner:v6.4.0"},
+		{"an SBOM", "the SBOM of the arm64 image of strata:0.0.0-test", "layer 1 of an SBOM"},
+		{"the signature", "the signature's payload of strata:0.0.0-test", "layer 1 of the signature of strata:0.0.0-test"},
+		{"the chart", "the chart's package", "layer 1 of the chart"},
+		{"the chart beside the layout", "", "strata-0.0.0-test.tgz is not the signed chart"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			copyDir := t.TempDir()
-			if err := os.CopyFS(copyDir, os.DirFS(filepath.Join(dir, "image"))); err != nil {
+			if err := os.CopyFS(copyDir, os.DirFS(dir)); err != nil {
 				t.Fatal(err)
 			}
-			flipByte(t, blobNamed(t, copyDir, pub, tc.blob))
+			if tc.blob == "" {
+				flipByte(t, filepath.Join(copyDir, "strata-0.0.0-test.tgz"))
+			} else {
+				flipByte(t, blobNamed(t, copyDir, pub, tc.blob))
+			}
 			err := Verify(copyDir, pub)
 			if err == nil || !strings.Contains(err.Error(), tc.says) || !strings.Contains(err.Error(), "changed") {
 				t.Fatalf("verify after %s changed: %v; want an error naming %q", tc.name, err, tc.says)
@@ -361,7 +376,7 @@ func TestVerifyNamesWhatWasTamperedWith(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Verify(filepath.Join(dir, "image"), &other.PublicKey); err == nil || !strings.Contains(err.Error(), "does not match the key") {
+	if err := Verify(dir, &other.PublicKey); err == nil || !strings.Contains(err.Error(), "does not match the key") {
 		t.Fatalf("verify with another key: %v", err)
 	}
 }
@@ -371,7 +386,7 @@ func TestVerifyNamesWhatWasTamperedWith(t *testing.T) {
 func blobNamed(t *testing.T, dir string, pub *ecdsa.PublicKey, what string) string {
 	t.Helper()
 	names := map[string]string{}
-	l := &layoutReader{dir: dir, seen: func(w, path string) { names[w] = path }}
+	l := &layoutReader{dir: filepath.Join(dir, "image"), seen: func(w, path string) { names[w] = path }}
 	if err := l.verify(pub); err != nil {
 		t.Fatal(err)
 	}
@@ -415,14 +430,98 @@ func TestTheChartNamesTheRelease(t *testing.T) {
 	if err != nil {
 		t.Fatalf("helm template: %v: %s", err, rendered)
 	}
-	want := "registry.test/strata:0.0.0-test@" + digest.String()
-	images := regexp.MustCompile(`image: "?([^"\s]*strata[^"\s]*)"?`).FindAllStringSubmatch(string(rendered), -1)
-	if len(images) == 0 {
-		t.Fatal("the rendered chart runs no strata image")
+	want := map[string]bool{"registry.test/strata:0.0.0-test@" + digest.String(): true}
+	sidecars, err := readSidecars(filepath.Join(testenv.RepoRoot(), "hack", "sidecars.txt"))
+	if err != nil {
+		t.Fatal(err)
 	}
+	for _, c := range sidecars {
+		d, err := indexNamed(t, dir, c.name+":"+c.tag).Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[fmt.Sprintf("registry.test/%s:%s@%s", c.name, c.tag, d)] = true
+	}
+	images := regexp.MustCompile(`image: "?([^"\s]+)"?`).FindAllStringSubmatch(string(rendered), -1)
+	seen := map[string]bool{}
 	for _, m := range images {
-		if m[1] != want {
-			t.Fatalf("the rendered chart runs %s; want %s", m[1], want)
+		if !want[m[1]] {
+			t.Fatalf("the rendered chart runs %s, which is not one of the release's images %v", m[1], want)
+		}
+		seen[m[1]] = true
+	}
+	if len(seen) != len(want) {
+		t.Fatalf("the rendered chart runs %v; want each of %v", seen, want)
+	}
+}
+
+// A chart whose values name an image by another digest than the
+// release's index fails verification, naming the image.
+func TestAChartNamingAnotherDigestFails(t *testing.T) {
+	dir, _ := release(t)
+	tgz, err := os.ReadFile(filepath.Join(dir, "strata-0.0.0-test.tgz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	outer, err := layout.ImageIndexFromPath(filepath.Join(dir, "image"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := outer.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var indexes []v1.Descriptor
+	for _, d := range m.Manifests {
+		if d.MediaType == types.OCIImageIndex {
+			indexes = append(indexes, d)
+		}
+	}
+	if err := chartNamesImages(tgz, indexes); err != nil {
+		t.Fatalf("the chart as built: %v", err)
+	}
+	for i, d := range indexes {
+		if strings.HasPrefix(d.Annotations[refName], "csi-attacher:") {
+			indexes[i].Digest.Hex = strings.Repeat("0", 64)
+		}
+	}
+	if err := chartNamesImages(tgz, indexes); err == nil || !strings.Contains(err.Error(), "the chart names csi-attacher by") {
+		t.Fatalf("a chart naming csi-attacher by another digest: %v", err)
+	}
+}
+
+// Every image of the release is built for amd64 and arm64, and runs a
+// program built for its architecture.
+func TestEveryComponentIsBuiltForBothArchitectures(t *testing.T) {
+	dir, _ := release(t)
+	o := options(dir)
+	comps, err := components(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	machines := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
+	for _, c := range comps {
+		idx := indexNamed(t, dir, c.name+":"+c.tag)
+		manifest, err := idx.IndexManifest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(manifest.Manifests) != len(machines) {
+			t.Fatalf("%s: the index holds %d images, want one for each of %v", c.name, len(manifest.Manifests), Architectures)
+		}
+		for _, desc := range manifest.Manifests {
+			img, err := idx.Image(desc.Digest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			program := filesOf(t, img)[strings.TrimPrefix(c.binary, "/")]
+			e, err := elf.NewFile(bytes.NewReader(program.data))
+			if err != nil {
+				t.Fatalf("%s for %s: %s: %v", c.name, desc.Platform.Architecture, c.binary, err)
+			}
+			if e.Machine != machines[desc.Platform.Architecture] {
+				t.Fatalf("%s for %s runs a program built for %s", c.name, desc.Platform.Architecture, e.Machine)
+			}
 		}
 	}
 }

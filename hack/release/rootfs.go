@@ -93,6 +93,16 @@ func (fs rootfs) put(name string, mode int64, data []byte) {
 	fs[name] = &entry{hdr: tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: mode, Size: int64(len(data))}, data: data}
 }
 
+// dir adds a directory.
+func (fs rootfs) dir(name string, mode int64) {
+	fs[name] = &entry{hdr: tar.Header{Name: name, Typeflag: tar.TypeDir, Mode: mode}}
+}
+
+// link adds a symbolic link.
+func (fs rootfs) link(name, target string) {
+	fs[name] = &entry{hdr: tar.Header{Name: name, Typeflag: tar.TypeSymlink, Mode: 0o777, Linkname: target}}
+}
+
 // edit rewrites a packaged file's contents; a missing file is an error.
 func (fs rootfs) edit(name string, change func([]byte) []byte) error {
 	e, ok := fs[name]

@@ -14,15 +14,15 @@ import (
 // sbomMediaType is a CycloneDX SBOM's, as an OCI artifact's layer.
 const sbomMediaType = "application/vnd.cyclonedx+json"
 
-// sbom is an image's bill of materials in CycloneDX: strata's Go modules,
-// read from the binary's build information, and the Debian packages the
-// image was built from, each with its package URL; the Debian ones with
+// sbom is an image's bill of materials in CycloneDX: its program's Go
+// modules, read from the binary's build information, and the Debian
+// packages the image was built from, if any, each with its package URL; the Debian ones with
 // the SHA-256 of their file. Its serial number and time come from what it
 // describes, so that one commit gives one SBOM.
-func sbom(version, arch string, binary []byte, pkgs []Package, epoch time.Time) ([]byte, error) {
+func sbom(name, version, arch string, binary []byte, pkgs []Package, epoch time.Time) ([]byte, error) {
 	info, err := buildinfo.Read(bytes.NewReader(binary))
 	if err != nil {
-		return nil, fmt.Errorf("strata's build information: %w", err)
+		return nil, fmt.Errorf("the build information of %s: %w", name, err)
 	}
 	components := []cdx.Component{}
 	for _, dep := range info.Deps {
@@ -37,11 +37,11 @@ func sbom(version, arch string, binary []byte, pkgs []Package, epoch time.Time) 
 		components = append(components, cdx.Component{Type: cdx.ComponentTypeLibrary, Name: p.Name, Version: p.Version,
 			BOMRef: purl, PackageURL: purl, Hashes: &[]cdx.Hash{{Algorithm: cdx.HashAlgoSHA256, Value: p.SHA256}}})
 	}
-	sum := sha256.Sum256(append([]byte(version+"/"+arch+"/"), binary...))
+	sum := sha256.Sum256(append([]byte(name+"/"+version+"/"+arch+"/"), binary...))
 	bom := cdx.NewBOM()
 	bom.SerialNumber = uuid.NewSHA1(uuid.NameSpaceURL, sum[:]).URN()
 	bom.Metadata = &cdx.Metadata{Timestamp: epoch.UTC().Format(time.RFC3339),
-		Component: &cdx.Component{Type: cdx.ComponentTypeContainer, Name: "strata", Version: version, BOMRef: "strata-" + arch}}
+		Component: &cdx.Component{Type: cdx.ComponentTypeContainer, Name: name, Version: version, BOMRef: name + "-" + arch}}
 	bom.Components = &components
 	var buf bytes.Buffer
 	enc := cdx.NewBOMEncoder(&buf, cdx.BOMFileFormatJSON)

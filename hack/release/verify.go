@@ -14,17 +14,22 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"sigs.k8s.io/yaml"
 )
 
 // Verify checks a release's layout offline: every blob is what its digest
-// says, the index's signature is the key's and names the index, and each
-// image has an SBOM that refers to it and names the Go modules of the
-// strata binary it holds. Each failure names the file and what it is.
+// says, each image index's signature is the key's and names the index,
+// and each image has an SBOM that refers to it and names the Go modules
+// of the program it runs; the chart is signed, names each image by its
+// index's digest, and is the package beside the layout. Each failure
+// names the file and what it is. dir is the release: the layout is its
+// image folder.
 func Verify(dir string, pub *ecdsa.PublicKey) error {
-	return (&layoutReader{dir: dir}).verify(pub)
+	return (&layoutReader{dir: filepath.Join(dir, "image")}).verify(pub)
 }
 
 func (l *layoutReader) verify(pub *ecdsa.PublicKey) error {
@@ -37,35 +42,141 @@ func (l *layoutReader) verify(pub *ecdsa.PublicKey) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", filepath.Join(dir, "index.json"), err)
 	}
-	var release *v1.Descriptor
+	var indexes []v1.Descriptor
+	var chart *v1.Descriptor
 	sigs := map[string]v1.Descriptor{}
 	var sboms []v1.Descriptor
 	for _, d := range outer.Manifests {
 		switch {
 		case d.MediaType == types.OCIImageIndex:
-			release = &d
+			indexes = append(indexes, d)
+		case strings.HasPrefix(d.Annotations[refName], chartRepository+":"):
+			chart = &d
 		case filepath.Ext(d.Annotations[refName]) == ".sig":
 			sigs[d.Annotations[refName]] = d
 		default:
 			sboms = append(sboms, d)
 		}
 	}
-	if release == nil {
+	if len(indexes) == 0 {
 		return fmt.Errorf("%s names no image index", filepath.Join(dir, "index.json"))
 	}
-	images, err := l.index(*release, "the release's image index")
+	for _, d := range indexes {
+		if err := l.verifyIndex(d, sigs, sboms, pub); err != nil {
+			return err
+		}
+	}
+	if chart == nil {
+		return fmt.Errorf("%s names no chart (%s:VERSION)", filepath.Join(dir, "index.json"), chartRepository)
+	}
+	return l.verifyChart(*chart, indexes, sigs, pub)
+}
+
+// verifyChart checks the chart: whole, signed, the package beside the
+// layout, and naming each image the release holds by its index's digest.
+func (l *layoutReader) verifyChart(d v1.Descriptor, indexes []v1.Descriptor, sigs map[string]v1.Descriptor, pub *ecdsa.PublicKey) error {
+	name := d.Annotations[refName]
+	m, err := l.image(d, "the chart")
 	if err != nil {
 		return err
 	}
-	sig, ok := sigs[signatureTag(release.Digest)]
+	sig, ok := sigs[signatureTag(d.Digest)]
 	if !ok {
-		return fmt.Errorf("no signature of the image index %s (%s)", release.Digest, signatureTag(release.Digest))
+		return fmt.Errorf("no signature of the chart %s %s (%s)", name, d.Digest, signatureTag(d.Digest))
 	}
-	if err := l.signature(sig, release.Digest, pub); err != nil {
+	if err := l.signature(sig, name, d.Digest, pub); err != nil {
+		return err
+	}
+	if len(m.Layers) != 1 || m.Layers[0].MediaType != chartContentMediaType {
+		return fmt.Errorf("the chart %s is not one Helm chart package", name)
+	}
+	tgz, err := l.blob(m.Layers[0], "the chart's package")
+	if err != nil {
+		return err
+	}
+	_, version, _ := strings.Cut(name, ":")
+	beside := filepath.Join(filepath.Dir(l.dir), "strata-"+version+".tgz")
+	if data, err := os.ReadFile(beside); err == nil && !bytes.Equal(data, tgz) {
+		return fmt.Errorf("the chart %s is not the signed chart of the layout: it was changed", beside)
+	}
+	return chartNamesImages(tgz, indexes)
+}
+
+// chartNamesImages checks that the chart's values name strata's image and
+// each CSI sidecar by the digest of the release's index of that name.
+func chartNamesImages(tgz []byte, indexes []v1.Descriptor) error {
+	values, err := fileOfChart(tgz, "strata/values.yaml")
+	if err != nil {
+		return err
+	}
+	var v struct {
+		Image       struct{ Digest string }
+		CSISidecars map[string]any `json:"csiSidecars"`
+	}
+	if err := yaml.Unmarshal(values, &v); err != nil {
+		return fmt.Errorf("the chart's values.yaml: %w", err)
+	}
+	digests := map[string]string{}
+	for _, d := range indexes {
+		name, _, _ := strings.Cut(d.Annotations[refName], ":")
+		digests[name] = d.Digest.String()
+	}
+	named := map[string]string{"strata": v.Image.Digest}
+	for value, s := range v.CSISidecars {
+		if m, ok := s.(map[string]any); ok {
+			n, _ := m["name"].(string)
+			named[n], _ = m["digest"].(string)
+			if named[n] == "" {
+				return fmt.Errorf("the chart's csiSidecars.%s names no digest", value)
+			}
+		}
+	}
+	for n, digest := range named {
+		if digests[n] != digest {
+			return fmt.Errorf("the chart names %s by %q, but the release's index of %s is %s", n, digest, n, digests[n])
+		}
+	}
+	return nil
+}
+
+// fileOfChart reads one file of a packaged chart.
+func fileOfChart(tgz []byte, name string) ([]byte, error) {
+	zr, err := gzipReader(tgz)
+	if err != nil {
+		return nil, fmt.Errorf("the chart's package: %w", err)
+	}
+	tr := tar.NewReader(zr)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("the chart's package has no %s", name)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("the chart's package: %w", err)
+		}
+		if hdr.Name == name {
+			return io.ReadAll(io.LimitReader(tr, 1<<20))
+		}
+	}
+}
+
+// verifyIndex checks one component's index: its images whole, its
+// signature, and each image's SBOM.
+func (l *layoutReader) verifyIndex(d v1.Descriptor, sigs map[string]v1.Descriptor, sboms []v1.Descriptor, pub *ecdsa.PublicKey) error {
+	name := d.Annotations[refName]
+	images, err := l.index(d, "the image index "+name)
+	if err != nil {
+		return err
+	}
+	sig, ok := sigs[signatureTag(d.Digest)]
+	if !ok {
+		return fmt.Errorf("no signature of the image index %s %s (%s)", name, d.Digest, signatureTag(d.Digest))
+	}
+	if err := l.signature(sig, name, d.Digest, pub); err != nil {
 		return err
 	}
 	for _, img := range images {
-		if err := l.sbomOf(img, sboms); err != nil {
+		if err := l.sbomOf(name, img, sboms); err != nil {
 			return err
 		}
 	}
@@ -116,7 +227,7 @@ func (l *layoutReader) index(d v1.Descriptor, what string) ([]v1.Descriptor, err
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	for _, m := range idx.Manifests {
-		if _, err := l.image(m, fmt.Sprintf("the %s image", m.Platform.Architecture)); err != nil {
+		if _, err := l.image(m, fmt.Sprintf("the %s image of %s", m.Platform.Architecture, what)); err != nil {
 			return nil, err
 		}
 	}
@@ -145,35 +256,35 @@ func (l *layoutReader) image(d v1.Descriptor, what string) (*v1.Manifest, error)
 }
 
 // signature checks the cosign signature of the index.
-func (l *layoutReader) signature(d v1.Descriptor, digest v1.Hash, pub *ecdsa.PublicKey) error {
-	m, err := l.image(d, "the signature")
+func (l *layoutReader) signature(d v1.Descriptor, name string, digest v1.Hash, pub *ecdsa.PublicKey) error {
+	m, err := l.image(d, "the signature of "+name)
 	if err != nil {
 		return err
 	}
 	if len(m.Layers) != 1 || m.Layers[0].MediaType != signatureMediaType {
-		return errors.New("the signature is not one simple-signing payload")
+		return fmt.Errorf("the signature of %s is not one simple-signing payload", name)
 	}
-	body, err := l.blob(m.Layers[0], "the signature's payload")
+	body, err := l.blob(m.Layers[0], "the signature's payload of "+name)
 	if err != nil {
 		return err
 	}
 	var p simpleSigning
 	if err := json.Unmarshal(body, &p); err != nil {
-		return fmt.Errorf("the signature's payload: %w", err)
+		return fmt.Errorf("the signature's payload of %s: %w", name, err)
 	}
 	if p.Critical.Image.DockerManifestDigest != digest.String() {
-		return fmt.Errorf("the signature names %s, not the image index %s", p.Critical.Image.DockerManifestDigest, digest)
+		return fmt.Errorf("the signature of %s names %s, not the image index %s", name, p.Critical.Image.DockerManifestDigest, digest)
 	}
 	if err := verifySignature(pub, body, m.Layers[0].Annotations[signatureAnnotation]); err != nil {
-		return fmt.Errorf("the signature of the image index: %w", err)
+		return fmt.Errorf("the signature of the image index %s: %w", name, err)
 	}
 	return nil
 }
 
 // sbomOf finds the SBOM that refers to the image, and checks that it
-// names every Go module of the strata binary in the image.
-func (l *layoutReader) sbomOf(img v1.Descriptor, candidates []v1.Descriptor) error {
-	what := fmt.Sprintf("the %s image", img.Platform.Architecture)
+// names every Go module of the program the image runs.
+func (l *layoutReader) sbomOf(name string, img v1.Descriptor, candidates []v1.Descriptor) error {
+	what := fmt.Sprintf("the %s image of %s", img.Platform.Architecture, name)
 	for _, c := range candidates {
 		m, err := l.image(c, "an SBOM")
 		if err != nil {
@@ -204,33 +315,46 @@ func (l *layoutReader) sbomNamesModules(img v1.Descriptor, doc []byte, what stri
 	for _, c := range bom.Components {
 		named[c.PackageURL] = true
 	}
-	binary, err := l.strataOf(img, what)
+	binary, err := l.programOf(img, what)
 	if err != nil {
 		return err
 	}
 	info, err := buildinfo.Read(bytes.NewReader(binary))
 	if err != nil {
-		return fmt.Errorf("strata in %s: %w", what, err)
+		return fmt.Errorf("the program of %s: %w", what, err)
 	}
 	for _, dep := range info.Deps {
 		if dep.Replace != nil {
 			dep = dep.Replace
 		}
 		if purl := "pkg:golang/" + dep.Path + "@" + dep.Version; !named[purl] {
-			return fmt.Errorf("the SBOM of %s does not name %s, which strata in it is built with", what, purl)
+			return fmt.Errorf("the SBOM of %s does not name %s, which its program is built with", what, purl)
 		}
 	}
 	return nil
 }
 
-// strataOf reads /usr/local/bin/strata from the image's last layer.
-func (l *layoutReader) strataOf(img v1.Descriptor, what string) ([]byte, error) {
+// programOf reads the program the image runs, its entrypoint, from its
+// last layer.
+func (l *layoutReader) programOf(img v1.Descriptor, what string) ([]byte, error) {
 	m, err := l.image(img, what)
 	if err != nil {
 		return nil, err
 	}
+	data, err := l.blob(m.Config, "the config of "+what)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := v1.ParseConfigFile(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("the config of %s: %w", what, err)
+	}
+	if len(cfg.Config.Entrypoint) == 0 {
+		return nil, fmt.Errorf("%s has no entrypoint", what)
+	}
+	program := strings.TrimPrefix(cfg.Config.Entrypoint[0], "/")
 	last := m.Layers[len(m.Layers)-1]
-	data, err := l.blob(last, "strata's layer of "+what)
+	data, err = l.blob(last, "the last layer of "+what)
 	if err != nil {
 		return nil, err
 	}
@@ -242,12 +366,12 @@ func (l *layoutReader) strataOf(img v1.Descriptor, what string) ([]byte, error) 
 	for {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("%s has no usr/local/bin/strata in its last layer", what)
+			return nil, fmt.Errorf("%s has no %s, its entrypoint, in its last layer", what, program)
 		}
 		if err != nil {
 			return nil, err
 		}
-		if hdr.Name == "usr/local/bin/strata" {
+		if hdr.Name == program {
 			return io.ReadAll(tr)
 		}
 	}

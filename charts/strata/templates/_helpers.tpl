@@ -27,7 +27,9 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- define "strata.sidecar" -}}
 {{- $root := index . 0 -}}
 {{- $registry := required "csiSidecars.registry is required when csi.enabled or agent.enabled: the registry or mirror serving the Kubernetes CSI sidecar images (docs/install.md)" $root.Values.csiSidecars.registry -}}
-{{- printf "%s/%s:%s" $registry (index . 1).name (index . 1).tag -}}
+{{- $ref := printf "%s/%s:%s" $registry (index . 1).name (index . 1).tag -}}
+{{- with (index . 1).digest }}{{ $ref = printf "%s@%s" $ref . }}{{ end -}}
+{{- $ref -}}
 {{- end }}
 
 {{- define "strata.pluginDir" -}}{{ .Values.csi.kubeletDir }}/plugins/strata.csi.strata.dev{{- end }}

@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/strata-gitops/strata/internal/local/cluster"
-	"github.com/strata-gitops/strata/internal/local/images"
 	"github.com/strata-gitops/strata/internal/local/kubenode"
 	"github.com/strata-gitops/strata/internal/local/release"
 )
@@ -32,13 +31,17 @@ const staticVolumePath = "/var/lib/strata/static/nvme1"
 
 // startCluster starts the control plane and the nodes and waits until
 // the nodes are Ready.
-func startCluster(ctx context.Context, o Options, imgs []images.Image, say func(string, ...any)) (*cluster.Cluster, error) {
+func startCluster(ctx context.Context, o Options, built *release.Built, say func(string, ...any)) (*cluster.Cluster, error) {
 	co := o.Cluster
 	if len(co.Nodes) < 2 {
 		return nil, fmt.Errorf("the example repository needs two nodes, %v has %d", co.Nodes, len(co.Nodes))
 	}
 	co.Dir = filepath.Join(o.StateDir, "cluster")
-	co.Images, co.PauseImage, co.Disks = imgs, images.PauseRef, diskSizes
+	pause, err := built.Ref(cluster.RegistryName, "pause")
+	if err != nil {
+		return nil, err
+	}
+	co.Registry, co.PauseImage, co.Disks = filepath.Join(o.Bin, "registry"), pause, diskSizes
 	hosts := btrfsHosts(o, "")
 	co.BtrfsMounts, co.Labels = hosts.Mounts(btrfsDisk), hosts.Labels()
 	co.CRDDirs = []string{filepath.Join(o.Root, "charts", "strata", "crds")}
@@ -69,16 +72,16 @@ func btrfsHosts(o Options, token string) release.BtrfsHost {
 
 // install installs strata with its chart, a btrfs storage host on each
 // node with the repository's tenant.
-func install(ctx context.Context, o Options, c *cluster.Cluster, cl client.Client, say func(string, ...any)) error {
+func install(ctx context.Context, o Options, c *cluster.Cluster, cl client.Client, built *release.Built, say func(string, ...any)) error {
 	token, err := btrfsToken(filepath.Join(o.StateDir, "btrfs-token"))
 	if err != nil {
 		return err
 	}
 	host := btrfsHosts(o, token)
-	say("installing strata with helm from charts/strata into %s (controller, agents, CSI driver, btrfs storage hosts on %s); waiting for its pods",
-		namespace, strings.Join(host.Nodes, ", "))
-	err = release.Install(ctx, cl, release.Options{Chart: filepath.Join(o.Root, "charts", "strata"),
-		Helm: filepath.Join(o.Bin, "helm"), Kubeconfig: c.KubeconfigPath(), Namespace: namespace,
+	say("pushing release %s to the cluster's registry %s (the nodes' %s) and installing it with helm from oci://%s/charts/strata into %s (controller, agents, CSI driver, btrfs storage hosts on %s); waiting for its pods",
+		built.Version, c.Registry(), cluster.RegistryName, c.Registry(), namespace, strings.Join(host.Nodes, ", "))
+	err = release.Install(ctx, cl, release.Options{Release: built, Registry: c.Registry(), RegistryName: cluster.RegistryName,
+		Helm: filepath.Join(o.Bin, "helm"), Kubectl: filepath.Join(o.Bin, "k8s", "kubectl"), Kubeconfig: c.KubeconfigPath(), Namespace: namespace,
 		Set: append(host.Values(), release.ControllersOn(c.Nodes[1].Name())...), Objects: host.Secrets(namespace)}, 10*time.Minute)
 	if err != nil {
 		return err

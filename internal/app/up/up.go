@@ -24,7 +24,6 @@ import (
 	"github.com/strata-gitops/strata/internal/httpserver"
 	"github.com/strata-gitops/strata/internal/local/cluster"
 	"github.com/strata-gitops/strata/internal/local/gitserver"
-	"github.com/strata-gitops/strata/internal/local/images"
 	"github.com/strata-gitops/strata/internal/local/release"
 	"github.com/strata-gitops/strata/internal/scheme"
 )
@@ -69,11 +68,11 @@ func Run(ctx context.Context, o Options) error {
 	began := time.Now()
 	say := func(format string, args ...any) { fmt.Fprintf(o.Out, "► "+format+"\n", args...) }
 
-	imgs, err := buildImages(o, say)
+	built, err := buildRelease(ctx, o, say)
 	if err != nil {
 		return err
 	}
-	c, err := startCluster(ctx, o, imgs, say)
+	c, err := startCluster(ctx, o, built, say)
 	if err != nil {
 		return err
 	}
@@ -87,7 +86,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	if err := install(ctx, o, c, cl, say); err != nil {
+	if err := install(ctx, o, c, cl, built, say); err != nil {
 		return err
 	}
 
@@ -135,21 +134,17 @@ func Run(ctx context.Context, o Options) error {
 	return nil
 }
 
-// buildImages builds the example app and the pause program and lists
-// every image the cluster runs.
-func buildImages(o Options, say func(string, ...any)) ([]images.Image, error) {
-	say("building the local images from bin/ (no registry: each node imports them)")
-	if err := images.BuildCommands(o.Root, o.Bin); err != nil {
-		return nil, err
-	}
-	imgs, err := release.Images(o.Bin)
+// buildRelease builds the release of the source tree, as `make release`
+// does, once for each state of the tree: every image the cluster runs is
+// the release's, pulled from the cluster's registry.
+func buildRelease(ctx context.Context, o Options, say func(string, ...any)) (*release.Built, error) {
+	say("building the release of this source tree with hack/release (once per change; a few minutes the first time)")
+	b, err := release.BuildLocal(ctx, o.Root)
 	if err != nil {
 		return nil, err
 	}
-	for _, img := range imgs {
-		fmt.Fprintf(o.Out, "  %s\n", img.Ref)
-	}
-	return imgs, nil
+	say("release %s in %s", b.Version, b.Dir)
+	return b, nil
 }
 
 func serveGit(o Options, addr string, onPush func()) (stop func(), err error) {

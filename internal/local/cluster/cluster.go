@@ -27,7 +27,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-gitops/strata/internal/local/controlplane"
-	"github.com/strata-gitops/strata/internal/local/images"
 	"github.com/strata-gitops/strata/internal/local/kubenode"
 	"github.com/strata-gitops/strata/internal/local/process"
 	"github.com/strata-gitops/strata/internal/scheme"
@@ -47,9 +46,11 @@ type Options struct {
 	// kubernetes Service's.
 	ServiceCIDR netip.Prefix
 	CRDDirs     []string
-	// Images are imported into every node's runtime; PauseImage, one of
-	// them, is the pods' sandbox.
-	Images     []images.Image
+	// Registry is the OCI registry program (hack/tools.sh registry). The
+	// cluster runs it on the host, at Registry(), storing under Dir, and
+	// every node's containerd pulls from it: nothing is imported.
+	Registry string
+	// PauseImage is the pods' sandbox image, a reference in the registry.
 	PauseImage string
 	// Disks are the sizes of each node's disks (kubenode.DiskPath).
 	Disks []int64
@@ -143,11 +144,10 @@ func (c *Cluster) start(ctx context.Context) error {
 	if err := c.startControllers(); err != nil {
 		return err
 	}
-	archive, err := c.writeImages()
-	if err != nil {
+	if err := c.startRegistry(ctx); err != nil {
 		return err
 	}
-	return c.startNodes(ctx, archive)
+	return c.startNodes(ctx)
 }
 
 // startControllers runs kube-controller-manager and kube-scheduler on
@@ -176,7 +176,7 @@ func (c *Cluster) startControllers() error {
 
 // startNodes starts every node, each with its kubelet's and kube-proxy's
 // credentials, pointed at the host's address on the nodes' network.
-func (c *Cluster) startNodes(ctx context.Context, archive string) error {
+func (c *Cluster) startNodes(ctx context.Context) error {
 	for i, name := range c.o.Nodes {
 		kubelet, err := c.nodeKubeconfig("system:node:"+name, "system:nodes")
 		if err != nil {
@@ -187,7 +187,7 @@ func (c *Cluster) startNodes(ctx context.Context, archive string) error {
 			return err
 		}
 		o := c.nodeOptions(i, name)
-		o.Kubeconfig, o.ProxyKubeconfig, o.Images = kubelet, proxy, []string{archive}
+		o.Kubeconfig, o.ProxyKubeconfig = kubelet, proxy
 		n := kubenode.New(o)
 		c.Nodes = append(c.Nodes, n)
 		if err := n.Start(ctx); err != nil {
@@ -202,7 +202,7 @@ func (c *Cluster) nodeOptions(i int, name string) kubenode.Options {
 	return kubenode.Options{
 		Name: name, Index: i, Nodes: len(c.o.Nodes), Network: c.o.Network,
 		Dir: filepath.Join(c.o.Dir, "nodes", name), Bin: c.o.Bin,
-		PauseImage: c.o.PauseImage, ServiceCIDR: c.o.ServiceCIDR, Disks: c.o.Disks,
+		PauseImage: c.o.PauseImage, Registry: c.Registry(), RegistryNames: []string{RegistryName}, ServiceCIDR: c.o.ServiceCIDR, Disks: c.o.Disks,
 		BtrfsMounts: c.o.BtrfsMounts[name], Labels: c.o.Labels[name],
 	}
 }
@@ -279,7 +279,13 @@ func (c *Cluster) Stop() error {
 // run starts a control-plane process on the host, with its output in
 // logs/NAME.log.
 func (c *Cluster) run(name string, args ...string) error {
-	cmd := exec.Command(filepath.Join(c.o.Bin, name), args...)
+	return c.runProgram(filepath.Join(c.o.Bin, name), args...)
+}
+
+// runProgram starts a program on the host, its log named after it.
+func (c *Cluster) runProgram(program string, args ...string) error {
+	name := filepath.Base(program)
+	cmd := exec.Command(program, args...)
 	if err := process.Start(cmd, c.logPath(name)); err != nil {
 		return err
 	}
@@ -328,23 +334,6 @@ func (c *Cluster) kubeconfigFor(user, group string, fromNodes bool) ([]byte, err
 		cl.Server = u.String()
 	}
 	return clientcmd.Write(*cfg)
-}
-
-// writeImages writes the images into one archive every node imports.
-func (c *Cluster) writeImages() (string, error) {
-	path := filepath.Join(c.o.Dir, "images", "images.tar")
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return "", err
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	if err := images.WriteArchive(f, c.o.Images...); err != nil {
-		return "", err
-	}
-	return path, f.Close()
 }
 
 // checkBinaries says which binary is missing and how to build it.

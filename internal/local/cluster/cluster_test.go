@@ -45,6 +45,10 @@ func startCluster(t *testing.T) *cluster.Cluster {
 	if err := c.WaitReady(context.Background(), 3*time.Minute); err != nil {
 		t.Fatal(err)
 	}
+	bin := filepath.Join(testenv.RepoRoot(), "bin")
+	if err := images.Push(context.Background(), c.Registry(), images.Pause(bin, pauseRef), exampleApp(bin)); err != nil {
+		t.Fatal(err)
+	}
 	return c
 }
 
@@ -71,8 +75,20 @@ func testOptions(t *testing.T) cluster.Options {
 	o.Network = kubenode.Network{Bridge: "strata-t0", Prefix: netip.MustParsePrefix("10.78.0.0/24"),
 		PodPrefix: netip.MustParsePrefix("10.245.0.0/16")}
 	o.ServiceCIDR = netip.MustParsePrefix("10.97.0.0/16")
-	o.Images, o.PauseImage = []images.Image{images.Pause(bin), images.ExampleApp(bin)}, images.PauseRef
+	o.Registry, o.PauseImage = filepath.Join(bin, "registry"), pauseRef
 	return o
+}
+
+// The test's images, built from bin/ and pushed to the cluster's
+// registry, which the nodes know as strata.local.
+const (
+	pauseRef      = cluster.RegistryName + "/test/pause:1"
+	exampleAppRef = cluster.RegistryName + "/test/example-app:1"
+)
+
+func exampleApp(bin string) images.Image {
+	return images.Image{Ref: exampleAppRef, Entrypoint: []string{"/example-app"},
+		Files: []images.File{{Path: "/example-app", Source: filepath.Join(bin, "example-app"), Mode: 0o755}, {Path: "/tmp/.keep"}}}
 }
 
 // A run that ended without stopping (its process killed) leaves its
@@ -187,7 +203,7 @@ func TestNodeFaults(t *testing.T) {
 func examplePod(ns, name, node string, args ...string) *corev1.Pod {
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: corev1.PodSpec{
 		NodeSelector: map[string]string{corev1.LabelHostname: node},
-		Containers: []corev1.Container{{Name: "app", Image: images.ExampleAppRef, ImagePullPolicy: corev1.PullNever,
+		Containers: []corev1.Container{{Name: "app", Image: exampleAppRef, ImagePullPolicy: corev1.PullIfNotPresent,
 			Args: args}},
 	}}
 }

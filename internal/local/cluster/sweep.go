@@ -33,7 +33,7 @@ func (c *Cluster) sweep() error {
 
 // controlPlane are the programs a run starts on the host; the nodes'
 // are found by their cgroups.
-var controlPlane = map[string]bool{"etcd": true, "kube-apiserver": true, "kube-controller-manager": true, "kube-scheduler": true}
+var controlPlane = map[string]bool{"etcd": true, "kube-apiserver": true, "kube-controller-manager": true, "kube-scheduler": true, "registry": true}
 
 // killUsing kills every control-plane process whose command line names a
 // path under dir, and waits until they are gone. Other programs that

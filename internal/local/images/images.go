@@ -1,14 +1,13 @@
-// Package images builds the container images the local cluster runs from
-// files on this machine, with no registry and no Docker: each image is one
-// layer of named files, and WriteArchive writes images as one OCI image
-// archive (an OCI image layout in a tar) that containerd imports.
+// Package images builds small container images from files on this
+// machine (the storage e2e's agnhost and busybox shells, the pause
+// program), with no Docker, and pushes them to the local cluster's
+// registry. strata's own images are the release's (hack/release).
 package images
 
 import (
 	"archive/tar"
 	"bytes"
-	_ "crypto/sha256" // go-digest computes sha256 digests through crypto
-	"encoding/json"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -18,9 +17,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/opencontainers/go-digest"
-	specs "github.com/opencontainers/image-spec/specs-go"
-	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // File is one file of an image: a copy of a file on this machine
@@ -35,8 +38,8 @@ type File struct {
 	Mode os.FileMode
 }
 
-// Image is one image: its reference (strata.local/NAME:TAG), what it
-// runs, and its files. Parent directories are made as needed.
+// Image is one image: its reference (strata.local/PATH:TAG, the nodes'
+// name of the cluster's registry), what it runs, and its files. Parent directories are made as needed.
 type Image struct {
 	Ref        string
 	Entrypoint []string
@@ -47,80 +50,57 @@ type Image struct {
 }
 
 // created is every image's creation time: fixed, so that the same files
-// make the same image and an import of an unchanged image is a no-op.
+// make the same image and a push of an unchanged image is a no-op.
 var created = time.Unix(0, 0).UTC()
 
-// WriteArchive writes the images as one OCI image archive. Each manifest
-// carries its reference in the annotations containerd reads on import.
-func WriteArchive(w io.Writer, imgs ...Image) error {
-	out := tar.NewWriter(w)
-	var index ocispec.Index
-	index.SchemaVersion = 2
-	index.MediaType = ocispec.MediaTypeImageIndex
-	written := map[digest.Digest]bool{}
-	blob := func(mediaType string, data []byte) (ocispec.Descriptor, error) {
-		d := digest.FromBytes(data)
-		desc := ocispec.Descriptor{MediaType: mediaType, Digest: d, Size: int64(len(data))}
-		if written[d] {
-			return desc, nil
-		}
-		written[d] = true
-		return desc, writeEntry(out, "blobs/sha256/"+d.Encoded(), data)
-	}
+// Push pushes the images to the registry at HOST:PORT, each at its
+// reference's path there: strata.local/pause:3.10 goes to
+// HOST:PORT/pause:3.10.
+func Push(ctx context.Context, registry string, imgs ...Image) error {
 	for _, img := range imgs {
-		desc, err := writeImage(img, blob)
+		_, repoTag, ok := strings.Cut(img.Ref, "/")
+		if !ok {
+			return fmt.Errorf("image %s: the reference names no registry", img.Ref)
+		}
+		built, err := build(img)
 		if err != nil {
 			return fmt.Errorf("image %s: %w", img.Ref, err)
 		}
-		index.Manifests = append(index.Manifests, desc)
+		ref, err := name.ParseReference(registry+"/"+repoTag, name.Insecure)
+		if err != nil {
+			return err
+		}
+		if err := remote.Write(ref, built, remote.WithContext(ctx)); err != nil {
+			return fmt.Errorf("pushing %s: %w", ref, err)
+		}
 	}
-	layout, _ := json.Marshal(ocispec.ImageLayout{Version: ocispec.ImageLayoutVersion})
-	if err := writeEntry(out, ocispec.ImageLayoutFile, layout); err != nil {
-		return err
-	}
-	data, _ := json.Marshal(index)
-	if err := writeEntry(out, "index.json", data); err != nil {
-		return err
-	}
-	return out.Close()
+	return nil
 }
 
-// writeImage writes an image's layer, config and manifest as blobs and
-// returns the manifest's descriptor, annotated with the reference.
-func writeImage(img Image, blob func(string, []byte) (ocispec.Descriptor, error)) (ocispec.Descriptor, error) {
-	layer, err := layerOf(img.Files)
+// build makes the image: its files in one layer, and its config.
+func build(img Image) (v1.Image, error) {
+	data, err := layerOf(img.Files)
 	if err != nil {
-		return ocispec.Descriptor{}, err
+		return nil, err
 	}
-	layerDesc, err := blob(ocispec.MediaTypeImageLayer, layer)
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil },
+		tarball.WithMediaType(types.OCILayer))
 	if err != nil {
-		return ocispec.Descriptor{}, err
+		return nil, err
 	}
-	config, _ := json.Marshal(ocispec.Image{
-		Created:  &created,
-		Platform: ocispec.Platform{Architecture: runtime.GOARCH, OS: "linux"},
-		Config:   ocispec.ImageConfig{Entrypoint: img.Entrypoint, Cmd: img.Cmd, Env: img.Env, WorkingDir: img.WorkingDir},
-		RootFS:   ocispec.RootFS{Type: "layers", DiffIDs: []digest.Digest{layerDesc.Digest}},
-	})
-	configDesc, err := blob(ocispec.MediaTypeImageConfig, config)
+	out, err := mutate.AppendLayers(mutate.MediaType(empty.Image, types.OCIManifestSchema1), layer)
 	if err != nil {
-		return ocispec.Descriptor{}, err
+		return nil, err
 	}
-	manifest, _ := json.Marshal(ocispec.Manifest{
-		Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: ocispec.MediaTypeImageManifest,
-		Config: configDesc, Layers: []ocispec.Descriptor{layerDesc},
-	})
-	desc, err := blob(ocispec.MediaTypeImageManifest, manifest)
+	out = mutate.ConfigMediaType(out, types.OCIConfigJSON)
+	cfg, err := out.ConfigFile()
 	if err != nil {
-		return desc, err
+		return nil, err
 	}
-	_, tag, _ := strings.Cut(path.Base(img.Ref), ":")
-	desc.Annotations = map[string]string{
-		"io.containerd.image.name": img.Ref, // the name containerd gives the image
-		ocispec.AnnotationRefName:  tag,
-	}
-	desc.Platform = &ocispec.Platform{Architecture: runtime.GOARCH, OS: "linux"}
-	return desc, nil
+	cfg = cfg.DeepCopy()
+	cfg.OS, cfg.Architecture, cfg.Created = "linux", runtime.GOARCH, v1.Time{Time: created}
+	cfg.Config = v1.Config{Entrypoint: img.Entrypoint, Cmd: img.Cmd, Env: img.Env, WorkingDir: img.WorkingDir}
+	return mutate.ConfigFile(out, cfg)
 }
 
 // layerOf is an uncompressed tar of the files, parents first, in a fixed
@@ -186,14 +166,6 @@ func addFile(tw *tar.Writer, f File) error {
 		mode = 0o644
 	}
 	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Size: int64(len(data)), Mode: int64(mode), ModTime: created}); err != nil {
-		return err
-	}
-	_, err := tw.Write(data)
-	return err
-}
-
-func writeEntry(tw *tar.Writer, name string, data []byte) error {
-	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Size: int64(len(data)), Mode: 0o644, ModTime: created}); err != nil {
 		return err
 	}
 	_, err := tw.Write(data)

@@ -45,6 +45,16 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "{{.Dir}}/cni"
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "{{.Dir}}/certs.d"
+`))
+
+// registryHosts tells containerd to reach the cluster's registry over
+// plain HTTP, for pulls only.
+var registryHosts = template.Must(template.New("hosts").Parse(`server = "http://{{.Registry}}"
+
+[host."http://{{.Registry}}"]
+  capabilities = ["pull", "resolve"]
 `))
 
 // cniConfig gives each pod an address of the node's range on the node's
@@ -110,20 +120,24 @@ conntrack: {maxPerCore: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
 // writeConfig writes every configuration file of the node.
 func (n *Node) writeConfig() error {
 	data := map[string]any{
-		"Name": n.o.Name, "Dir": n.o.Dir, "IP": n.IP(), "Pause": n.o.PauseImage,
+		"Name": n.o.Name, "Dir": n.o.Dir, "IP": n.IP(), "Pause": n.o.PauseImage, "Registry": n.o.Registry,
 		"PodCIDR": n.o.Network.PodCIDR(n.o.Index), "PodPrefix": n.o.Network.PodPrefix,
 	}
-	files := []struct {
+	type configFile struct {
 		path string
 		tmpl *template.Template
 		raw  []byte
-	}{
+	}
+	files := []configFile{
 		{path: "containerd.toml", tmpl: containerdConfig},
 		{path: "cni/10-strata.conflist", tmpl: cniConfig},
 		{path: "kubelet/config.yaml", tmpl: kubeletConfig},
 		{path: "kubelet/kubeconfig", raw: n.o.Kubeconfig},
 		{path: "kube-proxy.yaml", tmpl: proxyConfig},
 		{path: "kube-proxy/kubeconfig", raw: n.o.ProxyKubeconfig},
+	}
+	for _, host := range append([]string{n.o.Registry}, n.o.RegistryNames...) {
+		files = append(files, configFile{path: filepath.Join("certs.d", host, "hosts.toml"), tmpl: registryHosts})
 	}
 	for _, f := range files {
 		content := f.raw

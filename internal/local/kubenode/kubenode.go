@@ -44,9 +44,13 @@ type Options struct {
 	// Kubeconfig and ProxyKubeconfig are the kubelet's and kube-proxy's
 	// credentials, with the API server at the host's address.
 	Kubeconfig, ProxyKubeconfig []byte
-	// Images are OCI archives imported into the runtime at each start.
-	Images []string
-	// PauseImage is the pods' sandbox image; it must be among Images.
+	// Registry is the OCI registry the node pulls from, HOST:PORT, over
+	// plain HTTP: the cluster's own, on the nodes' private network.
+	// RegistryNames are other names of it, such as strata.local: an
+	// image named under one is pulled from Registry.
+	Registry      string
+	RegistryNames []string
+	// PauseImage is the pods' sandbox image, pulled from Registry.
 	PauseImage string
 	// ServiceCIDR is the cluster's Service range, for kube-proxy.
 	ServiceCIDR netip.Prefix
@@ -105,11 +109,6 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	if err := n.waitRuntime(ctx); err != nil {
 		return err
-	}
-	for _, archive := range n.o.Images {
-		if err := n.ctr("images", "import", "--no-unpack=false", archive); err != nil {
-			return err
-		}
 	}
 	if err := n.run("kubelet", filepath.Join(n.o.Bin, "kubelet"), n.kubeletArgs()...); err != nil {
 		return err

@@ -1,15 +1,15 @@
-// Package release installs strata into the local cluster the way a user
-// does, with Helm and charts/strata, from images built on this machine:
-// strata's own, the CSI sidecars (hack/sidecars.sh), the pause image and
-// the example app. `strata up` and the end-to-end suite use it.
+// Package release builds strata's release from the source tree (with
+// hack/release, as `make release` does), pushes it to the local cluster's
+// registry, and installs it the way a user does: `helm install` of the
+// chart from the registry, every image pulled by digest. `strata up` and
+// the end-to-end suite use it.
 package release
 
 import (
+	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -18,46 +18,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/strata-gitops/strata/internal/local/images"
 )
 
-// Registry is the registry part of every local image reference; nothing
-// is ever pulled from it.
-const Registry = "strata.local"
-
-// Sidecars are the CSI sidecars the chart runs, by their binary in
-// bin/sidecars, with the tags the chart's values name.
-var Sidecars = []struct{ Name, Tag, Value string }{
-	{"csi-provisioner", "v6.4.0", "provisioner"},
-	{"csi-attacher", "v4.13.0", "attacher"},
-	{"csi-snapshotter", "v8.7.0", "snapshotter"},
-	{"snapshot-controller", "v8.7.0", "snapshotController"},
-}
-
-// Images are every image the local cluster runs: the pause image, the
-// example app, strata, and the sidecars, from binaries under bin.
-func Images(bin string) ([]images.Image, error) {
-	strata, err := images.Strata(filepath.Join(bin, "strata"))
-	if err != nil {
-		return nil, err
-	}
-	out := []images.Image{images.Pause(bin), images.ExampleApp(bin), strata}
-	for _, s := range Sidecars {
-		path := filepath.Join(bin, "sidecars", s.Name)
-		if _, err := os.Stat(path); err != nil {
-			return nil, fmt.Errorf("%s is not built: run hack/sidecars.sh", path)
-		}
-		out = append(out, images.Image{Ref: fmt.Sprintf("%s/%s:%s", Registry, s.Name, s.Tag),
-			Entrypoint: []string{"/" + s.Name}, Files: []images.File{{Path: "/" + s.Name, Source: path, Mode: 0o755}}})
-	}
-	return out, nil
-}
-
-// Options describe the release.
+// Options describe the installation.
 type Options struct {
-	// Chart is charts/strata; Helm is bin/helm.
-	Chart, Helm string
+	// Release is what is installed, from Registry (HOST:PORT), which the
+	// nodes know as RegistryName.
+	Release                *Built
+	Registry, RegistryName string
+	// Helm is bin/helm; Kubectl is bin/k8s/kubectl.
+	Helm, Kubectl string
 	// Kubeconfig is an administrator's kubeconfig file.
 	Kubeconfig string
 	Namespace  string
@@ -68,22 +38,19 @@ type Options struct {
 	Objects []client.Object
 }
 
-// Values are the chart values of the local cluster: the local images,
-// the loopback volume manager (this machine's kernel may lack
-// device-mapper, and the manager is named, never fallen back to), the
-// LVM mover, and the snapshot controller.
-func Values() []string {
-	v := []string{
-		"image.repository=" + Registry + "/strata", "image.tag=local", "image.pullPolicy=IfNotPresent",
-		"csiSidecars.registry=" + Registry,
+// Values are the chart values of the local cluster: where the registry
+// is (the chart names every image's tag and digest itself), the loopback
+// volume manager (this machine's kernel may lack device-mapper, and the
+// manager is named, never fallen back to), the LVM mover, and the
+// snapshot controller.
+func Values(registryName string) []string {
+	return []string{
+		"image.repository=" + registryName + "/" + ImagePrefix + "/strata",
+		"csiSidecars.registry=" + registryName + "/" + ImagePrefix,
 		"agent.backend=loopback",
 		"agent.replication.enabled=true",
 		"snapshotController.enabled=true",
 	}
-	for _, s := range Sidecars {
-		v = append(v, fmt.Sprintf("csiSidecars.%s.name=%s", s.Value, s.Name), fmt.Sprintf("csiSidecars.%s.tag=%s", s.Value, s.Tag))
-	}
-	return v
 }
 
 // ControllersOn are the chart values that run strata's controller and
@@ -97,21 +64,48 @@ func ControllersOn(node string) []string {
 	}
 }
 
-// Install installs or upgrades the release and waits until its
-// Deployments and DaemonSets are available.
+// Install pushes the release to the registry, installs or upgrades it
+// from there and waits until its Deployments and DaemonSets are
+// available. An upgrade applies the release's CRDs first, as
+// docs/install.md tells users to: Helm leaves them alone.
 func Install(ctx context.Context, c client.Client, o Options, timeout time.Duration) error {
+	if err := o.Release.Push(ctx, o.Registry); err != nil {
+		return err
+	}
 	if err := prepare(ctx, c, o); err != nil {
 		return err
 	}
-	args := []string{"upgrade", "--install", "strata", o.Chart, "--kubeconfig", o.Kubeconfig,
-		"--namespace", o.Namespace, "--create-namespace"}
-	for _, s := range append(Values(), o.Set...) {
+	if err := applyCRDs(ctx, o); err != nil {
+		return err
+	}
+	args := []string{"upgrade", "--install", "strata", chartRef(o), "--version", o.Release.Version,
+		"--plain-http", "--kubeconfig", o.Kubeconfig, "--namespace", o.Namespace, "--create-namespace"}
+	for _, s := range append(Values(o.RegistryName), o.Set...) {
 		args = append(args, "--set", s)
 	}
 	if out, err := exec.CommandContext(ctx, o.Helm, args...).CombinedOutput(); err != nil {
 		return fmt.Errorf("helm %s: %v: %s", strings.Join(args[:3], " "), err, out)
 	}
 	return waitAvailable(ctx, c, o.Namespace, timeout)
+}
+
+// chartRef is the release's chart in the registry.
+func chartRef(o Options) string { return "oci://" + o.Registry + "/charts/strata" }
+
+// applyCRDs applies the release's CRDs server-side, as docs/install.md
+// says: `helm show crds` of the chart into `kubectl apply --server-side`.
+func applyCRDs(ctx context.Context, o Options) error {
+	show := exec.CommandContext(ctx, o.Helm, "show", "crds", chartRef(o), "--version", o.Release.Version, "--plain-http")
+	crds, err := show.Output()
+	if err != nil {
+		return fmt.Errorf("helm show crds %s --version %s: %w", chartRef(o), o.Release.Version, err)
+	}
+	apply := exec.CommandContext(ctx, o.Kubectl, "--kubeconfig", o.Kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", "-")
+	apply.Stdin = bytes.NewReader(crds)
+	if out, err := apply.CombinedOutput(); err != nil {
+		return fmt.Errorf("kubectl apply --server-side of the release's CRDs: %w: %s", err, out)
+	}
+	return nil
 }
 
 // prepare makes the release namespace and o.Objects in it.

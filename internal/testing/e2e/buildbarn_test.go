@@ -18,7 +18,6 @@ import (
 
 	bbv1 "github.com/strata-gitops/strata/api/buildbarn/v1alpha1"
 	"github.com/strata-gitops/strata/buildbarn/config"
-	"github.com/strata-gitops/strata/internal/local/images"
 	"github.com/strata-gitops/strata/internal/testing/bbexample"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 )
@@ -38,10 +37,10 @@ func TestTheBuildbarnExampleRunsOnRealNodes(t *testing.T) {
 	var storage *bbv1.BuildbarnStorage
 	for _, obj := range bbexample.Objects(t, "20240310T090416Z-28dbdbb", "unused") {
 		obj.SetNamespace(ns)
-		obj.GetComponent().Image = images.ExampleAppRef
+		obj.GetComponent().Image = stack.exampleApp
 		switch o := obj.(type) {
 		case *bbv1.BuildbarnWorker:
-			o.Spec.RunnerImage, o.Spec.RunnerInstallerImage, o.Spec.VolumeInitImage = images.ExampleAppRef, images.ExampleAppRef, images.ExampleAppRef
+			o.Spec.RunnerImage, o.Spec.RunnerInstallerImage, o.Spec.VolumeInitImage = stack.exampleApp, stack.exampleApp, stack.exampleApp
 		case *bbv1.BuildbarnStorage:
 			storage = o
 		}

@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
-	"github.com/strata-gitops/strata/internal/local/images"
 	"github.com/strata-gitops/strata/internal/local/kubenode"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/storage/csi/backend"
@@ -47,7 +46,7 @@ func TestClaimGoesToTheNodeWithRoom(t *testing.T) {
 	filler.Spec.VolumeMode = &block
 	pinned := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "filler", Namespace: ns}, Spec: corev1.PodSpec{
 		NodeSelector: map[string]string{corev1.LabelHostname: full},
-		Containers: []corev1.Container{{Name: "hold", Image: images.PauseRef, ImagePullPolicy: corev1.PullIfNotPresent,
+		Containers: []corev1.Container{{Name: "hold", Image: stack.pause, ImagePullPolicy: corev1.PullIfNotPresent,
 			VolumeDevices: []corev1.VolumeDevice{{Name: "data", DevicePath: "/dev/filler"}}}},
 		Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: filler.Name}}}},

@@ -66,13 +66,18 @@ func init() {
 		o.Network = kubenode.Network{Bridge: fmt.Sprintf("strata-c%d", n), Prefix: netip.MustParsePrefix(fmt.Sprintf("10.%d.0.0/24", 80+n)),
 			PodPrefix: netip.MustParsePrefix(fmt.Sprintf("10.%d.0.0/16", 247+n))}
 		o.ServiceCIDR = netip.MustParsePrefix(fmt.Sprintf("10.%d.0.0/16", 99+n))
-		more, err := conformanceImages(filepath.Join(testenv.RepoRoot(), "bin"))
-		o.Images = append(o.Images, more...)
-		return err
+		return nil
+	})
+	afterStart = append(afterStart, func(ctx context.Context, c *cluster.Cluster) error {
+		imgs, err := conformanceImages(testenv.RepoRoot(), filepath.Join(testenv.RepoRoot(), "bin"))
+		if err != nil {
+			return err
+		}
+		return images.Push(ctx, c.Registry(), imgs...)
 	})
 }
 
-func conformanceImages(bin string) ([]images.Image, error) {
+func conformanceImages(root, bin string) ([]images.Image, error) {
 	agnhost := filepath.Join(bin, "conformance", "agnhost")
 	if _, err := os.Stat(agnhost); err != nil {
 		return nil, fmt.Errorf("%s is not built: run hack/control-plane.sh conformance", agnhost)
@@ -81,9 +86,10 @@ func conformanceImages(bin string) ([]images.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	pause := images.Pause(bin)
-	pause.Ref = pauseRef
-	out := []images.Image{pause, {Ref: agnhostRef, Entrypoint: []string{"/agnhost"},
+	if err := images.BuildCommands(root, bin); err != nil {
+		return nil, err
+	}
+	out := []images.Image{images.Pause(bin, pauseRef), {Ref: agnhostRef, Entrypoint: []string{"/agnhost"},
 		Files: append([]images.File{{Path: "/agnhost", Source: agnhost, Mode: 0o755}}, shell...)}}
 	for _, ref := range shellImages {
 		out = append(out, images.Image{Ref: ref, Cmd: []string{"sh"}, Files: shell})

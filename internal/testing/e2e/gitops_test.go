@@ -133,7 +133,7 @@ metadata:
 spec:
   containers:
     - name: app
-      image: strata.local/example-app:local
+      image: strata.local/strata/example-app:local
       imagePullPolicy: IfNotPresent
       args: [serve, /data]
       volumeMounts: [{name: data, mountPath: /data}]

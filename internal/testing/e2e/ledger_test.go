@@ -22,7 +22,6 @@ import (
 	failoverv1alpha1 "github.com/strata-gitops/strata/api/failover/v1alpha1"
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
 	"github.com/strata-gitops/strata/internal/local/cluster"
-	"github.com/strata-gitops/strata/internal/local/images"
 	"github.com/strata-gitops/strata/internal/local/kubenode"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/internal/testing/volsynctest"
@@ -145,7 +144,7 @@ func ledgerDeployment(ns, claim string) *appsv1.Deployment {
 		Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: labels},
 		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
 			TerminationGracePeriodSeconds: &grace,
-			Containers: []corev1.Container{{Name: "ledger", Image: images.ExampleAppRef, ImagePullPolicy: corev1.PullIfNotPresent,
+			Containers: []corev1.Container{{Name: "ledger", Image: stack.exampleApp, ImagePullPolicy: corev1.PullIfNotPresent,
 				Args:           []string{"count", "/data", fmt.Sprint(ledgerBallast)},
 				VolumeMounts:   []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
 				ReadinessProbe: &corev1.Probe{PeriodSeconds: 1, ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Port: intstr.FromInt32(8080)}}},

@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
-	"github.com/strata-gitops/strata/internal/local/images"
 	"github.com/strata-gitops/strata/internal/local/kubenode"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 )
@@ -37,7 +36,7 @@ func bindOn(t testing.TB, cl client.Client, claim *corev1.PersistentVolumeClaim,
 	zero := int64(0)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: claim.Namespace, Name: "bind-" + claim.Name}, Spec: corev1.PodSpec{
 		NodeSelector: map[string]string{corev1.LabelHostname: node.Name()}, TerminationGracePeriodSeconds: &zero,
-		Containers: []corev1.Container{{Name: "hold", Image: images.PauseRef, ImagePullPolicy: corev1.PullIfNotPresent,
+		Containers: []corev1.Container{{Name: "hold", Image: stack.pause, ImagePullPolicy: corev1.PullIfNotPresent,
 			VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
 		Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim.Name}}}},

@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
-	"github.com/strata-gitops/strata/internal/local/images"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 )
 
@@ -65,7 +64,7 @@ func TestAClaimIsFilledFromAVolumeImage(t *testing.T) {
 // the caller mounts the claim.
 func readerPod(ns, name, claim string, n int) *corev1.Pod {
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: corev1.PodSpec{
-		Containers: []corev1.Container{{Name: "read", Image: images.ExampleAppRef, ImagePullPolicy: corev1.PullIfNotPresent,
+		Containers: []corev1.Container{{Name: "read", Image: stack.exampleApp, ImagePullPolicy: corev1.PullIfNotPresent,
 			Args: []string{"digest", "/dev/vm", fmt.Sprint(n)}}},
 		Volumes: []corev1.Volume{{Name: "disk", VolumeSource: corev1.VolumeSource{
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}},

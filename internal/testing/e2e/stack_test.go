@@ -21,7 +21,6 @@ import (
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"github.com/strata-gitops/strata/internal/local/cluster"
-	"github.com/strata-gitops/strata/internal/local/images"
 	"github.com/strata-gitops/strata/internal/local/kubenode"
 	"github.com/strata-gitops/strata/internal/local/release"
 	"github.com/strata-gitops/strata/internal/scheme"
@@ -39,6 +38,10 @@ var stack struct {
 	client  client.Client
 	err     error
 	skip    string
+	// release is the source tree's, installed; pause and exampleApp are
+	// its images, by digest, as the nodes pull them.
+	release           *release.Built
+	pause, exampleApp string
 }
 
 const namespace = "strata-system"
@@ -51,6 +54,10 @@ var network = kubenode.Network{Bridge: "strata-e0", Prefix: netip.MustParsePrefi
 // customize are changes to the cluster's options made by the files of
 // other build tags (conformance_test.go).
 var customize []func(*cluster.Options) error
+
+// afterStart are steps of the files of other suites once the cluster
+// runs, before strata is installed, such as pushing their images.
+var afterStart []func(context.Context, *cluster.Cluster) error
 
 func TestMain(m *testing.M) {
 	code := m.Run()
@@ -89,14 +96,16 @@ func startStack() error {
 	if stack.skip = testenv.LocalClusterMissing(); stack.skip != "" {
 		return nil
 	}
-	if err := testenv.BuildStrata(); err != nil {
-		return err
-	}
-	if err := images.BuildCommands(root, bin); err != nil {
-		return err
-	}
-	imgs, err := release.Images(bin)
+	ctx := context.Background()
+	built, err := release.BuildLocal(ctx, root)
 	if err != nil {
+		return err
+	}
+	stack.release = built
+	if stack.pause, err = built.Ref(cluster.RegistryName, "pause"); err != nil {
+		return err
+	}
+	if stack.exampleApp, err = built.Ref(cluster.RegistryName, "example-app"); err != nil {
 		return err
 	}
 	dir := os.Getenv("STRATA_TEST_CLUSTER_DIR") // kept after the suite, to read its logs
@@ -110,7 +119,7 @@ func startStack() error {
 	o.Nodes = []string{"e2e-a", "e2e-b"}
 	o.Network = network
 	o.ServiceCIDR = netip.MustParsePrefix("10.98.0.0/16")
-	o.Images, o.PauseImage, o.Disks = imgs, images.PauseRef, []int64{4 << 30, 2 << 30}
+	o.Registry, o.PauseImage, o.Disks = filepath.Join(bin, "registry"), stack.pause, []int64{4 << 30, 2 << 30}
 	// Both nodes are also btrfs storage hosts, each's second disk the base.
 	o.BtrfsMounts, o.Labels = btrfsHost.Mounts(2), btrfsHost.Labels()
 	o.CRDDirs = []string{filepath.Join(root, "charts", "strata", "crds")}
@@ -119,7 +128,6 @@ func startStack() error {
 			return err
 		}
 	}
-	ctx := context.Background()
 	c, err := cluster.Start(ctx, o)
 	if err != nil {
 		return err
@@ -128,6 +136,11 @@ func startStack() error {
 	if err := c.WaitReady(ctx, 3*time.Minute); err != nil {
 		return err
 	}
+	for _, step := range afterStart {
+		if err := step(ctx, c); err != nil {
+			return err
+		}
+	}
 	s := scheme.New()
 	if err := snapshotv1.AddToScheme(s); err != nil {
 		return err
@@ -135,8 +148,8 @@ func startStack() error {
 	if stack.client, err = client.New(c.Config, client.Options{Scheme: s}); err != nil {
 		return err
 	}
-	err = release.Install(ctx, stack.client, release.Options{Chart: filepath.Join(root, "charts", "strata"),
-		Helm: filepath.Join(bin, "helm"), Kubeconfig: c.KubeconfigPath(), Namespace: namespace,
+	err = release.Install(ctx, stack.client, release.Options{Release: built, Registry: c.Registry(), RegistryName: cluster.RegistryName,
+		Helm: filepath.Join(bin, "helm"), Kubectl: filepath.Join(testenv.AssetsDir(), "kubectl"), Kubeconfig: c.KubeconfigPath(), Namespace: namespace,
 		Set: append(btrfsHost.Values(), release.ControllersOn(c.Nodes[1].Name())...), Objects: btrfsHost.Secrets(namespace)}, 4*time.Minute)
 	if err != nil {
 		return fmt.Errorf("%w\n%s", err, c.Nodes[0].Logs(20))
@@ -175,7 +188,7 @@ func deviceClass(ctx context.Context, c client.Client) error {
 // appPod runs the example app on a claim mounted at /data.
 func appPod(ns, name, claim string) *corev1.Pod {
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: corev1.PodSpec{
-		Containers: []corev1.Container{{Name: "app", Image: images.ExampleAppRef, ImagePullPolicy: corev1.PullIfNotPresent,
+		Containers: []corev1.Container{{Name: "app", Image: stack.exampleApp, ImagePullPolicy: corev1.PullIfNotPresent,
 			Args: []string{"serve", "/data"}, VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
 		Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}},
