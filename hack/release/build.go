@@ -68,6 +68,9 @@ func Build(ctx context.Context, o Options) (v1.Hash, error) {
 	if err != nil {
 		return v1.Hash{}, err
 	}
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return v1.Hash{}, err
+	}
 	var built []builtComponent
 	for _, c := range comps {
 		b, err := buildComponent(ctx, o, c, pkgs, key)

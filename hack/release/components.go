@@ -32,6 +32,15 @@ type component struct {
 	extra func(fs rootfs)
 }
 
+// strataTools are the programs strata's agent, CSI node service and
+// image jobs run, which its image must hold on its PATH.
+var strataTools = []string{
+	"lvm", "losetup", "wipefs", "blkid", "lsblk", "mount", "umount", "findmnt", "fsfreeze", "lsattr",
+	"mkfs.ext4", "mke2fs", "resize2fs", "e2fsck", "fsck", "fsck.ext4",
+	"mkfs.xfs", "xfs_growfs", "xfs_repair", "btrfs", "mkfs.btrfs", "sh", "cp", "truncate",
+	"blockdev", "qemu-img", "mount.nfs",
+}
+
 // components are the release's images: strata; the CSI sidecars and the
 // snapshot controller the chart runs (hack/sidecars.txt); the example
 // app the docs and the end-to-end suite run; and the pods' sandbox image

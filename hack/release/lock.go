@@ -16,7 +16,10 @@ var Architectures = []string{"amd64", "arm64"}
 // Roots are the Debian packages the image holds for the tools the agent
 // and the CSI node service drive, and qemu-img for the image jobs; the
 // lock holds them and everything they depend on.
-var Roots = []string{"lvm2", "btrfs-progs", "e2fsprogs", "xfsprogs", "util-linux", "mount", "nfs-common", "qemu-utils", "ca-certificates"}
+var Roots = []string{"lvm2", "btrfs-progs", "e2fsprogs", "xfsprogs", "util-linux", "mount", "nfs-common", "qemu-utils", "ca-certificates",
+	// Essential in Debian, so no package depends on them: cp and truncate
+	// (the loopback volume manager), sh.
+	"coreutils", "dash"}
 
 // Package is one locked Debian package of one architecture.
 type Package struct {

@@ -154,6 +154,29 @@ func TestEachImageIsItsArchitecturesWithItsLibraries(t *testing.T) {
 	}
 }
 
+// strata's image holds every program strata runs, on its PATH, for each
+// architecture.
+func TestTheStrataImageHoldsTheToolsItRuns(t *testing.T) {
+	dir, _ := release(t)
+	idx := releaseIndex(t, dir)
+	manifest, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, desc := range manifest.Manifests {
+		img, err := idx.Image(desc.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files := filesOf(t, img)
+		for _, tool := range strataTools {
+			if !foundIn(files, []string{"usr/local/sbin", "usr/local/bin", "usr/sbin", "usr/bin", "sbin", "bin"}, tool) {
+				t.Errorf("the %s image has no %s on its PATH", desc.Platform.Architecture, tool)
+			}
+		}
+	}
+}
+
 // filesOf reads an image's files, the later layers over the earlier:
 // path to contents, or to the target of a link.
 func filesOf(t *testing.T, img v1.Image) map[string]file {
@@ -223,7 +246,7 @@ func checkELFs(t *testing.T, arch string, machine elf.Machine, files map[string]
 		needed, _ := e.ImportedLibraries()
 		dirs := append(runPath(e, path.Dir(name)), libraryDirs...)
 		for _, lib := range needed {
-			if !hasLibrary(files, dirs, lib) {
+			if !foundIn(files, dirs, lib) {
 				t.Errorf("%s: %s needs %s, which the image lacks", arch, name, lib)
 			}
 		}
@@ -250,9 +273,9 @@ func runPath(e *elf.File, dir string) []string {
 	return dirs
 }
 
-// hasLibrary says whether a library is in one of the folders, following
+// foundIn says whether a file (a library, a tool) is in one of the folders, following
 // links within the image.
-func hasLibrary(files map[string]file, dirs []string, lib string) bool {
+func foundIn(files map[string]file, dirs []string, lib string) bool {
 	for _, dir := range dirs {
 		name := path.Join(dir, lib)
 		for range 8 { // links, resolved within the image
@@ -357,10 +380,7 @@ func TestVerifyNamesWhatWasTamperedWith(t *testing.T) {
 		{"the chart beside the layout", "", "strata-0.0.0-test.tgz is not the signed chart"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			copyDir := t.TempDir()
-			if err := os.CopyFS(copyDir, os.DirFS(dir)); err != nil {
-				t.Fatal(err)
-			}
+			copyDir := linkTree(t, dir)
 			if tc.blob == "" {
 				flipByte(t, filepath.Join(copyDir, "strata-0.0.0-test.tgz"))
 			} else {
@@ -397,6 +417,28 @@ func blobNamed(t *testing.T, dir string, pub *ecdsa.PublicKey, what string) stri
 	return path
 }
 
+// linkTree is a copy of the release made of hard links: a test changes a
+// file by writing a new one in its place (flipByte), never the shared one.
+func linkTree(t *testing.T, dir string) string {
+	t.Helper()
+	out := t.TempDir()
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(out, rel), 0o755)
+		}
+		return os.Link(path, filepath.Join(out, rel))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// flipByte changes one byte of a file, written as a new file in its place.
 func flipByte(t *testing.T, path string) {
 	t.Helper()
 	data, err := os.ReadFile(path)
@@ -404,6 +446,9 @@ func flipByte(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 	data[len(data)/2] ^= 0xff
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -426,7 +471,8 @@ func TestTheChartNamesTheRelease(t *testing.T) {
 	if meta.Version != "0.0.0-test" || meta.AppVersion != "0.0.0-test" {
 		t.Fatalf("the chart is version %q, appVersion %q; want both the release's, 0.0.0-test", meta.Version, meta.AppVersion)
 	}
-	rendered, err := testenv.Helm(t, "template", "strata", chart, "--set", "image.repository=registry.test/strata", "--set", "csiSidecars.registry=registry.test")
+	rendered, err := testenv.Helm(t, "template", "strata", chart, "--set", "image.repository=registry.test/strata", "--set", "csiSidecars.registry=registry.test",
+		"--set", "snapshotController.enabled=true")
 	if err != nil {
 		t.Fatalf("helm template: %v: %s", err, rendered)
 	}

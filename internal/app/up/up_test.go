@@ -39,9 +39,6 @@ func TestUpRunsTheHomelab(t *testing.T) {
 	if missing := testenv.LocalClusterMissing(); missing != "" {
 		testenv.Unavailable(t, missing)
 	}
-	if err := testenv.BuildStrata(); err != nil {
-		t.Fatal(err)
-	}
 	o := up.Defaults(testenv.RepoRoot())
 	o.StateDir = t.TempDir()
 	o.Cluster.Nodes = []string{"up-a", "up-b"}

@@ -174,3 +174,67 @@ func treeHash(ctx context.Context, root string) (string, error) {
 	sum := sha256.Sum256(out)
 	return hex.EncodeToString(sum[:]), nil
 }
+
+// Previous builds the release an upgrade starts from: that of the tag
+// before the source tree's commit (the newest tag vX.Y.Z reachable from
+// HEAD^), or, with no tag, that of the merge base with main, versioned
+// 0.0.0-base.COMMIT. It is built with that commit's own hack/release in a
+// scratch worktree whose bin/ is root's, so that the package cache, the
+// sidecars and the signing key are shared, and kept under
+// bin/release/previous-VERSION-COMMIT, built once.
+func Previous(ctx context.Context, root string) (*Built, error) {
+	commit, version, err := previousCommit(ctx, root)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(root, "bin", "release", "previous-"+version+"-"+commit[:12])
+	if _, err := os.Stat(filepath.Join(dir, "SHA256SUMS")); err == nil {
+		return &Built{Dir: dir, Version: version, root: root, tool: root}, nil
+	}
+	scratch, err := os.MkdirTemp("", "strata-previous-")
+	if err != nil {
+		return nil, err
+	}
+	tree := filepath.Join(scratch, "tree")
+	defer func() {
+		_, _ = gitOutput(context.Background(), root, "worktree", "remove", "--force", tree)
+		_ = os.RemoveAll(scratch)
+	}()
+	if _, err := gitOutput(ctx, root, "worktree", "add", "--detach", tree, commit); err != nil {
+		return nil, err
+	}
+	if err := os.Symlink(filepath.Join(root, "bin"), filepath.Join(tree, "bin")); err != nil {
+		return nil, err
+	}
+	b, err := BuildAt(ctx, tree, root, version, dir)
+	if err != nil {
+		return nil, fmt.Errorf("the release %s of commit %s: %w", version, commit, err)
+	}
+	b.root = root // the worktree goes; the release stays
+	return b, nil
+}
+
+// previousCommit is the commit and version of the release an upgrade
+// starts from.
+func previousCommit(ctx context.Context, root string) (commit, version string, err error) {
+	if tag, err := gitOutput(ctx, root, "describe", "--tags", "--abbrev=0", "--match", "v[0-9]*", "HEAD^"); err == nil {
+		commit, err := gitOutput(ctx, root, "rev-list", "-n1", tag)
+		return commit, strings.TrimPrefix(tag, "v"), err
+	}
+	for _, main := range []string{"origin/main", "main", "HEAD"} {
+		if commit, err = gitOutput(ctx, root, "merge-base", "HEAD", main); err == nil {
+			return commit, "0.0.0-base." + commit[:12], nil
+		}
+	}
+	return "", "", err
+}
+
+func gitOutput(ctx context.Context, dir string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "git", args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out)), nil
+}

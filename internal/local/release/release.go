@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -36,6 +37,9 @@ type Options struct {
 	// Objects are made in Namespace before the chart is installed, such
 	// as the Secrets its values name; ones that exist are kept.
 	Objects []client.Object
+	// Progress, if set, hears each step of Install as it ends: "pushed",
+	// "CRDs applied", "chart installed", "available".
+	Progress func(step string)
 }
 
 // Values are the chart values of the local cluster: where the registry
@@ -69,15 +73,22 @@ func ControllersOn(node string) []string {
 // available. An upgrade applies the release's CRDs first, as
 // docs/install.md tells users to: Helm leaves them alone.
 func Install(ctx context.Context, c client.Client, o Options, timeout time.Duration) error {
+	progress := func(step string) {
+		if o.Progress != nil {
+			o.Progress(step)
+		}
+	}
 	if err := o.Release.Push(ctx, o.Registry); err != nil {
 		return err
 	}
+	progress("pushed")
 	if err := prepare(ctx, c, o); err != nil {
 		return err
 	}
 	if err := applyCRDs(ctx, o); err != nil {
 		return err
 	}
+	progress("CRDs applied")
 	args := []string{"upgrade", "--install", "strata", chartRef(o), "--version", o.Release.Version,
 		"--plain-http", "--kubeconfig", o.Kubeconfig, "--namespace", o.Namespace, "--create-namespace"}
 	for _, s := range append(Values(o.RegistryName), o.Set...) {
@@ -86,7 +97,12 @@ func Install(ctx context.Context, c client.Client, o Options, timeout time.Durat
 	if out, err := exec.CommandContext(ctx, o.Helm, args...).CombinedOutput(); err != nil {
 		return fmt.Errorf("helm %s: %v: %s", strings.Join(args[:3], " "), err, out)
 	}
-	return waitAvailable(ctx, c, o.Namespace, timeout)
+	progress("chart installed")
+	if err := waitAvailable(ctx, c, o.Namespace, timeout); err != nil {
+		return err
+	}
+	progress("available")
+	return nil
 }
 
 // chartRef is the release's chart in the registry.
@@ -120,7 +136,8 @@ func prepare(ctx context.Context, c client.Client, o Options) error {
 }
 
 // waitAvailable waits until every Deployment and DaemonSet in namespace
-// has all its pods ready.
+// has all its pods ready and of its newest template: after an upgrade,
+// until the rollout is done.
 func waitAvailable(ctx context.Context, c client.Client, namespace string, timeout time.Duration) error {
 	var pending []string
 	var last error
@@ -141,7 +158,8 @@ func notAvailable(ctx context.Context, c client.Client, namespace string) ([]str
 		return nil, err
 	}
 	for _, d := range deployments.Items {
-		if d.Status.ObservedGeneration < d.Generation || d.Status.AvailableReplicas < d.Status.Replicas || d.Status.AvailableReplicas == 0 {
+		if d.Status.ObservedGeneration < d.Generation || d.Status.AvailableReplicas < d.Status.Replicas || d.Status.AvailableReplicas == 0 ||
+			d.Status.UpdatedReplicas < d.Status.Replicas || d.Status.Replicas > ptr.Deref(d.Spec.Replicas, 1) {
 			pending = append(pending, "Deployment/"+d.Name)
 		}
 	}
@@ -150,7 +168,8 @@ func notAvailable(ctx context.Context, c client.Client, namespace string) ([]str
 		return nil, err
 	}
 	for _, d := range daemonsets.Items {
-		if d.Status.DesiredNumberScheduled == 0 || d.Status.NumberAvailable < d.Status.DesiredNumberScheduled {
+		if d.Status.ObservedGeneration < d.Generation || d.Status.DesiredNumberScheduled == 0 ||
+			d.Status.NumberAvailable < d.Status.DesiredNumberScheduled || d.Status.UpdatedNumberScheduled < d.Status.DesiredNumberScheduled {
 			pending = append(pending, "DaemonSet/"+d.Name)
 		}
 	}

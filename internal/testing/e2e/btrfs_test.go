@@ -33,14 +33,14 @@ var btrfsHost = release.BtrfsHost{Nodes: []string{"e2e-a", "e2e-b"}, Base: "/var
 	Tenant: "e2e", Token: "e2e-tenant-token-0123456789", TokenSecret: "btrfs-token"}
 
 // makeBtrfsClasses makes btrfsClass and each host's node-local class.
-func makeBtrfsClasses(ctx context.Context, c client.Client, nodes []*kubenode.Node) error {
+func makeBtrfsClasses(ctx context.Context, c client.Client, nodes []*kubenode.Node, hosts release.BtrfsHost) error {
 	for _, n := range nodes {
 		if n.Name() == btrfsClassNode {
 			if err := makeBtrfsClass(ctx, c, btrfsClass, n.IP().String(), ""); err != nil {
 				return err
 			}
 		}
-		if slices.Contains(btrfsHost.Nodes, n.Name()) {
+		if slices.Contains(hosts.Nodes, n.Name()) {
 			if err := makeBtrfsClass(ctx, c, localClass(n.Name()), n.IP().String(), n.Name()); err != nil {
 				return err
 			}

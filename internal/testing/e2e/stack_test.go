@@ -40,7 +40,9 @@ var stack struct {
 	skip    string
 	// release is the source tree's, installed; pause and exampleApp are
 	// its images, by digest, as the nodes pull them.
+	releaseOnce       sync.Once
 	release           *release.Built
+	releaseErr        error
 	pause, exampleApp string
 }
 
@@ -91,49 +93,25 @@ func start(t testing.TB) (*cluster.Cluster, client.Client) {
 }
 
 func startStack() error {
-	root := testenv.RepoRoot()
-	bin := filepath.Join(root, "bin")
 	if stack.skip = testenv.LocalClusterMissing(); stack.skip != "" {
 		return nil
 	}
 	ctx := context.Background()
-	built, err := release.BuildLocal(ctx, root)
-	if err != nil {
-		return err
-	}
-	stack.release = built
-	if stack.pause, err = built.Ref(cluster.RegistryName, "pause"); err != nil {
-		return err
-	}
-	if stack.exampleApp, err = built.Ref(cluster.RegistryName, "example-app"); err != nil {
+	if err := localRelease(ctx); err != nil {
 		return err
 	}
 	dir := os.Getenv("STRATA_TEST_CLUSTER_DIR") // kept after the suite, to read its logs
 	if dir == "" {
+		var err error
 		if dir, err = os.MkdirTemp("", "strata-e2e-"); err != nil {
 			return err
 		}
 		stack.tempDir = dir
 	}
-	o := cluster.Defaults(dir, testenv.AssetsDir())
-	o.Nodes = []string{"e2e-a", "e2e-b"}
-	o.Network = network
-	o.ServiceCIDR = netip.MustParsePrefix("10.98.0.0/16")
-	o.Registry, o.PauseImage, o.Disks = filepath.Join(bin, "registry"), stack.pause, []int64{4 << 30, 2 << 30}
-	// Both nodes are also btrfs storage hosts, each's second disk the base.
-	o.BtrfsMounts, o.Labels = btrfsHost.Mounts(2), btrfsHost.Labels()
-	o.CRDDirs = []string{filepath.Join(root, "charts", "strata", "crds")}
-	for _, change := range customize {
-		if err := change(&o); err != nil {
-			return err
-		}
-	}
-	c, err := cluster.Start(ctx, o)
+	c, cl, err := newCluster(ctx, suiteCluster{dir: dir, nodes: []string{"e2e-a", "e2e-b"}, network: network,
+		serviceCIDR: netip.MustParsePrefix("10.98.0.0/16"), hosts: btrfsHost, customize: customize})
+	stack.cluster, stack.client = c, cl
 	if err != nil {
-		return err
-	}
-	stack.cluster = c
-	if err := c.WaitReady(ctx, 3*time.Minute); err != nil {
 		return err
 	}
 	for _, step := range afterStart {
@@ -141,23 +119,87 @@ func startStack() error {
 			return err
 		}
 	}
-	s := scheme.New()
-	if err := snapshotv1.AddToScheme(s); err != nil {
+	if err := install(ctx, c, cl, stack.release, btrfsHost, nil); err != nil {
 		return err
 	}
-	if stack.client, err = client.New(c.Config, client.Options{Scheme: s}); err != nil {
-		return err
+	return storageClasses(ctx, c, cl, btrfsHost)
+}
+
+// localRelease builds the source tree's release once (bin/release), and
+// names its pause and example app images as the nodes pull them.
+func localRelease(ctx context.Context) error {
+	stack.releaseOnce.Do(func() {
+		built, err := release.BuildLocal(ctx, testenv.RepoRoot())
+		if err == nil {
+			stack.pause, err = built.Ref(cluster.RegistryName, "pause")
+		}
+		if err == nil {
+			stack.exampleApp, err = built.Ref(cluster.RegistryName, "example-app")
+		}
+		stack.release, stack.releaseErr = built, err
+	})
+	return stack.releaseErr
+}
+
+// suiteCluster is a cluster of the suite: its directory, nodes, networks
+// and btrfs storage hosts.
+type suiteCluster struct {
+	dir         string
+	nodes       []string
+	network     kubenode.Network
+	serviceCIDR netip.Prefix
+	hosts       release.BtrfsHost
+	customize   []func(*cluster.Options) error
+}
+
+// newCluster starts a cluster, pulling from its own registry, and waits
+// for its nodes; strata is not installed yet.
+func newCluster(ctx context.Context, s suiteCluster) (*cluster.Cluster, client.Client, error) {
+	o := cluster.Defaults(s.dir, testenv.AssetsDir())
+	o.Nodes, o.Network, o.ServiceCIDR = s.nodes, s.network, s.serviceCIDR
+	o.Registry, o.PauseImage, o.Disks = filepath.Join(testenv.RepoRoot(), "bin", "registry"), stack.pause, []int64{4 << 30, 2 << 30}
+	// Every host node's second disk is its btrfs base.
+	o.BtrfsMounts, o.Labels = s.hosts.Mounts(2), s.hosts.Labels()
+	o.CRDDirs = []string{filepath.Join(testenv.RepoRoot(), "charts", "strata", "crds")}
+	for _, change := range s.customize {
+		if err := change(&o); err != nil {
+			return nil, nil, err
+		}
 	}
-	err = release.Install(ctx, stack.client, release.Options{Release: built, Registry: c.Registry(), RegistryName: cluster.RegistryName,
+	c, err := cluster.Start(ctx, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := c.WaitReady(ctx, 3*time.Minute); err != nil {
+		return c, nil, err
+	}
+	sch := scheme.New()
+	if err := snapshotv1.AddToScheme(sch); err != nil {
+		return c, nil, err
+	}
+	cl, err := client.New(c.Config, client.Options{Scheme: sch})
+	return c, cl, err
+}
+
+// install installs or upgrades to built, as docs/install.md says, with
+// the suite's values; progress hears each step as it ends.
+func install(ctx context.Context, c *cluster.Cluster, cl client.Client, built *release.Built, hosts release.BtrfsHost, progress func(string)) error {
+	bin := filepath.Join(testenv.RepoRoot(), "bin")
+	err := release.Install(ctx, cl, release.Options{Release: built, Registry: c.Registry(), RegistryName: cluster.RegistryName,
 		Helm: filepath.Join(bin, "helm"), Kubectl: filepath.Join(testenv.AssetsDir(), "kubectl"), Kubeconfig: c.KubeconfigPath(), Namespace: namespace,
-		Set: append(btrfsHost.Values(), release.ControllersOn(c.Nodes[1].Name())...), Objects: btrfsHost.Secrets(namespace)}, 4*time.Minute)
+		Set: append(hosts.Values(), release.ControllersOn(c.Nodes[1].Name())...), Objects: hosts.Secrets(namespace), Progress: progress}, 4*time.Minute)
 	if err != nil {
 		return fmt.Errorf("%w\n%s", err, c.Nodes[0].Logs(20))
 	}
-	if err := deviceClass(ctx, stack.client); err != nil {
+	return nil
+}
+
+// storageClasses makes the LVM class "fast" and the btrfs classes.
+func storageClasses(ctx context.Context, c *cluster.Cluster, cl client.Client, hosts release.BtrfsHost) error {
+	if err := deviceClass(ctx, cl); err != nil {
 		return err
 	}
-	return makeBtrfsClasses(ctx, stack.client, c.Nodes)
+	return makeBtrfsClasses(ctx, cl, c.Nodes, hosts)
 }
 
 // deviceClass makes the LVMCluster of the suite and waits for its

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
@@ -128,8 +129,11 @@ func waitServing(t *testing.T, pod *corev1.Pod) string {
 	return line
 }
 
-func podLogs(pod *corev1.Pod) (string, error) {
-	cs, err := kubernetes.NewForConfig(stack.cluster.Config)
+func podLogs(pod *corev1.Pod) (string, error) { return podLogsIn(stack.cluster.Config, pod) }
+
+// podLogsIn reads a pod's log from the cluster at cfg.
+func podLogsIn(cfg *rest.Config, pod *corev1.Pod) (string, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return "", err
 	}
