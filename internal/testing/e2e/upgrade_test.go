@@ -138,10 +138,10 @@ type upgradeWorkloads struct {
 	cl client.Client
 	// ns holds the counters and the image claim; buildbarn the storage.
 	ns, buildbarn string
-	counting     []string // pods counting into their claims
-	ledger       *ledger
-	image        *corev1.PersistentVolumeClaim
-	imageDigest  string
+	counting      []string // pods counting into their claims
+	ledger        *ledger
+	image         *corev1.PersistentVolumeClaim
+	imageDigest   string
 }
 
 func newUpgradeWorkloads(t *testing.T, c *cluster.Cluster, cl client.Client) *upgradeWorkloads {
