@@ -17,7 +17,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/partial"
-	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
@@ -133,7 +132,8 @@ func buildComponent(ctx context.Context, o Options, c component, pkgs []Package,
 		if err != nil {
 			return b, err
 		}
-		att, err := artifact(doc, sbomMediaType, desc, nil)
+		att, err := newArtifact(artifactSpec{artifactType: sbomMediaType, configType: types.OCIEmptyJSON, config: []byte("{}"),
+			layer: doc, layerType: sbomMediaType, subject: desc})
 		if err != nil {
 			return b, err
 		}
@@ -185,20 +185,6 @@ func writeLayout(dir string, built []builtComponent, chart v1.Image, key *ecdsa.
 	return p.AppendImage(sig, layout.WithAnnotations(map[string]string{refName: signatureTag(digest)}))
 }
 
-// artifact is an OCI manifest of one blob, referring to subject.
-func artifact(data []byte, mediaType types.MediaType, subject *v1.Descriptor, annotations map[string]string) (v1.Image, error) {
-	img, err := mutate.Append(mutate.MediaType(empty.Image, types.OCIManifestSchema1),
-		mutate.Addendum{Layer: static.NewLayer(data, mediaType), Annotations: annotations})
-	if err != nil {
-		return nil, err
-	}
-	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
-	if subject != nil {
-		img = mutate.Subject(img, v1.Descriptor{MediaType: subject.MediaType, Digest: subject.Digest, Size: subject.Size}).(v1.Image)
-	}
-	return img, nil
-}
-
 // signature is the index's signature as cosign stores it.
 func signature(key *ecdsa.PrivateKey, repository string, digest v1.Hash) (v1.Image, error) {
 	body, err := payload(repository, digest)
@@ -209,7 +195,8 @@ func signature(key *ecdsa.PrivateKey, repository string, digest v1.Hash) (v1.Ima
 	if err != nil {
 		return nil, err
 	}
-	return artifact(body, signatureMediaType, nil, map[string]string{signatureAnnotation: sig})
+	return newArtifact(artifactSpec{configType: types.OCIConfigJSON, config: []byte("{}"), layer: body, layerType: signatureMediaType,
+		layerAnnotations: map[string]string{signatureAnnotation: sig}})
 }
 
 // buildImage is a component's image for an architecture, and its program:

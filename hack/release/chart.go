@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
-	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
@@ -14,9 +13,6 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/partial"
-	"github.com/google/go-containerregistry/pkg/v1/static"
-	"github.com/google/go-containerregistry/pkg/v1/types"
 	"sigs.k8s.io/yaml"
 )
 
@@ -114,39 +110,5 @@ func (c chartPackage) artifact() (v1.Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the chart's Chart.yaml: %w", err)
 	}
-	layer := static.NewLayer(c.tgz, chartContentMediaType)
-	layerDesc, err := partial.Descriptor(layer)
-	if err != nil {
-		return nil, err
-	}
-	cfg := static.NewLayer(config, chartConfigMediaType)
-	cfgDesc, err := partial.Descriptor(cfg)
-	if err != nil {
-		return nil, err
-	}
-	manifest, err := json.Marshal(v1.Manifest{SchemaVersion: 2, MediaType: types.OCIManifestSchema1,
-		Config: *cfgDesc, Layers: []v1.Descriptor{*layerDesc}})
-	if err != nil {
-		return nil, err
-	}
-	return partial.CompressedToImage(rawImage{manifest: manifest, config: config, layer: layer})
-}
-
-// rawImage is an image whose manifest and config are given as bytes:
-// go-containerregistry's mutate writes its own config, and a chart's is
-// Chart.yaml.
-type rawImage struct {
-	manifest, config []byte
-	layer            v1.Layer
-}
-
-func (r rawImage) RawConfigFile() ([]byte, error)      { return r.config, nil }
-func (r rawImage) MediaType() (types.MediaType, error) { return types.OCIManifestSchema1, nil }
-func (r rawImage) RawManifest() ([]byte, error)        { return r.manifest, nil }
-
-func (r rawImage) LayerByDigest(h v1.Hash) (partial.CompressedLayer, error) {
-	if d, err := r.layer.Digest(); err == nil && d == h {
-		return r.layer, nil
-	}
-	return nil, fmt.Errorf("the chart has no blob %s", h)
+	return newArtifact(artifactSpec{configType: chartConfigMediaType, config: config, layer: c.tgz, layerType: chartContentMediaType})
 }

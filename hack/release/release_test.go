@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path"
@@ -21,11 +22,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"sigs.k8s.io/yaml"
 
+	"github.com/strata-gitops/strata/internal/local/registry"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 )
 
@@ -53,8 +57,8 @@ func releaseIndex(t *testing.T, dir string) v1.ImageIndex {
 	return indexNamed(t, dir, "strata:0.0.0-test")
 }
 
-// indexNamed is the index the release's layout names ref.
-func indexNamed(t *testing.T, dir, ref string) v1.ImageIndex {
+// outerIndex is the release's layout's index and what it names.
+func outerIndex(t *testing.T, dir string) (v1.ImageIndex, *v1.IndexManifest) {
 	t.Helper()
 	outer, err := layout.ImageIndexFromPath(filepath.Join(dir, "image"))
 	if err != nil {
@@ -64,6 +68,13 @@ func indexNamed(t *testing.T, dir, ref string) v1.ImageIndex {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return outer, m
+}
+
+// indexNamed is the index the release's layout names ref.
+func indexNamed(t *testing.T, dir, ref string) v1.ImageIndex {
+	t.Helper()
+	outer, m := outerIndex(t, dir)
 	for _, d := range m.Manifests {
 		if d.Annotations[refName] == ref {
 			idx, err := outer.ImageIndex(d.Digest)
@@ -509,14 +520,7 @@ func TestAChartNamingAnotherDigestFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	outer, err := layout.ImageIndexFromPath(filepath.Join(dir, "image"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := outer.IndexManifest()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, m := outerIndex(t, dir)
 	var indexes []v1.Descriptor
 	for _, d := range m.Manifests {
 		if d.MediaType == types.OCIImageIndex {
@@ -596,4 +600,81 @@ func TestABlobLargerThanItsDescriptorIsNotRead(t *testing.T) {
 	if _, err := l.blob(d, "layer 1 of the amd64 image"); err == nil || !strings.Contains(err.Error(), "1048584 bytes, not the 8") || !strings.Contains(err.Error(), "layer 1 of the amd64 image") {
 		t.Fatalf("a blob grown by 1 MiB: %v", err)
 	}
+}
+
+// A release pushed to a real registry (distribution's) is what users
+// reach: cosign verifies strata's index, a sidecar's and the chart with
+// the release's key, and refuses another key; Helm installs the chart
+// from oci:// by version; each image lists its SBOM as a referrer.
+func TestThePushedReleaseVerifiesWithCosign(t *testing.T) {
+	bin := filepath.Join(testenv.RepoRoot(), "bin")
+	for _, tool := range []string{"registry", "cosign"} {
+		if _, err := os.Stat(filepath.Join(bin, tool)); err != nil {
+			testenv.Unavailable(t, "bin/"+tool+" is not built: run hack/tools.sh "+tool)
+		}
+	}
+	dir, _ := release(t)
+	ctx := context.Background()
+	addr := freeAddress(t)
+	reg, err := registry.Start(ctx, filepath.Join(bin, "registry"), t.TempDir(), addr, filepath.Join(t.TempDir(), "registry.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Process.Kill(); _ = reg.Wait() })
+	if err := Push(ctx, dir, addr); err != nil {
+		t.Fatal(err)
+	}
+	pub := filepath.Join(filepath.Dir(options(dir).Key), "cosign.pub")
+	other := filepath.Join(t.TempDir(), "other.key")
+	if _, err := makeKey(other); err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range []string{"strata/strata:0.0.0-test", "strata/csi-provisioner:v6.4.0", "charts/strata:0.0.0-test"} {
+		if out, err := cosign(bin, pub, addr+"/"+ref); err != nil {
+			t.Fatalf("cosign verify %s: %v\n%s", ref, err, out)
+		}
+		if out, err := cosign(bin, filepath.Join(filepath.Dir(other), "cosign.pub"), addr+"/"+ref); err == nil {
+			t.Fatalf("cosign verify %s with another key passed:\n%s", ref, out)
+		}
+	}
+	if out, err := testenv.Helm(t, "show", "chart", "oci://"+addr+"/charts/strata", "--version", "0.0.0-test", "--plain-http"); err != nil || !strings.Contains(string(out), "version: 0.0.0-test") {
+		t.Fatalf("helm show chart from the registry: %v\n%s", err, out)
+	}
+	m, err := releaseIndex(t, dir).IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, img := range m.Manifests {
+		ref, err := name.NewDigest(addr+"/strata/strata@"+img.Digest.String(), name.Insecure)
+		if err != nil {
+			t.Fatal(err)
+		}
+		referrers, err := remote.Referrers(ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rm, err := referrers.IndexManifest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rm.Manifests) != 1 || rm.Manifests[0].ArtifactType != sbomMediaType {
+			t.Fatalf("the %s image's referrers are %+v; want its SBOM", img.Platform.Architecture, rm.Manifests)
+		}
+	}
+}
+
+func cosign(bin, pub, ref string) ([]byte, error) {
+	return exec.Command(filepath.Join(bin, "cosign"), "verify", "--key", pub, "--insecure-ignore-tlog=true",
+		"--allow-http-registry", "--allow-insecure-registry", ref).CombinedOutput()
+}
+
+// freeAddress is a loopback address no one listens on.
+func freeAddress(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }

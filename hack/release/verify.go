@@ -80,11 +80,7 @@ func (l *layoutReader) verifyChart(d v1.Descriptor, indexes []v1.Descriptor, sig
 	if err != nil {
 		return err
 	}
-	sig, ok := sigs[signatureTag(d.Digest)]
-	if !ok {
-		return fmt.Errorf("no signature of the chart %s %s (%s)", name, d.Digest, signatureTag(d.Digest))
-	}
-	if err := l.signature(sig, name, d.Digest, pub); err != nil {
+	if err := l.signed(d, "the chart "+name, sigs, pub); err != nil {
 		return err
 	}
 	if len(m.Layers) != 1 || m.Layers[0].MediaType != chartContentMediaType {
@@ -168,11 +164,7 @@ func (l *layoutReader) verifyIndex(d v1.Descriptor, sigs map[string]v1.Descripto
 	if err != nil {
 		return err
 	}
-	sig, ok := sigs[signatureTag(d.Digest)]
-	if !ok {
-		return fmt.Errorf("no signature of the image index %s %s (%s)", name, d.Digest, signatureTag(d.Digest))
-	}
-	if err := l.signature(sig, name, d.Digest, pub); err != nil {
+	if err := l.signed(d, "the image index "+name, sigs, pub); err != nil {
 		return err
 	}
 	for _, img := range images {
@@ -253,6 +245,15 @@ func (l *layoutReader) image(d v1.Descriptor, what string) (*v1.Manifest, error)
 		}
 	}
 	return m, nil
+}
+
+// signed finds the signature of what d names among sigs and checks it.
+func (l *layoutReader) signed(d v1.Descriptor, what string, sigs map[string]v1.Descriptor, pub *ecdsa.PublicKey) error {
+	sig, ok := sigs[signatureTag(d.Digest)]
+	if !ok {
+		return fmt.Errorf("no signature of %s %s (%s)", what, d.Digest, signatureTag(d.Digest))
+	}
+	return l.signature(sig, d.Annotations[refName], d.Digest, pub)
 }
 
 // signature checks the cosign signature of the index.

@@ -279,13 +279,7 @@ func (c *Cluster) Stop() error {
 // run starts a control-plane process on the host, with its output in
 // logs/NAME.log.
 func (c *Cluster) run(name string, args ...string) error {
-	return c.runProgram(filepath.Join(c.o.Bin, name), args...)
-}
-
-// runProgram starts a program on the host, its log named after it.
-func (c *Cluster) runProgram(program string, args ...string) error {
-	name := filepath.Base(program)
-	cmd := exec.Command(program, args...)
+	cmd := exec.Command(filepath.Join(c.o.Bin, name), args...)
 	if err := process.Start(cmd, c.logPath(name)); err != nil {
 		return err
 	}

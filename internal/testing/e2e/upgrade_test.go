@@ -89,6 +89,7 @@ func TestUpgradeFromThePreviousRelease(t *testing.T) {
 	if err := install(ctx, c, cl, stack.release, hosts, mark); err != nil {
 		t.Fatalf("upgrading to %s: %v", stack.release.Version, err)
 	}
+	runsOnly(t, cl, stack.release)
 	w.ledger.waitPhase(failoverv1alpha1.PhaseProtected, failoverv1alpha1.ActivePrimary)
 	mark("Failover Protected, primary active")
 	w.ledger.sync("after-upgrade", w.ledger.a)
@@ -103,6 +104,31 @@ func TestUpgradeFromThePreviousRelease(t *testing.T) {
 		t.Errorf("the upgrade made again what it did not need to: %s", strings.Join(diff, "; "))
 	}
 	t.Logf("upgrade timeline from %s to %s:\n%s", previous.Version, stack.release.Version, strings.Join(timeline, "\n"))
+}
+
+// runsOnly checks that every container of strata's pods runs an image
+// of the release, by the digest of the release's index.
+func runsOnly(t *testing.T, cl client.Client, built *release.Built) {
+	t.Helper()
+	pods := &corev1.PodList{}
+	if err := cl.List(context.Background(), pods, client.InNamespace(namespace)); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil {
+			continue // an old pod on its way out
+		}
+		for _, c := range p.Spec.Containers {
+			name, _, _ := strings.Cut(strings.TrimPrefix(c.Image, cluster.RegistryName+"/"+release.ImagePrefix+"/"), ":")
+			want, err := built.Ref(cluster.RegistryName, name)
+			if err != nil {
+				t.Fatalf("pod %s runs %s, not an image of the release: %v", p.Name, c.Image, err)
+			}
+			if digest := want[strings.Index(want, "@"):]; !strings.HasSuffix(c.Image, digest) {
+				t.Errorf("pod %s runs %s after the upgrade, not %s", p.Name, c.Image, want)
+			}
+		}
+	}
 }
 
 // upgradeCluster starts the upgrade test's cluster, stopped at the end;
