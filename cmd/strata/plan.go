@@ -38,6 +38,7 @@ func (e *exitCodeError) Error() string {
 func planCommand() *cobra.Command {
 	var o plan.Options
 	var source, format, failOn, kubeconfig, substituteFrom string
+	var protectsData []string
 	var limit int
 	cmd := &cobra.Command{
 		Use:   "plan --repo DIR --base REF --head REF",
@@ -73,6 +74,9 @@ func planCommand() *cobra.Command {
 					return &exitCodeError{plan.ExitError, err}
 				}
 			}
+			if o.Protectors, err = plan.Protectors(o.RepoDir, protectsData); err != nil {
+				return &exitCodeError{plan.ExitError, err}
+			}
 			if kubeconfig != "" {
 				if o.Live, err = liveClient(kubeconfig); err != nil {
 					return &exitCodeError{plan.ExitError, err}
@@ -100,6 +104,7 @@ func planCommand() *cobra.Command {
 	f.BoolVar(&o.ChangedOnly, "changed-only", false, "render only Kustomizations whose inputs changed (same changes; unchanged Kustomizations are not counted)")
 	f.IntVar(&limit, "markdown-limit", render.DefaultMarkdownLimit, "largest markdown output in characters; further Kustomizations are folded into a count")
 	f.StringVar(&substituteFrom, "substitute-from", "", "YAML file of ConfigMaps and Secrets that postBuild.substituteFrom reads but the repository does not define (made at bootstrap, say)")
+	f.StringArrayVar(&protectsData, "protects-data", nil, "GROUP/KIND[=what it does] of a kind whose objects protect data (backups, snapshots): removing or pausing one is disruptive; repeatable, beside the built-in table and "+plan.ConfigFile)
 	f.StringVar(&kubeconfig, "kubeconfig", "", "also compare the head revision with this cluster (server-side dry-run, live inventory) and report drift")
 	// A usage error is an error (exit 3), not "changes" (exit 1): a CI gate
 	// must not read a mistyped flag as a plan.

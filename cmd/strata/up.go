@@ -42,7 +42,7 @@ Run it from strata's source tree (make up); the state is kept for the next run.`
 	f := cmd.Flags()
 	f.StringVar(&o.StateDir, "state-dir", o.StateDir, "where the cluster, the git repository and its work tree are kept between runs")
 	f.StringVar(&o.ClusterDir, "cluster-dir", o.ClusterDir, "directory that seeds the git repository on first run")
-	f.StringVar(&o.Root, "source-dir", o.Root, "strata's source tree: the chart and the example app")
+	f.StringVar(&o.Root, "source-dir", o.Root, "strata's source tree: its release is built from it (hack/release), and the example repository copied")
 	f.StringVar(&o.Bin, "bin-dir", o.Bin, "the built binaries: strata, k8s/, sidecars/, helm")
 	f.IntVar(&o.GitPort, "git-port", o.GitPort, "port of the git server, on the host's address on the nodes' network")
 	return cmd

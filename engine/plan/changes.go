@@ -4,7 +4,6 @@
 package plan
 
 import (
-	"fmt"
 	"reflect"
 	"sort"
 
@@ -101,6 +100,9 @@ func (c *comparison) created(ks *kustomizev1.Kustomization, h *unstructured.Unst
 func (c *comparison) changed(cluster client.Reader, ks *kustomizev1.Kustomization, b, h *unstructured.Unstructured) Change {
 	ch := Change{Action: Changed, Object: refOf(h), Diff: diff(b, h)}
 	ch.Risk, ch.Reasons = risk.Classify(c.ctx, cluster, c.head.objects, ks, b, h)
+	if reason := c.protectors.Pausing(b, h); reason != "" {
+		ch.Risk, ch.Reasons = risk.Raise(ch.Risk, ch.Reasons, risk.Disruptive, reason)
+	}
 	ch.OptIn = optInFor(ch.Risk)
 	return ch
 }
@@ -117,27 +119,21 @@ func (c *comparison) removed(baseKs, headKs *kustomizev1.Kustomization, b *unstr
 	}
 	ch.Action = Deleted
 	ch.Risk, ch.Reasons = risk.OfDeletion(c.ctx, c.base.objects, owner(baseKs, headKs), b, "removed from Git")
-	if ch.Risk == risk.Safe {
-		if reason := stopsReplication(b); reason != "" {
-			ch.Risk, ch.Reasons = risk.Disruptive, append(ch.Reasons, reason)
-		}
-	}
+	c.stopsProtection(&ch, b)
 	ch.OptIn = optInFor(ch.Risk)
 	return ch
 }
 
-// stopsReplication says what removing a replication or failover object
-// stops: backups and standby copies of a volume, which no reviewer should
-// lose without noticing.
-func stopsReplication(o *unstructured.Unstructured) string {
-	gk := o.GroupVersionKind().GroupKind()
-	switch gk.Group {
-	case "volsync.backube":
-		return fmt.Sprintf("removing %s %s stops the replication or backups of its volume", gk.Kind, o.GetName())
-	case "failover.strata.dev":
-		return fmt.Sprintf("removing %s %s stops strata's replication and failover of its volumes", gk.Kind, o.GetName())
+// stopsProtection makes a deletion the guard lets through disruptive
+// when the object protects data (risk.Protectors): backups, snapshots and
+// standby copies, which no reviewer should lose without noticing.
+func (c *comparison) stopsProtection(ch *Change, o *unstructured.Unstructured) {
+	if ch.Risk != risk.Safe {
+		return
 	}
-	return ""
+	if reason := c.protectors.Removal(o); reason != "" {
+		ch.Risk, ch.Reasons = risk.Raise(ch.Risk, ch.Reasons, risk.Disruptive, reason)
+	}
 }
 
 // optInFor names the opt-in a blocked deletion needs.

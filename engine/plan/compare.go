@@ -18,6 +18,7 @@ import (
 
 	"github.com/strata-gitops/strata/engine/build"
 	"github.com/strata-gitops/strata/engine/graph"
+	"github.com/strata-gitops/strata/engine/plan/risk"
 )
 
 // Options say what to plan.
@@ -41,6 +42,8 @@ type Options struct {
 	ChangedOnly bool
 	// Live, when set, is the cluster to compare the head revision with.
 	Live client.Client
+	// Protectors are the data-protection kinds; nil: risk.DataProtectors.
+	Protectors risk.Protectors
 }
 
 // Run renders both revisions and compares them.
@@ -88,7 +91,11 @@ func Run(ctx context.Context, o Options) (*Plan, error) {
 	}
 	p := &Plan{Schema: Schema, Base: Revision{o.Base, base.commit}, Head: Revision{o.Head, head.commit},
 		Summary: Summary{Risk: map[string]int{}}}
-	c := &comparison{ctx: ctx, base: baseSide, head: headSide, plan: p, live: o.Live}
+	protectors := o.Protectors
+	if protectors == nil {
+		protectors = risk.NewProtectors()
+	}
+	c := &comparison{ctx: ctx, base: baseSide, head: headSide, plan: p, live: o.Live, protectors: protectors}
 	c.run()
 	p.fillLists()
 	return p, nil
@@ -173,6 +180,7 @@ type comparison struct {
 	base, head *side
 	plan       *Plan
 	live       client.Client
+	protectors risk.Protectors
 	// owners map each object to the Kustomization rendering it.
 	baseOwner, headOwner map[objKey]graph.Key
 }

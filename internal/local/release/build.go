@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -36,12 +37,48 @@ func BuildLocal(ctx context.Context, root string) (*Built, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Built{Version: "0.0.0-dev." + tree[:12], root: root, tool: root}
+	b := &Built{Version: devPrefix + tree[:12], root: root, tool: root}
 	b.Dir = filepath.Join(root, "bin", "release", b.Version)
 	if _, err := os.Stat(filepath.Join(b.Dir, "SHA256SUMS")); err == nil {
 		return b, nil
 	}
-	return b, b.build(ctx)
+	if err := b.build(ctx); err != nil {
+		return b, err
+	}
+	return b, pruneDev(filepath.Dir(b.Dir), keepDev)
+}
+
+// devPrefix begins the version of every release of a source tree; each is
+// about 400 MB, so only the keepDev newest are kept: a test run beside
+// another (two worktrees sharing bin/) still finds its own.
+const (
+	devPrefix = "0.0.0-dev."
+	keepDev   = 3
+)
+
+// pruneDev removes all but the keep newest releases of source trees.
+func pruneDev(dir string, keep int) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	type dev struct {
+		path string
+		at   int64
+	}
+	var devs []dev
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && e.IsDir() && strings.HasPrefix(e.Name(), devPrefix) && filepath.Ext(e.Name()) != ".partial" {
+			devs = append(devs, dev{filepath.Join(dir, e.Name()), info.ModTime().UnixNano()})
+		}
+	}
+	sort.Slice(devs, func(i, j int) bool { return devs[i].at > devs[j].at })
+	for _, d := range devs[min(keep, len(devs)):] {
+		if err := os.RemoveAll(d.path); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // BuildAt builds the release of another source tree (a worktree of an
