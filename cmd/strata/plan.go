@@ -19,6 +19,7 @@ import (
 	"github.com/strata-gitops/strata/engine/graph"
 	"github.com/strata-gitops/strata/engine/plan"
 	"github.com/strata-gitops/strata/engine/plan/render"
+	"github.com/strata-gitops/strata/engine/plan/risk"
 	"github.com/strata-gitops/strata/internal/scheme"
 )
 
@@ -39,6 +40,7 @@ func planCommand() *cobra.Command {
 	var o plan.Options
 	var source, format, failOn, kubeconfig, substituteFrom string
 	var protectsData []string
+	var engine string
 	var limit int
 	cmd := &cobra.Command{
 		Use:   "plan --repo DIR --base REF --head REF",
@@ -74,6 +76,10 @@ func planCommand() *cobra.Command {
 					return &exitCodeError{plan.ExitError, err}
 				}
 			}
+			if !validChoice(engine, "", string(risk.Flux), string(risk.Strata)) {
+				return &exitCodeError{plan.ExitError, fmt.Errorf("--engine must be flux or strata (have %q)", engine)}
+			}
+			o.Engine = risk.Engine(engine)
 			if o.Protectors, err = plan.Protectors(o.RepoDir, protectsData); err != nil {
 				return &exitCodeError{plan.ExitError, err}
 			}
@@ -104,6 +110,7 @@ func planCommand() *cobra.Command {
 	f.BoolVar(&o.ChangedOnly, "changed-only", false, "render only Kustomizations whose inputs changed (same changes; unchanged Kustomizations are not counted)")
 	f.IntVar(&limit, "markdown-limit", render.DefaultMarkdownLimit, "largest markdown output in characters; further Kustomizations are folded into a count")
 	f.StringVar(&substituteFrom, "substitute-from", "", "YAML file of ConfigMaps and Secrets that postBuild.substituteFrom reads but the repository does not define (made at bootstrap, say)")
+	f.StringVar(&engine, "engine", "", "flux or strata: what applies the repository on the cluster, which decides what a deletion does (Flux keeps nothing it prunes; strata's guard keeps data); default: what the repository shows, else flux")
 	f.StringArrayVar(&protectsData, "protects-data", nil, "GROUP/KIND[=what it does] of a kind whose objects protect data (backups, snapshots): removing or pausing one is disruptive; repeatable, beside the built-in table and "+plan.ConfigFile)
 	f.StringVar(&kubeconfig, "kubeconfig", "", "also compare the head revision with this cluster (server-side dry-run, live inventory) and report drift")
 	// A usage error is an error (exit 3), not "changes" (exit 1): a CI gate

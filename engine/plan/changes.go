@@ -4,6 +4,7 @@
 package plan
 
 import (
+	"fmt"
 	"reflect"
 	"sort"
 
@@ -53,12 +54,17 @@ func (c *comparison) objectChanges(k graph.Key, baseKs, headKs *kustomizev1.Kust
 		case equalObjects(b, h):
 			unchanged++
 			if movedFrom != "" {
-				changes = append(changes, Change{Action: Changed, Object: refOf(h), Risk: risk.Safe, MovedFrom: movedFrom,
-					Reasons: []string{"now applied by this Kustomization; nothing in the object changes"}})
+				ch := Change{Action: Changed, Object: refOf(h), Risk: risk.Safe, MovedFrom: movedFrom,
+					Reasons: []string{"now applied by this Kustomization; nothing in the object changes"}}
+				c.prunedWhileMoving(&ch, c.baseOwner[key], k, b)
+				changes = append(changes, ch)
 			}
 		default:
 			ch := c.changed(c.base.objects, headKs, b, h)
 			ch.MovedFrom = movedFrom
+			if movedFrom != "" {
+				c.prunedWhileMoving(&ch, c.baseOwner[key], k, b)
+			}
 			changes = append(changes, ch)
 		}
 	}
@@ -99,7 +105,7 @@ func (c *comparison) created(ks *kustomizev1.Kustomization, h *unstructured.Unst
 // questions about what exists (offline, the base revision).
 func (c *comparison) changed(cluster client.Reader, ks *kustomizev1.Kustomization, b, h *unstructured.Unstructured) Change {
 	ch := Change{Action: Changed, Object: refOf(h), Diff: diff(b, h)}
-	ch.Risk, ch.Reasons = risk.Classify(c.ctx, cluster, c.head.objects, ks, b, h)
+	ch.Risk, ch.Reasons = risk.Classify(c.ctx, c.engine, cluster, c.head.objects, ks, b, h)
 	if reason := c.protectors.Pausing(b, h); reason != "" {
 		ch.Risk, ch.Reasons = risk.Raise(ch.Risk, ch.Reasons, risk.Disruptive, reason)
 	}
@@ -118,10 +124,38 @@ func (c *comparison) removed(baseKs, headKs *kustomizev1.Kustomization, b *unstr
 		return ch
 	}
 	ch.Action = Deleted
-	ch.Risk, ch.Reasons = risk.OfDeletion(c.ctx, c.base.objects, owner(baseKs, headKs), b, "removed from Git")
+	ch.Risk, ch.Reasons = risk.OfDeletion(c.ctx, c.engine, c.base.objects, owner(baseKs, headKs), b, "removed from Git")
 	c.stopsProtection(&ch, b)
 	ch.OptIn = optInFor(ch.Risk)
 	return ch
+}
+
+// prunedWhileMoving judges an object that moves from one Kustomization to
+// another on a Flux cluster: the old one, pruned or deleted, deletes what
+// still carries its name's labels, racing the new one's apply, so an
+// object that holds data can be deleted and made again empty
+// (fluxcd/flux2#3316). strata's engine keeps it: its guard refuses the
+// prune.
+func (c *comparison) prunedWhileMoving(ch *Change, from, to graph.Key, b *unstructured.Unstructured) {
+	if c.engine != risk.Flux {
+		return
+	}
+	oldKs, stays := c.head.ks[from]
+	prunes := stays && oldKs.Spec.Prune || !stays && apply.DeletesOnRemoval(c.base.ks[from])
+	if !prunes {
+		return
+	}
+	reason, err := guard.Reason(c.ctx, c.base.objects, b)
+	if err != nil || reason == "" {
+		return
+	}
+	how := "prunes it"
+	if !stays {
+		how = "is deleted, and its deletion prunes it"
+	}
+	ch.Risk, ch.Reasons = risk.Raise(ch.Risk, ch.Reasons, risk.DestroysData,
+		fmt.Sprintf("moves from %s to %s: on Flux, %s %s while it still carries %s's labels, racing %s's apply; %s, so it can be deleted and made again empty",
+			from, to, from, how, from.Name, to, reason))
 }
 
 // stopsProtection makes a deletion the guard lets through disruptive

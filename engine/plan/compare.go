@@ -44,6 +44,9 @@ type Options struct {
 	Live client.Client
 	// Protectors are the data-protection kinds; nil: risk.DataProtectors.
 	Protectors risk.Protectors
+	// Engine is what applies the repository on the cluster; "": what the
+	// head revision shows, else Flux (docs/plan.md, "The engine").
+	Engine risk.Engine
 }
 
 // Run renders both revisions and compares them.
@@ -89,13 +92,13 @@ func Run(ctx context.Context, o Options) (*Plan, error) {
 	if err := checkSourceUsed(o.Source, root, baseSide, headSide); err != nil {
 		return nil, err
 	}
-	p := &Plan{Schema: Schema, Base: Revision{o.Base, base.commit}, Head: Revision{o.Head, head.commit},
+	p := &Plan{Schema: Schema, Engine: chooseEngine(o.Engine, headSide), Base: Revision{o.Base, base.commit}, Head: Revision{o.Head, head.commit},
 		Summary: Summary{Risk: map[string]int{}}}
 	protectors := o.Protectors
 	if protectors == nil {
 		protectors = risk.NewProtectors()
 	}
-	c := &comparison{ctx: ctx, base: baseSide, head: headSide, plan: p, live: o.Live, protectors: protectors}
+	c := &comparison{ctx: ctx, base: baseSide, head: headSide, plan: p, live: o.Live, protectors: protectors, engine: p.Engine.Name}
 	c.run()
 	p.fillLists()
 	return p, nil
@@ -181,6 +184,7 @@ type comparison struct {
 	plan       *Plan
 	live       client.Client
 	protectors risk.Protectors
+	engine     risk.Engine
 	// owners map each object to the Kustomization rendering it.
 	baseOwner, headOwner map[objKey]graph.Key
 }

@@ -161,7 +161,7 @@ func (c *comparison) inventoryOnly(ks *kustomizev1.Kustomization, ref *unstructu
 		return ch, true
 	}
 	ch.Action = Deleted
-	ch.Risk, ch.Reasons = risk.OfDeletion(c.ctx, c.live, ks, live, cause)
+	ch.Risk, ch.Reasons = risk.OfDeletion(c.ctx, c.engine, c.live, ks, live, cause)
 	c.stopsProtection(&ch, live)
 	ch.OptIn = optInFor(ch.Risk)
 	return ch, true

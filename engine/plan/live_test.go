@@ -130,7 +130,7 @@ func TestLiveDrift(t *testing.T) {
 	recordInventory(t, env.Client, ks, applied)
 
 	p, err := plan.Run(ctx, plan.Options{RepoDir: r.dir, Base: "main", Head: "head", Path: "./clusters/live", SourceRoot: ".",
-		Source: graph.Key{Namespace: "flux-system", Name: "flux-system"}, Live: env.Client})
+		Source: graph.Key{Namespace: "flux-system", Name: "flux-system"}, Live: env.Client, Engine: risk.Strata})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +253,7 @@ func TestSubstitutionsFromTheCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, err := plan.Run(ctx, plan.Options{RepoDir: r.dir, Base: "main", Head: "bump", Path: "./clusters/homelab", SourceRoot: ".",
-		Source: graph.Key{Namespace: "flux-system", Name: "flux-system"}, Live: env.Client})
+		Source: graph.Key{Namespace: "flux-system", Name: "flux-system"}, Live: env.Client, Engine: risk.Strata})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,9 @@ const (
 
 // Plan is the result, and the JSON output.
 type Plan struct {
-	Schema         string          `json:"schema"`
+	Schema string `json:"schema"`
+	// Engine is what the plan judged deletions for, and why.
+	Engine         EngineChoice    `json:"engine"`
 	Base           Revision        `json:"base"`
 	Head           Revision        `json:"head"`
 	Summary        Summary         `json:"summary"`
@@ -36,6 +38,13 @@ type Plan struct {
 	// Kustomization that needs a cluster object to render; they do not
 	// change the exit code.
 	Warnings []string `json:"warnings,omitempty"`
+}
+
+// EngineChoice is the engine the plan judges for (--engine) and how it
+// was chosen.
+type EngineChoice struct {
+	Name   risk.Engine `json:"name"`
+	Reason string      `json:"reason"`
 }
 
 // Revision is one side.

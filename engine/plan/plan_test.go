@@ -24,7 +24,7 @@ func run(t *testing.T, r *repo, head string, changedOnly bool) *plan.Plan {
 	t.Helper()
 	p, err := plan.Run(context.Background(), plan.Options{
 		RepoDir: r.dir, Base: "main", Head: head, Path: "./clusters/homelab", SourceRoot: ".",
-		Source: graph.Key{Namespace: "flux-system", Name: "flux-system"}, ChangedOnly: changedOnly,
+		Source: graph.Key{Namespace: "flux-system", Name: "flux-system"}, ChangedOnly: changedOnly, Engine: risk.Strata,
 	})
 	if err != nil {
 		t.Fatal(err)

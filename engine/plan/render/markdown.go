@@ -23,7 +23,7 @@ func WriteMarkdown(w io.Writer, p *plan.Plan, limit int) error {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "## strata plan: `%s` → `%s`\n\n", revisionText(p.Base), revisionText(p.Head))
-	fmt.Fprintf(&b, "%s\n\n", summaryLine(p))
+	fmt.Fprintf(&b, "%s\n\n%s\n\n", summaryLine(p), engineLine(p))
 	b.WriteString("| risk | changes | what |\n|---|---:|---|\n")
 	for _, r := range risk.RiskClasses {
 		fmt.Fprintf(&b, "| %s | %d | %s |\n", riskBadge(r), p.Summary.Risk[r], riskMeaning[r])

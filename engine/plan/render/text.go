@@ -28,6 +28,7 @@ func WriteText(w io.Writer, p *plan.Plan, color bool) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%sstrata plan%s: %s → %s\n\n", c.bold, c.reset, revisionText(p.Base), revisionText(p.Head))
 	fmt.Fprintf(&b, "%s\n", summaryLine(p))
+	fmt.Fprintf(&b, "%s\n", engineLine(p))
 	wave := -1
 	for _, ks := range p.Kustomizations {
 		if ks.Wave != wave {
@@ -102,6 +103,14 @@ func riskLabel(r string) string {
 		return "BLOCKED"
 	}
 	return r
+}
+
+// engineLine says which engine deletions were judged for, and why.
+func engineLine(p *plan.Plan) string {
+	if p.Engine.Name == "" {
+		return ""
+	}
+	return fmt.Sprintf("Judged for the %s engine (%s).", p.Engine.Name, p.Engine.Reason)
 }
 
 func revisionText(r plan.Revision) string {

@@ -39,7 +39,7 @@ func TestABuildbarnStorageChangeSaysWhatHappensToItsShards(t *testing.T) {
 		{"the CAS shrunk, opted in", bbStorage(2, "3Gi", false), bbStorage(2, "1Gi", true), DestroysData, "every shard's cas claim is deleted and made again"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			risk, reasons := Classify(context.Background(), head, head, nil, tc.b, tc.h)
+			risk, reasons := Classify(context.Background(), Strata, head, head, nil, tc.b, tc.h)
 			if risk != tc.risk || !strings.Contains(strings.Join(reasons, "; "), tc.says) {
 				t.Fatalf("classify = %s %q; want %s saying %q", risk, reasons, tc.risk, tc.says)
 			}

@@ -27,12 +27,12 @@ func claimOf(name, image string) *unstructured.Unstructured {
 func TestAChangedImageRefillsNoClaim(t *testing.T) {
 	head := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(claimOf("vm-2", "debian"), claimOf("vm-1", "debian"), claimOf("other", "ubuntu")).Build()
 	b, h := volumeImage("http://minio/images/debian-12.1.qcow2"), volumeImage("http://minio/images/debian-12.2.qcow2")
-	risk, reasons := Classify(context.Background(), head, head, nil, b, h)
+	risk, reasons := Classify(context.Background(), Strata, head, head, nil, b, h)
 	want := "the image changes from http://minio/images/debian-12.1.qcow2 to http://minio/images/debian-12.2.qcow2: only claims made from now on are filled with it; claims vm-1, vm-2 keep the data they were filled with"
 	if risk != Safe || len(reasons) != 1 || !strings.HasPrefix(reasons[0], want) {
 		t.Fatalf("classify = %s %q; want Safe saying %q", risk, reasons, want)
 	}
-	if risk, reasons := Classify(context.Background(), head, head, nil, b, b.DeepCopy()); risk != Safe || len(reasons) != 0 {
+	if risk, reasons := Classify(context.Background(), Strata, head, head, nil, b, b.DeepCopy()); risk != Safe || len(reasons) != 0 {
 		t.Errorf("an unchanged image: %s %q", risk, reasons)
 	}
 }

@@ -35,6 +35,17 @@ const (
 // RiskClasses lists the classes in the order reports show them.
 var RiskClasses = []string{DestroysData, Recreate, Disruptive, Blocked, Safe}
 
+// Engine is what applies the repository on the cluster, which decides
+// what a deletion does: strata's engine keeps data its guard protects;
+// Flux's deletes whatever it prunes.
+type Engine string
+
+// The engines a plan judges for (--engine).
+const (
+	Strata Engine = "strata"
+	Flux   Engine = "flux"
+)
+
 // immutable lists, per kind, the spec fields the API server refuses to
 // change: the apply fails, or with force the object is deleted and
 // created again.
@@ -69,11 +80,11 @@ func prefixed(prefix string, names ...string) []string {
 
 // Classify judges a changed object: the worst risk that applies, with
 // every reason found.
-func Classify(ctx context.Context, baseObjs client.Reader, headObjs client.Reader, ks *kustomizev1.Kustomization, b, h *unstructured.Unstructured) (string, []string) {
+func Classify(ctx context.Context, engine Engine, baseObjs client.Reader, headObjs client.Reader, ks *kustomizev1.Kustomization, b, h *unstructured.Unstructured) (string, []string) {
 	var found []finding
 	gk := h.GroupVersionKind().GroupKind()
 	if fields := changedImmutable(gk, b, h); len(fields) > 0 {
-		found = append(found, recreateFinding(ctx, baseObjs, ks, b, h, fields))
+		found = append(found, recreateFinding(ctx, engine, baseObjs, ks, b, h, fields))
 	}
 	switch gk {
 	case schema.GroupKind{Kind: "PersistentVolumeClaim"}:
@@ -141,24 +152,28 @@ func changedImmutable(gk schema.GroupKind, b, h *unstructured.Unstructured) []st
 
 // recreateFinding: without force the apply fails; with force the engine
 // deletes and recreates, which the guard treats as any other deletion.
-func recreateFinding(ctx context.Context, baseObjs client.Reader, ks *kustomizev1.Kustomization, b, h *unstructured.Unstructured, fields []string) finding {
+func recreateFinding(ctx context.Context, engine Engine, baseObjs client.Reader, ks *kustomizev1.Kustomization, b, h *unstructured.Unstructured, fields []string) finding {
 	what := fmt.Sprintf("%s cannot change (%s)", strings.Join(fields, ", "), h.GetKind())
 	force := ks != nil && ks.Spec.Force || h.GetAnnotations()[kustomizev1.GroupVersion.Group+"/force"] == kustomizev1.EnabledValue
 	if !force {
 		return finding{Recreate, what + ": the apply will fail; set force (spec.force or the object's " +
 			kustomizev1.GroupVersion.Group + "/force: enabled annotation) to delete and recreate it"}
 	}
-	risk, reasons := OfDeletion(ctx, baseObjs, ks, b, "force is set and "+what)
+	risk, reasons := OfDeletion(ctx, engine, baseObjs, ks, b, "force is set and "+what)
 	if risk == Safe {
 		return finding{Recreate, what + ": force is set, so it is deleted and created again"}
 	}
 	return finding{risk, strings.Join(reasons, "; ")}
 }
 
-// OfDeletion is the guard's verdict on deleting live (offline, the base
-// object stands for it and the base revision for the cluster): blocked
-// without the opt-in, destroying data with it.
-func OfDeletion(ctx context.Context, baseObjs client.Reader, ks *kustomizev1.Kustomization, live *unstructured.Unstructured, cause string) (string, []string) {
+// OfDeletion judges deleting live (offline, the base object stands for it
+// and the base revision for the cluster). Under strata's engine it is the
+// guard's verdict: blocked without the opt-in, destroying data with it.
+// Under Flux nothing keeps what holds data: its deletion destroys it.
+func OfDeletion(ctx context.Context, engine Engine, baseObjs client.Reader, ks *kustomizev1.Kustomization, live *unstructured.Unstructured, cause string) (string, []string) {
+	if engine == Flux {
+		return ofFluxDeletion(ctx, baseObjs, live, cause)
+	}
 	var owner client.Object
 	if ks != nil {
 		owner = ks
@@ -179,6 +194,19 @@ func OfDeletion(ctx context.Context, baseObjs client.Reader, ks *kustomizev1.Kus
 		return Safe, []string{cause}
 	}
 	return DestroysData, []string{fmt.Sprintf("%s; %s and carries %s: \"true\"", cause, reason, guard.OptInAnnotation)}
+}
+
+// ofFluxDeletion: Flux deletes what it prunes; whatever holds data, by
+// the guard's own reading of the object, goes with it.
+func ofFluxDeletion(ctx context.Context, baseObjs client.Reader, live *unstructured.Unstructured, cause string) (string, []string) {
+	reason, err := guard.Reason(ctx, baseObjs, live)
+	switch {
+	case err != nil:
+		return DestroysData, []string{fmt.Sprintf("%s; Flux deletes it, and whether it holds data could not be read: %v", cause, err)}
+	case reason != "":
+		return DestroysData, []string{fmt.Sprintf("%s; Flux deletes it and nothing keeps it: %s", cause, reason)}
+	}
+	return Safe, []string{cause}
 }
 
 // claimResize: growth is safe where the StorageClass allows expansion;

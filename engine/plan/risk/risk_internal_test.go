@@ -29,7 +29,7 @@ func (failingReader) List(context.Context, client.ObjectList, ...client.ListOpti
 func TestAGuardThatCannotDecideIsNotSafe(t *testing.T) {
 	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace",
 		"metadata": map[string]any{"name": "apps", "annotations": map[string]any{guard.OptInAnnotation: "true"}}}}
-	risk, reasons := OfDeletion(context.Background(), failingReader{}, nil, ns, "removed from Git")
+	risk, reasons := OfDeletion(context.Background(), Strata, failingReader{}, nil, ns, "removed from Git")
 	if risk != Blocked || !strings.Contains(strings.Join(reasons, "; "), "could not decide") {
 		t.Fatalf("OfDeletion = %s %q, want Blocked saying the guard could not decide", risk, reasons)
 	}
