@@ -347,7 +347,7 @@ func needsCluster(baseKs *kustomizev1.Kustomization, baseR *rendered, headKs *ku
 		r    *rendered
 	}{{"base", baseKs, baseR}, {"head", headKs, headR}} {
 		if s.r.needsCluster(s.ks) {
-			return fmt.Sprintf("not rendered: postBuild.substituteFrom needs an object the repository does not define (%s: %v); "+
+			return fmt.Sprintf("postBuild.substituteFrom needs an object the repository does not define (%s: %v); "+
 				"supply it with --substitute-from FILE, or read it from the cluster with --kubeconfig", s.name, s.r.err)
 		}
 	}

@@ -6,6 +6,8 @@
 package plan
 
 import (
+	"slices"
+
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/strata-gitops/strata/engine/plan/risk"
@@ -184,10 +186,24 @@ func (p *Plan) ExitCode(failOn string) int {
 
 // fillLists makes every list of the JSON output a list, empty rather than
 // null, so that a consumer never has to tell null from none.
+// once is the list without repeats, in its order.
+func once(list []string) []string {
+	seen := map[string]bool{}
+	return slices.DeleteFunc(list, func(s string) bool {
+		if seen[s] {
+			return true
+		}
+		seen[s] = true
+		return false
+	})
+}
+
 func (p *Plan) fillLists() {
 	if p.Errors == nil {
 		p.Errors = []string{}
 	}
+	// Each once: one cause, such as a missing Secret, is met on both sides.
+	p.Warnings, p.Errors = once(p.Warnings), once(p.Errors)
 	fill := func(changes []Change) {
 		for i := range changes {
 			if changes[i].Reasons == nil {

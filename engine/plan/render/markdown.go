@@ -29,9 +29,9 @@ func WriteMarkdown(w io.Writer, p *plan.Plan, limit int) error {
 		fmt.Fprintf(&b, "| %s | %d | %s |\n", riskBadge(r), p.Summary.Risk[r], riskMeaning[r])
 	}
 	writeNeedsAttention(&b, p)
-	if len(p.Warnings) > 0 {
+	if warnings := warningsBesides(p); len(warnings) > 0 {
 		b.WriteString("\n### Warnings\n\n")
-		for _, w := range p.Warnings {
+		for _, w := range warnings {
 			fmt.Fprintf(&b, "- %s\n", w)
 		}
 	}
@@ -43,26 +43,17 @@ func WriteMarkdown(w io.Writer, p *plan.Plan, limit int) error {
 	}
 	b.WriteString("\n### Apply order\n\n")
 	writeMermaid(&b, p)
-	var foreign []string
-	for _, ks := range p.Kustomizations {
-		if ks.Status == "not-rendered" {
-			foreign = append(foreign, fmt.Sprintf("- `%s/%s`: %s\n", ks.Namespace, ks.Name, ks.Reason))
-		}
-	}
-	if len(foreign) > 0 {
-		b.WriteString("\n### Not rendered\n\n" + strings.Join(foreign, ""))
-	}
+	writeByReason(&b, p, "not-rendered", "Not rendered")
+	writeByReason(&b, p, "unknown", "Unknown")
 	b.WriteString("\n### Changes\n\n")
 	folded := 0
-	for _, ks := range p.Kustomizations {
-		if ks.Quiet() {
-			continue
-		}
+	shownDiffs := map[string]string{}
+	for _, ks := range sectionOrder(p) {
 		// Diffs go first when room runs out: the list of changed
 		// objects with their risks is kept as long as it fits.
-		section := kustomizationSection(ks, true)
+		section := kustomizationSection(ks, shownDiffs, true)
 		if b.Len()+len(section) > limit-200 {
-			section = kustomizationSection(ks, false)
+			section = kustomizationSection(ks, shownDiffs, false)
 		}
 		if folded > 0 || b.Len()+len(section) > limit-200 {
 			folded++
@@ -105,7 +96,7 @@ func writeMermaid(b *strings.Builder, p *plan.Plan) {
 		ids[name] = fmt.Sprintf("k%d", len(ids))
 		return ids[name]
 	}
-	var highlighted, failed []string
+	var highlighted, failed, unknown []string
 	for _, ks := range p.Kustomizations {
 		name := ks.Namespace + "/" + ks.Name
 		if !shown[name] {
@@ -113,8 +104,10 @@ func writeMermaid(b *strings.Builder, p *plan.Plan) {
 		}
 		fmt.Fprintf(b, "  %s[\"%s\"]\n", id(name), name)
 		switch {
-		case ks.Status == "error" || ks.Status == "unknown":
+		case ks.Status == "error":
 			failed = append(failed, id(name)) // an error, never counted as a change
+		case ks.Status == "unknown":
+			unknown = append(unknown, id(name)) // left unjudged by another's failure
 		case changed[name]:
 			highlighted = append(highlighted, id(name))
 		}
@@ -134,6 +127,10 @@ func writeMermaid(b *strings.Builder, p *plan.Plan) {
 	if len(failed) > 0 {
 		b.WriteString("  classDef failed fill:#fecaca,stroke:#b91c1c\n")
 		fmt.Fprintf(b, "  class %s failed\n", strings.Join(failed, ","))
+	}
+	if len(unknown) > 0 {
+		b.WriteString("  classDef unknown fill:#e5e7eb,stroke:#6b7280,color:#6b7280\n")
+		fmt.Fprintf(b, "  class %s unknown\n", strings.Join(unknown, ","))
 	}
 	b.WriteString("```\n")
 }
@@ -165,15 +162,93 @@ func mermaidNodes(p *plan.Plan) (shown, changed map[string]bool) {
 	return shown, changed
 }
 
+// sectionOrder is the Kustomizations with something to read, parents
+// that change other Kustomizations first (a patch of every app explains
+// the apps' diffs), then the rest in apply order. Unknown ones are listed
+// together by writeByReason, not one empty section each.
+func sectionOrder(p *plan.Plan) []plan.Kustomization {
+	var parents, rest []plan.Kustomization
+	for _, ks := range p.Kustomizations {
+		switch {
+		case ks.Quiet() || ks.Status == "unknown":
+		case changesKustomizations(ks):
+			parents = append(parents, ks)
+		default:
+			rest = append(rest, ks)
+		}
+	}
+	return append(parents, rest...)
+}
+
+func changesKustomizations(ks plan.Kustomization) bool {
+	for _, ch := range ks.Changes {
+		if ch.Object.Kind == "Kustomization" {
+			return true
+		}
+	}
+	return false
+}
+
+// writeByReason lists the Kustomizations of one status under a heading,
+// one line per reason with every Kustomization it holds for.
+func writeByReason(b *strings.Builder, p *plan.Plan, status, heading string) {
+	var reasons []string
+	names := map[string][]string{}
+	for _, ks := range p.Kustomizations {
+		if ks.Status != status {
+			continue
+		}
+		if _, ok := names[ks.Reason]; !ok {
+			reasons = append(reasons, ks.Reason)
+		}
+		names[ks.Reason] = append(names[ks.Reason], fmt.Sprintf("`%s/%s`", ks.Namespace, ks.Name))
+	}
+	if len(reasons) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n### %s\n\n", heading)
+	for _, r := range reasons {
+		fmt.Fprintf(b, "- %s: %s\n", listNames(names[r]), r)
+	}
+}
+
+// listNames names up to ten, and counts the rest.
+func listNames(names []string) string {
+	if len(names) <= 10 {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:10], ", "), len(names)-10)
+}
+
+// warningsBesides are the plan's warnings, each once, but those the Not
+// rendered list already says.
+func warningsBesides(p *plan.Plan) []string {
+	said := map[string]bool{}
+	for _, ks := range p.Kustomizations {
+		if ks.Status == "not-rendered" {
+			said[fmt.Sprintf("Kustomization %s/%s: %s", ks.Namespace, ks.Name, ks.Reason)] = true
+		}
+	}
+	var out []string
+	for _, w := range p.Warnings {
+		if !said[w] {
+			said[w] = true
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
 // kustomizationSection is one Kustomization's collapsible section, with
-// its diffs or, short of room, without them.
-func kustomizationSection(ks plan.Kustomization, diffs bool) string {
+// its diffs or, short of room, without them. A diff shown already, in
+// this section or an earlier one, is named instead of repeated.
+func kustomizationSection(ks plan.Kustomization, shownDiffs map[string]string, diffs bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "<details><summary><b>%s/%s</b> (wave %d): %s</summary>\n\n", ks.Namespace, ks.Name, ks.Wave, kustomizationState(ks))
-	writeMarkdownChanges(&b, ks.Changes, diffs)
+	writeMarkdownChanges(&b, ks.Changes, shownDiffs, diffs)
 	if l := ks.Live; l != nil {
 		fmt.Fprintf(&b, "\n**Live cluster**: %s\n\n", liveState(l))
-		writeMarkdownChanges(&b, l.Drift, diffs)
+		writeMarkdownChanges(&b, l.Drift, shownDiffs, diffs)
 	}
 	if !diffs {
 		b.WriteString("\n_Diffs left out to keep this comment under its size limit._\n")
@@ -182,7 +257,7 @@ func kustomizationSection(ks plan.Kustomization, diffs bool) string {
 	return b.String()
 }
 
-func writeMarkdownChanges(b *strings.Builder, changes []plan.Change, diffs bool) {
+func writeMarkdownChanges(b *strings.Builder, changes []plan.Change, shownDiffs map[string]string, diffs bool) {
 	for _, ch := range changes {
 		fmt.Fprintf(b, "- %s **%s** `%s`", riskBadge(ch.Risk), ch.Action, ch.Object)
 		for _, r := range ch.Reasons {
@@ -192,9 +267,15 @@ func writeMarkdownChanges(b *strings.Builder, changes []plan.Change, diffs bool)
 			fmt.Fprintf(b, "<br>opt in with `%s`", ch.OptIn)
 		}
 		b.WriteString("\n")
-		if diffs && ch.Action == plan.Changed && ch.Diff != "" {
-			fmt.Fprintf(b, "\n```diff\n%s```\n", ch.Diff)
+		if !diffs || ch.Action != plan.Changed || ch.Diff == "" {
+			continue
 		}
+		if first, ok := shownDiffs[ch.Diff]; ok {
+			fmt.Fprintf(b, "  the same diff as `%s`\n", first)
+			continue
+		}
+		shownDiffs[ch.Diff] = ch.Object.String()
+		fmt.Fprintf(b, "\n```diff\n%s```\n", ch.Diff)
 	}
 }
 

@@ -31,6 +31,9 @@ func WriteText(w io.Writer, p *plan.Plan, color bool) error {
 	fmt.Fprintf(&b, "%s\n", engineLine(p))
 	wave := -1
 	for _, ks := range p.Kustomizations {
+		if ks.Status == "unknown" {
+			continue // listed together, by reason, below
+		}
 		if ks.Wave != wave {
 			wave = ks.Wave
 			if wave == 0 {
@@ -46,6 +49,7 @@ func WriteText(w io.Writer, p *plan.Plan, color bool) error {
 			writeTextChanges(&b, l.Drift, "      ", c, riskColour)
 		}
 	}
+	writeUnknownText(&b, p, c)
 	if len(p.Errors) > 0 {
 		fmt.Fprintf(&b, "\n%sErrors%s\n", c.red+c.bold, c.reset)
 		for _, e := range p.Errors {
@@ -103,6 +107,29 @@ func riskLabel(r string) string {
 		return "BLOCKED"
 	}
 	return r
+}
+
+// writeUnknownText lists the Kustomizations another's failure left
+// unjudged, one line per reason.
+func writeUnknownText(b *strings.Builder, p *plan.Plan, c palette) {
+	var reasons []string
+	names := map[string][]string{}
+	for _, ks := range p.Kustomizations {
+		if ks.Status != "unknown" {
+			continue
+		}
+		if _, ok := names[ks.Reason]; !ok {
+			reasons = append(reasons, ks.Reason)
+		}
+		names[ks.Reason] = append(names[ks.Reason], ks.Namespace+"/"+ks.Name)
+	}
+	if len(reasons) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n%sUnknown%s\n", c.bold, c.reset)
+	for _, r := range reasons {
+		fmt.Fprintf(b, "  %s: %s\n", listNames(names[r]), r)
+	}
 }
 
 // engineLine says which engine deletions were judged for, and why.
