@@ -25,7 +25,15 @@ import (
 // (sameAsBase); a Kustomization one side skips and the other renders is
 // then rendered on both (renderMissing).
 func unchangedInputs(repo *gogit.Repository, o Options, base, head *snapshot) (baseSkip, headSkip func(*kustomizev1.Kustomization) bool, err error) {
-	changed, err := changedFiles(repo, base.commit, head.commit)
+	var changed map[string]bool
+	if base.commit != "" && head.commit != "" {
+		changed, err = changedFiles(repo, base.commit, head.commit)
+	} else {
+		// The working tree (WORKTREE) has no tree object to compare:
+		// compare the two checkouts' files, which hold what each
+		// artifact would.
+		changed, err = changedOnDisk(base.top, head.top)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -65,4 +73,56 @@ func sameAsBase(base *side, skip func(*kustomizev1.Kustomization) bool) func(*ku
 		b, r := base.ks[key], base.renders[key]
 		return b != nil && r != nil && r.skipped && reflect.DeepEqual(b.Spec, ks.Spec) && skip(ks)
 	}
+}
+
+// changedOnDisk lists the files, relative to the two directories, that
+// differ between them or are in one only.
+func changedOnDisk(a, b string) (map[string]bool, error) {
+	changed := map[string]bool{}
+	seen := map[string]bool{}
+	err := filepath.WalkDir(a, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(a, p)
+		seen[rel] = true
+		if !sameFile(p, filepath.Join(b, rel)) {
+			changed[filepath.ToSlash(rel)] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = filepath.WalkDir(b, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		if rel, _ := filepath.Rel(b, p); !seen[rel] {
+			changed[filepath.ToSlash(rel)] = true
+		}
+		return nil
+	})
+	return changed, err
+}
+
+// sameFile says whether two files hold the same bytes, links the same
+// target and have the same executable bit.
+func sameFile(a, b string) bool {
+	ia, errA := os.Lstat(a)
+	ib, errB := os.Lstat(b)
+	if errA != nil || errB != nil || ia.Mode() != ib.Mode() {
+		return false
+	}
+	if ia.Mode()&os.ModeSymlink != 0 {
+		ta, _ := os.Readlink(a)
+		tb, _ := os.Readlink(b)
+		return ta == tb
+	}
+	if ia.Size() != ib.Size() {
+		return false
+	}
+	da, errA := os.ReadFile(a)
+	db, errB := os.ReadFile(b)
+	return errA == nil && errB == nil && bytes.Equal(da, db)
 }

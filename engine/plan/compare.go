@@ -67,7 +67,7 @@ func Run(ctx context.Context, o Options) (*Plan, error) {
 	var baseSkip, headSkip func(*kustomizev1.Kustomization) bool
 	// A change to the GitRepository's own file rules changes which files
 	// every Kustomization reads without changing them: all render.
-	if o.ChangedOnly && base.commit != "" && head.commit != "" && base.rules.equal(head.rules) {
+	if o.ChangedOnly && base.rules.equal(head.rules) {
 		baseSkip, headSkip, err = unchangedInputs(repo, o, base, head)
 		if err != nil {
 			return nil, err
@@ -160,14 +160,21 @@ func rootKustomization(o Options) *kustomizev1.Kustomization {
 	return ks
 }
 
-// renderMissing renders, on the side that skipped it, a Kustomization
-// that the other side had to render after all.
+// renderMissing renders, on both sides, what a changed-only plan skipped
+// on one side but cannot stand for the other: a Kustomization the other
+// side rendered (its spec changed), one the other side lacks (unlisted,
+// renamed or deleted: its objects are deleted there), and one declared
+// by another parent there (its definition moved).
 func renderMissing(ctx context.Context, a, b *side, source graph.Key) {
 	for _, pair := range [][2]*side{{a, b}, {b, a}} {
 		s, other := pair[0], pair[1]
 		var missing []*kustomizev1.Kustomization
 		for k, r := range s.renders {
-			if or, ok := other.renders[k]; r.skipped && ok && !or.skipped {
+			if !r.skipped {
+				continue
+			}
+			or, onBoth := other.renders[k]
+			if !onBoth || !or.skipped || s.parent[k] != other.parent[k] {
 				missing = append(missing, s.ks[k])
 			}
 		}

@@ -227,23 +227,29 @@ func (r *repo) git(args ...string) string {
 func (r *repo) commit(message string, files map[string]string) string {
 	r.t.Helper()
 	for name, content := range files {
-		p := filepath.Join(r.dir, name)
-		if content == "" {
-			if err := os.Remove(p); err != nil {
-				r.t.Fatal(err)
-			}
-			continue
-		}
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			r.t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			r.t.Fatal(err)
-		}
+		r.write(name, content)
 	}
 	r.git("add", "-A")
 	r.git("commit", "-q", "--allow-empty", "-m", message)
 	return r.git("rev-parse", "HEAD")
+}
+
+// write writes a file of the working tree; "" removes it.
+func (r *repo) write(name, content string) {
+	r.t.Helper()
+	p := filepath.Join(r.dir, name)
+	if content == "" {
+		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+			r.t.Fatal(err)
+		}
+		return
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		r.t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		r.t.Fatal(err)
+	}
 }
 
 // branch commits files on a new branch from main and returns to main.

@@ -1,8 +1,12 @@
 package plan
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 
@@ -99,9 +103,11 @@ func renderSide(ctx context.Context, snap *snapshot, root *kustomizev1.Kustomiza
 	// A Kustomization may read values another with substituteFrom defines.
 	// What a changed-only plan skipped may define them: first render the
 	// skipped ones it depends on (where Flux users keep such values, so
-	// that they exist before it applies), then, if still needed, all.
+	// that they exist before it applies), then those whose files name the
+	// missing object. One whose object only the cluster holds costs only
+	// itself: the rest stay skipped.
 	s.renderAll(ctx, late, source, skip)
-	for _, widen := range []func([]*kustomizev1.Kustomization) []*kustomizev1.Kustomization{s.skippedDependencies, s.skipped} {
+	for _, widen := range []func([]*kustomizev1.Kustomization) []*kustomizev1.Kustomization{s.skippedDependencies, s.skippedNaming} {
 		failed := s.failed(late)
 		if len(failed) == 0 {
 			break
@@ -178,7 +184,26 @@ func (s *side) failed(list []*kustomizev1.Kustomization) []*kustomizev1.Kustomiz
 }
 
 // skipped lists the Kustomizations a changed-only plan did not render.
-func (s *side) skipped([]*kustomizev1.Kustomization) []*kustomizev1.Kustomization {
+func (s *side) skippedNaming(failed []*kustomizev1.Kustomization) []*kustomizev1.Kustomization {
+	var names [][]byte
+	for _, ks := range failed {
+		name, ok := missingObject(s.renders[keyOfKs(ks)].err)
+		if !ok {
+			return s.allSkipped() // no name to look for: any may define it
+		}
+		names = append(names, []byte(name))
+	}
+	var out []*kustomizev1.Kustomization
+	for k, r := range s.renders {
+		if r.skipped && filesName(s.ks[k], s.snap.root, names) {
+			out = append(out, s.ks[k])
+		}
+	}
+	return out
+}
+
+// allSkipped lists every skipped Kustomization.
+func (s *side) allSkipped() []*kustomizev1.Kustomization {
 	var out []*kustomizev1.Kustomization
 	for k, r := range s.renders {
 		if r.skipped {
@@ -186,6 +211,34 @@ func (s *side) skipped([]*kustomizev1.Kustomization) []*kustomizev1.Kustomizatio
 		}
 	}
 	return out
+}
+
+// missingObject is the name of the object a render failed to find.
+func missingObject(err error) (string, bool) {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || status.Status().Details == nil || status.Status().Details.Name == "" {
+		return "", false
+	}
+	return status.Status().Details.Name, true
+}
+
+// filesName says whether a file ks's build reads holds one of names.
+func filesName(ks *kustomizev1.Kustomization, root string, names [][]byte) bool {
+	paths, _ := build.PathsRead(ks, root)
+	found := false
+	for _, p := range paths {
+		_ = filepath.WalkDir(filepath.Join(root, filepath.Clean("/"+p)), func(path string, d os.DirEntry, err error) error {
+			if err != nil || found || d.IsDir() {
+				return nil
+			}
+			data, err := os.ReadFile(path)
+			for _, n := range names {
+				found = found || err == nil && bytes.Contains(data, n)
+			}
+			return nil
+		})
+	}
+	return found
 }
 
 // skippedDependencies lists the skipped Kustomizations that those given
