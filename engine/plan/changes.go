@@ -51,6 +51,11 @@ func (c *comparison) objectChanges(k graph.Key, baseKs, headKs *kustomizev1.Kust
 		switch {
 		case b == nil:
 			changes = append(changes, c.created(headKs, h))
+		case equalObjects(b, h) && h.GroupVersionKind().GroupKind() == helmReleaseKind && c.valuesInputsDiffer(b, h):
+			ch := Change{Action: Changed, Object: refOf(h), Risk: risk.Safe, MovedFrom: movedFrom,
+				Reasons: []string{"a ConfigMap or Secret of its valuesFrom changes"}}
+			c.helmChange(&ch, b, h)
+			changes = append(changes, ch)
 		case equalObjects(b, h):
 			unchanged++
 			if movedFrom != "" {
@@ -62,6 +67,9 @@ func (c *comparison) objectChanges(k graph.Key, baseKs, headKs *kustomizev1.Kust
 		default:
 			ch := c.changed(c.base.objects, headKs, b, h)
 			ch.MovedFrom = movedFrom
+			if h.GroupVersionKind().GroupKind() == helmReleaseKind {
+				c.helmChange(&ch, b, h)
+			}
 			if movedFrom != "" {
 				c.prunedWhileMoving(&ch, c.baseOwner[key], k, b)
 			}
@@ -98,7 +106,11 @@ func refOf(o *unstructured.Unstructured) ObjectRef {
 }
 
 func (c *comparison) created(ks *kustomizev1.Kustomization, h *unstructured.Unstructured) Change {
-	return Change{Action: Created, Object: refOf(h), Risk: risk.Safe, Diff: diff(nil, h)}
+	ch := Change{Action: Created, Object: refOf(h), Risk: risk.Safe, Diff: diff(nil, h)}
+	if h.GroupVersionKind().GroupKind() == helmReleaseKind {
+		c.helmChange(&ch, nil, h)
+	}
+	return ch
 }
 
 // changed judges a change from b to h; cluster answers the guard's
@@ -109,6 +121,7 @@ func (c *comparison) changed(cluster client.Reader, ks *kustomizev1.Kustomizatio
 	if reason := c.protectors.Pausing(b, h); reason != "" {
 		ch.Risk, ch.Reasons = risk.Raise(ch.Risk, ch.Reasons, risk.Disruptive, reason)
 	}
+
 	ch.OptIn = optInFor(ch.Risk)
 	return ch
 }
@@ -126,6 +139,9 @@ func (c *comparison) removed(baseKs, headKs *kustomizev1.Kustomization, b *unstr
 	ch.Action = Deleted
 	ch.Risk, ch.Reasons = risk.OfDeletion(c.ctx, c.engine, c.base.objects, owner(baseKs, headKs), b, "removed from Git")
 	c.stopsProtection(&ch, b)
+	if b.GroupVersionKind().GroupKind() == helmReleaseKind {
+		c.helmChange(&ch, b, nil) // helm uninstalls what it installed
+	}
 	ch.OptIn = optInFor(ch.Risk)
 	return ch
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/strata-gitops/strata/engine/build"
 	"github.com/strata-gitops/strata/engine/graph"
+	"github.com/strata-gitops/strata/engine/plan/charts"
 	"github.com/strata-gitops/strata/engine/plan/risk"
 )
 
@@ -47,6 +48,8 @@ type Options struct {
 	// Engine is what applies the repository on the cluster; "": what the
 	// head revision shows, else Flux (docs/plan.md, "The engine").
 	Engine risk.Engine
+	// Charts say how HelmReleases' charts are fetched and rendered.
+	Charts ChartOptions
 }
 
 // Run renders both revisions and compares them.
@@ -98,7 +101,11 @@ func Run(ctx context.Context, o Options) (*Plan, error) {
 	if protectors == nil {
 		protectors = risk.NewProtectors()
 	}
-	c := &comparison{ctx: ctx, base: baseSide, head: headSide, plan: p, live: o.Live, protectors: protectors, engine: p.Engine.Name}
+	c := &comparison{ctx: ctx, base: baseSide, head: headSide, plan: p, live: o.Live, protectors: protectors, engine: p.Engine.Name,
+		charts: o.Charts, source: o.Source, rendered: map[string]installs{}}
+	if !o.Charts.Off {
+		c.fetcher, c.fetcherErr = newFetcher(o.Charts, baseSide)
+	}
 	c.run()
 	p.fillLists()
 	return p, nil
@@ -192,6 +199,13 @@ type comparison struct {
 	live       client.Client
 	protectors risk.Protectors
 	engine     risk.Engine
+	// charts, fetcher and rendered serve HelmReleases' charts; source is
+	// the planned repository, whose files a chart may come from.
+	charts     ChartOptions
+	fetcher    *charts.Fetcher
+	fetcherErr error
+	rendered   map[string]installs
+	source     graph.Key
 	// owners map each object to the Kustomization rendering it.
 	baseOwner, headOwner map[objKey]graph.Key
 }

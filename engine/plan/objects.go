@@ -53,6 +53,28 @@ func newRepoObjects() *repoObjects {
 	return &repoObjects{byKey: map[objKey]*unstructured.Unstructured{}}
 }
 
+// all lists the objects.
+func (r *repoObjects) all() []*unstructured.Unstructured {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]*unstructured.Unstructured, 0, len(r.byKey))
+	for _, o := range r.byKey {
+		out = append(out, o)
+	}
+	return out
+}
+
+// find is the object of a group, kind, namespace and name the side
+// renders, or an error naming it.
+func (r *repoObjects) find(group, kind, namespace, name string) (*unstructured.Unstructured, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if o, ok := r.byKey[objKey{group, kind, namespace, name}]; ok {
+		return o, nil
+	}
+	return nil, fmt.Errorf("%s %s/%s is not in the repository", kind, namespace, name)
+}
+
 func (r *repoObjects) add(objects []*unstructured.Unstructured) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -120,6 +120,9 @@ type Change struct {
 	// MovedFrom names the Kustomization that applied the object before.
 	MovedFrom string `json:"movedFrom,omitempty"`
 	Diff      string `json:"diff,omitempty"`
+	// Installs are what a HelmRelease's change does to the objects its
+	// chart installs, rendered on both sides.
+	Installs []Change `json:"installs,omitempty"`
 }
 
 // ObjectRef names an object.

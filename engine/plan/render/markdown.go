@@ -267,6 +267,12 @@ func writeMarkdownChanges(b *strings.Builder, changes []plan.Change, shownDiffs 
 			fmt.Fprintf(b, "<br>opt in with `%s`", ch.OptIn)
 		}
 		b.WriteString("\n")
+		if len(ch.Installs) > 0 {
+			b.WriteString("\n  what its chart installs changes:\n\n")
+			var sub strings.Builder
+			writeMarkdownChanges(&sub, ch.Installs, shownDiffs, diffs)
+			b.WriteString(indent(sub.String(), "  "))
+		}
 		if !diffs || ch.Action != plan.Changed || ch.Diff == "" {
 			continue
 		}

@@ -82,6 +82,10 @@ func writeTextChanges(b *strings.Builder, changes []plan.Change, pad string, c p
 		if ch.Action == plan.Changed && ch.Diff != "" {
 			fmt.Fprintf(b, "%s\n", colourDiff(indent(ch.Diff, detail), c))
 		}
+		if len(ch.Installs) > 0 {
+			fmt.Fprintf(b, "%swhat its chart installs changes:\n", detail)
+			writeTextChanges(b, ch.Installs, detail+"  ", c, riskColour)
+		}
 	}
 }
 
