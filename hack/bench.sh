@@ -19,6 +19,10 @@ bash hack/flux.sh
 bash hack/control-plane.sh kubectl >/dev/null
 go run ./hack/planbench -strata bin/strata -kubectl bin/k8s/kubectl
 go run ./hack/planbench -strata bin/strata -kubectl bin/k8s/kubectl -layout homelab -kustomizations 80 -changed 8
+# HelmReleases' charts rendered from an HTTP chart repository, cold and warm cache, beside helm template.
+bash hack/tools.sh helm
+go run ./hack/planbench -strata bin/strata -helm bin/helm -helmreleases 80 -changed 8
+go run ./hack/planbench -strata bin/strata -helm bin/helm -helmreleases 80 -changed 80
 if [ "$(id -u)" = 0 ]; then
   bash hack/packages.sh
   go run ./hack/csibench

@@ -24,8 +24,8 @@ import (
 )
 
 type config struct {
-	kustomizations, objects, changed, runs int
-	strata, kubectl, layout                string
+	kustomizations, objects, changed, runs, helmReleases int
+	strata, kubectl, layout, helm                        string
 }
 
 func main() {
@@ -38,7 +38,16 @@ func main() {
 	flag.StringVar(&c.kubectl, "kubectl", "bin/k8s/kubectl", "kubectl binary for the reference loop")
 	flag.StringVar(&c.layout, "layout", "flat", "flat: every Kustomization in clusters/bench; homelab: the app Kustomizations under one\n"+
 		"parent (cluster-apps) that patches them, each app using a kustomize component and ${VAR:=default} substitution")
+	flag.IntVar(&c.helmReleases, "helmreleases", 0, "instead of Kustomizations: this many HelmReleases of charts from an HTTP chart repository on loopback,\n"+
+		"-changed of them bumped; strata plan with a cold and a warm chart cache beside helm template")
+	flag.StringVar(&c.helm, "helm", "bin/helm", "helm binary for the HelmRelease reference loop")
 	flag.Parse()
+	if c.helmReleases > 0 {
+		if err := runHelm(c, c.helm); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	if err := run(c); err != nil {
 		log.Fatal(err)
 	}
