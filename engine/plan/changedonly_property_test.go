@@ -269,3 +269,26 @@ func TestChangedOnlyWorksOnTheWorkTree(t *testing.T) {
 		t.Errorf("WORKTREE skipped %d, the same tree committed %d", skippedIn(worktree), skippedIn(committed))
 	}
 }
+
+// An app's Kustomization removed from its parent's kustomization.yaml,
+// its own files untouched: --changed-only lists the app's deletions, its
+// claim blocked, and exits 2 under --fail-on destructive, as the full
+// plan does (issue #42, defect 1).
+func TestChangedOnlySeesAnUnlistedApp(t *testing.T) {
+	g := newGenRepo(30)
+	files := g.files(nil)
+	r := newRepo(t, files)
+	head := g.clone()
+	head.listed[3] = false // app-3 holds a claim
+	r.branch("unlist", head.files(files))
+	for _, changedOnly := range []bool{false, true} {
+		p := runGen(t, r, "unlist", changedOnly)
+		ch, ok := findChange(p, "PersistentVolumeClaim/ns-3/data")
+		if !ok || ch.Action != plan.Deleted || ch.Risk != risk.Blocked {
+			t.Errorf("changed-only %v: the unlisted app's claim is %+v, want deleted and blocked", changedOnly, ch)
+		}
+		if code := p.ExitCode("destructive"); code != plan.ExitDestructive {
+			t.Errorf("changed-only %v: exit %d under --fail-on destructive, want %d", changedOnly, code, plan.ExitDestructive)
+		}
+	}
+}
