@@ -28,6 +28,8 @@ for tool in "$@"; do
     registry) install_tool registry github.com/distribution/distribution/v3/cmd/registry v3.1.2 ;;
     # cosign, to check that the release's signatures are what it verifies (docs/release.md).
     cosign) install_tool cosign github.com/sigstore/cosign/v2/cmd/cosign v2.6.5 ;;
+    # sops, to encrypt the files the decryption tests read, as users do (docs/engine.md).
+    sops) install_tool sops github.com/getsops/sops/v3/cmd/sops v3.13.3 ;;
     minio) install_tool minio github.com/minio/minio v0.0.0-20260212201848-7aac2a2c5b7c ;;
     *) echo "tools: unknown tool $tool" >&2; exit 2 ;;
   esac

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	fluxkustomize "github.com/fluxcd/pkg/kustomize"
@@ -24,6 +25,8 @@ import (
 	"sigs.k8s.io/kustomize/api/resource"
 	kustypes "sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/strata-gitops/strata/engine/decrypt"
 )
 
 // Error is a render failure, with the Kustomization path it happened in.
@@ -53,6 +56,13 @@ type Rendered struct {
 // it may be nil when the Kustomization has none. Rendering only reads
 // through it.
 func Render(ctx context.Context, root string, ks *kustomizev1.Kustomization, vars client.Client) (*Rendered, error) {
+	return RenderDecrypting(ctx, root, ks, vars, nil)
+}
+
+// RenderDecrypting is Render with the files SOPS encrypted decrypted as
+// kustomize reads them (resources and generators' files alike), in
+// memory: spec.decryption. With dec nil an encrypted object is refused.
+func RenderDecrypting(ctx context.Context, root string, ks *kustomizev1.Kustomization, vars client.Client, dec *decrypt.Decrypter) (*Rendered, error) {
 	path := ks.Spec.Path
 	dir, err := securePath(root, path)
 	if err != nil {
@@ -61,11 +71,11 @@ func Render(ctx context.Context, root string, ks *kustomizev1.Kustomization, var
 	// The kustomization files are followed once, for both what the build
 	// needs to know (its schema) and what the caller does (SelfContained).
 	r, followed := readsOf(ks, root)
-	resMap, err := kustomizeBuild(root, dir, ks, loadsOwnSchema(r, followed))
+	resMap, err := kustomizeBuild(root, dir, ks, loadsOwnSchema(r, followed), dec)
 	if err != nil {
 		return nil, &Error{Path: path, Err: err}
 	}
-	objects, err := substitute(ctx, resMap, ks, vars)
+	objects, err := substitute(ctx, resMap, ks, vars, dec != nil)
 	if err != nil {
 		return nil, &Error{Path: path, Err: err}
 	}
@@ -89,7 +99,7 @@ func securePath(root, path string) (string, error) {
 }
 
 // kustomizeBuild is Flux's generator and krusty; ownSchema runs it alone.
-func kustomizeBuild(root, dir string, ks *kustomizev1.Kustomization, ownSchema bool) (resmap.ResMap, error) {
+func kustomizeBuild(root, dir string, ks *kustomizev1.Kustomization, ownSchema bool, dec *decrypt.Decrypter) (resmap.ResMap, error) {
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ks)
 	if err != nil {
 		return nil, err
@@ -107,7 +117,42 @@ func kustomizeBuild(root, dir string, ks *kustomizev1.Kustomization, ownSchema b
 	if err := fs.WriteFile(kfile, manifest); err != nil {
 		return nil, err
 	}
-	return run(fs, dir, ownSchema)
+	if dec == nil {
+		return run(fs, dir, ownSchema)
+	}
+	dfs := &decryptingFS{FileSystem: fs, dec: dec}
+	res, err := run(dfs, dir, ownSchema)
+	if dfs.err != nil {
+		return nil, dfs.err // the decryption's own error, not kustomize's wrapping of it
+	}
+	return res, err
+}
+
+// decryptingFS decrypts each file SOPS encrypted as kustomize reads it;
+// the plaintext stays in the build's memory. The first decryption error
+// is kept for the caller.
+type decryptingFS struct {
+	filesys.FileSystem
+	dec *decrypt.Decrypter
+	mu  sync.Mutex
+	err error
+}
+
+func (f *decryptingFS) ReadFile(path string) ([]byte, error) {
+	data, err := f.FileSystem.ReadFile(path)
+	if err != nil {
+		return data, err
+	}
+	out, _, err := f.dec.File(path, data)
+	if err != nil {
+		f.mu.Lock()
+		if f.err == nil {
+			f.err = err
+		}
+		f.mu.Unlock()
+		return nil, err
+	}
+	return out, nil
 }
 
 // run is krusty with Flux's options: no plugins but the built-ins, loading
@@ -131,7 +176,7 @@ func run(fs filesys.FileSystem, dir string, exclusive bool) (res resmap.ResMap, 
 
 // substitute applies postBuild variables. substituteFrom is read once per
 // render instead of once per object as Flux does.
-func substitute(ctx context.Context, resMap resmap.ResMap, ks *kustomizev1.Kustomization, vars client.Client) ([]*unstructured.Unstructured, error) {
+func substitute(ctx context.Context, resMap resmap.ResMap, ks *kustomizev1.Kustomization, vars client.Client, decrypting bool) ([]*unstructured.Unstructured, error) {
 	var inline *unstructured.Unstructured
 	if ks.Spec.PostBuild != nil {
 		merged, err := Variables(ctx, ks, vars)
@@ -146,8 +191,13 @@ func substitute(ctx context.Context, resMap resmap.ResMap, ks *kustomizev1.Kusto
 	}
 	objects := make([]*unstructured.Unstructured, 0, resMap.Size())
 	for _, res := range resMap.Resources() {
-		if err := refuseEncrypted(res); err != nil {
-			return nil, err
+		// A render with no keys of a Kustomization that declares
+		// decryption (strata plan's) keeps what is encrypted as it is;
+		// every other render refuses it.
+		if ks.Spec.Decryption == nil || decrypting {
+			if err := refuseEncrypted(res); err != nil {
+				return nil, err
+			}
 		}
 		if inline != nil {
 			out, err := fluxkustomize.SubstituteVariables(ctx, nil, *inline, res, fluxkustomize.SubstituteWithDryRun(true))
@@ -209,17 +259,15 @@ func toAny(m map[string]string) map[string]any {
 	return out
 }
 
-// refuseEncrypted stops a render at an object SOPS encrypted: strata does
-// not decrypt (spec.decryption is not served), and applying the cipher
-// text, or failing on its sops: field after other objects were applied,
-// would help no one.
+// refuseEncrypted stops a render at an object SOPS encrypted that was not
+// decrypted (no spec.decryption): applying the cipher text, or failing on
+// its sops: field after other objects were applied, would help no one.
 // It looks before substitution, which has nothing to do in cipher text.
 func refuseEncrypted(res *resource.Resource) error {
 	meta := res.Field("sops")
 	if meta == nil || meta.Value.Field("mac") == nil {
 		return nil
 	}
-	return fmt.Errorf("%s/%s is encrypted with SOPS and strata does not decrypt (spec.decryption is not served): "+
-		"create it in the cluster instead of keeping it in Git, or reconcile this Kustomization with Flux's kustomize-controller",
-		res.GetKind(), res.GetName())
+	return fmt.Errorf("%s/%s is encrypted with SOPS: set the Kustomization's spec.decryption (provider: sops, secretRef: a Secret "+
+		"with the age key as *.agekey) to decrypt it", res.GetKind(), res.GetName())
 }

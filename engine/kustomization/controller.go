@@ -30,6 +30,7 @@ import (
 
 	"github.com/strata-gitops/strata/engine/apply"
 	"github.com/strata-gitops/strata/engine/build"
+	"github.com/strata-gitops/strata/engine/decrypt"
 	"github.com/strata-gitops/strata/engine/guard"
 	"github.com/strata-gitops/strata/engine/skipapply"
 	"github.com/strata-gitops/strata/internal/finalizer"
@@ -190,20 +191,18 @@ func (r *Reconciler) reconcile(ctx context.Context, obj, before *kustomizev1.Kus
 	obj.Status.LastAttemptedRevision = src.revision
 	key := client.ObjectKeyFromObject(obj)
 	rec, _ := r.memo.Records.Load(key)
-	if r.untouchedSource(ctx, obj, rec, src) {
-		return r.succeedUnchanged(ctx, obj, before, src)
-	}
-	if r.sameArtifact(ctx, obj, rec, src) {
+	// A decrypting Kustomization renders each time: its keys may have
+	// changed where its source did not.
+	if obj.Spec.Decryption == nil && (r.untouchedSource(ctx, obj, rec, src) || r.sameArtifact(ctx, obj, rec, src)) {
 		return r.succeedUnchanged(ctx, obj, before, src)
 	}
 	dir, err := src.dir()
 	if err != nil {
 		return r.failure(obj, meta.ArtifactFailedReason, err)
 	}
-	renders.Inc()
-	rendered, err := build.Render(ctx, dir, obj, r.Direct)
+	rendered, reason, err := r.render(ctx, obj, dir)
 	if err != nil {
-		return r.failure(obj, meta.BuildFailedReason, err)
+		return r.failure(obj, reason, err)
 	}
 	objects := rendered.Objects
 	digest := skipapply.Digest(objects)
@@ -296,6 +295,49 @@ func (r *Reconciler) succeed(obj, before *kustomizev1.Kustomization, src *source
 	status.MarkReady(obj, meta.ReconciliationSucceededReason, "Applied revision: "+src.revision)
 	r.announce(obj, before, cs)
 	return ctrl.Result{RequeueAfter: obj.GetRequeueAfter()}
+}
+
+// render builds the Kustomization from dir, decrypting with the keys of
+// its spec.decryption; on failure it gives the condition's reason.
+func (r *Reconciler) render(ctx context.Context, obj *kustomizev1.Kustomization, dir string) (*build.Rendered, string, error) {
+	dec, err := r.decrypter(ctx, obj)
+	if err != nil {
+		return nil, DecryptionFailedReason, err
+	}
+	renders.Inc()
+	rendered, err := build.RenderDecrypting(ctx, dir, obj, r.Direct, dec)
+	switch {
+	case errors.Is(err, decrypt.ErrDecryptionFailed):
+		return nil, DecryptionFailedReason, err
+	case err != nil:
+		return nil, meta.BuildFailedReason, err
+	}
+	return rendered, "", nil
+}
+
+// DecryptionFailedReason is Flux's reason for a Kustomization whose files
+// could not be decrypted: a missing or wrong key, or a bad provider.
+const DecryptionFailedReason = "DecryptionFailed"
+
+// decrypter reads the keys of spec.decryption (provider sops) from the
+// Secret it names in the Kustomization's namespace; nil without
+// spec.decryption. strata holds no keys of its own.
+func (r *Reconciler) decrypter(ctx context.Context, obj *kustomizev1.Kustomization) (*decrypt.Decrypter, error) {
+	d := obj.Spec.Decryption
+	if d == nil {
+		return nil, nil
+	}
+	if d.Provider != "sops" {
+		return nil, fmt.Errorf("spec.decryption.provider %q: only sops is served", d.Provider)
+	}
+	if d.SecretRef == nil {
+		return nil, fmt.Errorf("spec.decryption.secretRef is required: strata holds no decryption keys of its own")
+	}
+	secret := &corev1.Secret{}
+	if err := r.Direct.Get(ctx, client.ObjectKey{Namespace: obj.Namespace, Name: d.SecretRef.Name}, secret); err != nil {
+		return nil, fmt.Errorf("reading the decryption Secret %s/%s: %w", obj.Namespace, d.SecretRef.Name, err)
+	}
+	return decrypt.FromSecret(obj.Namespace+"/"+d.SecretRef.Name, secret.Data)
 }
 
 func (r *Reconciler) failure(obj *kustomizev1.Kustomization, reason string, err error) ctrl.Result {

@@ -1,6 +1,8 @@
 package plan
 
 import (
+	"strings"
+
 	"github.com/pmezard/go-difflib/difflib"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
@@ -81,7 +83,38 @@ func maskSecrets(before, after *unstructured.Unstructured) (*unstructured.Unstru
 		setIfPresent(before, b, field)
 		setIfPresent(after, a, field)
 	}
+	for _, o := range []*unstructured.Unstructured{before, after} {
+		summarizeSops(o)
+	}
 	return before, after
+}
+
+// summarizeSops replaces a SOPS-encrypted Secret's metadata (data keys,
+// MAC) with the recipients it is encrypted for: the plan has no key, and
+// shows an encrypted Secret as changed or not by its cipher text, with no
+// value.
+func summarizeSops(o *unstructured.Unstructured) {
+	if o == nil {
+		return
+	}
+	meta, ok := o.Object["sops"].(map[string]any)
+	if !ok {
+		return
+	}
+	var recipients []string
+	for _, kind := range []string{"age", "pgp", "kms", "gcp_kms", "azure_kv", "hc_vault"} {
+		list, _ := meta[kind].([]any)
+		for _, k := range list {
+			if m, ok := k.(map[string]any); ok {
+				for _, field := range []string{"recipient", "fp", "arn", "resource_id", "vault_address"} {
+					if v, ok := m[field].(string); ok {
+						recipients = append(recipients, kind+":"+v)
+					}
+				}
+			}
+		}
+	}
+	o.Object["sops"] = "encrypted by SOPS for " + strings.Join(recipients, ", ")
 }
 
 func objectOf(o *unstructured.Unstructured) map[string]any {

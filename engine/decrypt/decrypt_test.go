@@ -1,0 +1,73 @@
+package decrypt_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/strata-gitops/strata/engine/decrypt"
+	"github.com/strata-gitops/strata/internal/testing/sopstest"
+)
+
+const plaintext = "correct-horse-battery-staple"
+
+// Files encrypted by the real sops CLI decrypt with the Secret's age
+// identity, in each format a Kustomization reads; with another key the
+// error is DecryptionFailed, names the file and its recipient, and holds
+// no value.
+func TestFilesSopsEncryptedDecrypt(t *testing.T) {
+	key, other := sopstest.NewKey(t), sopstest.NewKey(t)
+	right, err := decrypt.FromSecret("flux-system/sops-age", map[string][]byte{"age.agekey": []byte(key.Identity + "\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong, err := decrypt.FromSecret("flux-system/sops-age", map[string][]byte{"other.agekey": []byte(other.Identity)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"secret.yaml": "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\nstringData:\n  password: " + plaintext + "\n",
+		"secret.json": `{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db"}, "stringData": {"password": "` + plaintext + `"}}`,
+		"db.env":      "PASSWORD=" + plaintext + "\n",
+		"db.ini":      "[db]\npassword = " + plaintext + "\n",
+	}
+	for name, content := range files {
+		t.Run(name, func(t *testing.T) {
+			enc := sopstest.Encrypt(t, name, content, key.Recipient)
+			if strings.Contains(enc, plaintext) || !decrypt.Encrypted(name, []byte(enc)) {
+				t.Fatalf("sops did not encrypt %s:\n%s", name, enc)
+			}
+			out, was, err := right.File(name, []byte(enc))
+			if err != nil || !was || !strings.Contains(string(out), plaintext) {
+				t.Fatalf("decrypting %s: %v, encrypted %v:\n%s", name, err, was, out)
+			}
+			_, _, err = wrong.File(name, []byte(enc))
+			if !errors.Is(err, decrypt.ErrDecryptionFailed) || !strings.Contains(err.Error(), key.Recipient) ||
+				!strings.Contains(err.Error(), name) || strings.Contains(err.Error(), plaintext) {
+				t.Fatalf("decrypting %s with another key: %v; want DecryptionFailed naming the file and %s, without the value", name, err, key.Recipient)
+			}
+		})
+	}
+	plain := []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: sops-notes}\ndata: {note: sops is a tool}\n")
+	if out, was, err := right.File("notes.yaml", plain); err != nil || was || string(out) != string(plain) {
+		t.Errorf("a plain file that mentions sops: %v, %v", err, was)
+	}
+}
+
+// A Secret without an age identity, or with a PGP key, is refused,
+// naming it.
+func TestKeysOfTheDecryptionSecret(t *testing.T) {
+	for data, says := range map[string]string{
+		"":           "holds no age identity",
+		"pgp.asc":    "PGP keys are not served yet",
+		"bad.agekey": "not age identities",
+	} {
+		secret := map[string][]byte{}
+		if data != "" {
+			secret[data] = []byte("not a key")
+		}
+		if _, err := decrypt.FromSecret("ns/keys", secret); err == nil || !strings.Contains(err.Error(), says) || !strings.Contains(err.Error(), "ns/keys") {
+			t.Errorf("%q: %v; want an error saying %q", data, err, says)
+		}
+	}
+}
