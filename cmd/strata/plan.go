@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/strata-gitops/strata/engine/decrypt"
 	"github.com/strata-gitops/strata/engine/graph"
 	"github.com/strata-gitops/strata/engine/plan"
 	"github.com/strata-gitops/strata/engine/plan/render"
@@ -40,7 +41,7 @@ func planCommand() *cobra.Command {
 	var o plan.Options
 	var source, format, failOn, kubeconfig, substituteFrom string
 	var protectsData []string
-	var engine string
+	var engine, keyFile string
 	var limit int
 	cmd := &cobra.Command{
 		Use:   "plan --repo DIR --base REF --head REF",
@@ -80,6 +81,11 @@ func planCommand() *cobra.Command {
 				return &exitCodeError{plan.ExitError, fmt.Errorf("--engine must be flux or strata (have %q)", engine)}
 			}
 			o.Engine = risk.Engine(engine)
+			if keyFile != "" {
+				if o.Decrypter, err = decrypt.FromFile(keyFile); err != nil {
+					return &exitCodeError{plan.ExitError, fmt.Errorf("--decryption-key-file: %w", err)}
+				}
+			}
 			if o.Protectors, err = plan.Protectors(o.RepoDir, protectsData); err != nil {
 				return &exitCodeError{plan.ExitError, err}
 			}
@@ -114,6 +120,7 @@ func planCommand() *cobra.Command {
 	f.BoolVar(&o.Charts.Offline, "offline", false, "render HelmReleases only from charts in the cache; name those missing")
 	f.StringSliceVar(&o.Charts.Hosts, "chart-hosts", nil, "chart source hosts (host[:port]) charts may be fetched from besides those the base revision's HelmRepositories and OCIRepositories name")
 	f.BoolVar(&o.Charts.Off, "no-charts", false, "diff HelmReleases as objects only; render no chart")
+	f.StringVar(&keyFile, "decryption-key-file", "", "age identities (age-keygen's key file) to decrypt the SOPS files of Kustomizations with spec.decryption: the plan then says which keys of an encrypted Secret change, never their values")
 	f.StringVar(&engine, "engine", "", "flux or strata: what applies the repository on the cluster, which decides what a deletion does (Flux keeps nothing it prunes; strata's guard keeps data); default: what the repository shows, else flux")
 	f.StringArrayVar(&protectsData, "protects-data", nil, "GROUP/KIND[=what it does] of a kind whose objects protect data (backups, snapshots): removing or pausing one is disruptive; repeatable, beside the built-in table and "+plan.ConfigFile)
 	f.StringVar(&kubeconfig, "kubeconfig", "", "also compare the head revision with this cluster (server-side dry-run, live inventory) and report drift")

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -55,6 +56,20 @@ func FromSecret(name string, data map[string][]byte) (*Decrypter, error) {
 	}
 	if len(d.ids) == 0 {
 		return nil, fmt.Errorf("decryption Secret %s holds no age identity (a key ending in .agekey)", name)
+	}
+	return d, nil
+}
+
+// FromFile reads age identities from a file, such as the key file of
+// `age-keygen -o` (strata plan --decryption-key-file).
+func FromFile(path string) (*Decrypter, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	d := &Decrypter{}
+	if err := d.ids.Import(string(data)); err != nil {
+		return nil, fmt.Errorf("%s: not age identities: %w", path, errors.Unwrap(err))
 	}
 	return d, nil
 }

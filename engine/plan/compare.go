@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-gitops/strata/engine/build"
+	"github.com/strata-gitops/strata/engine/decrypt"
 	"github.com/strata-gitops/strata/engine/graph"
 	"github.com/strata-gitops/strata/engine/plan/charts"
 	"github.com/strata-gitops/strata/engine/plan/risk"
@@ -50,6 +51,11 @@ type Options struct {
 	Engine risk.Engine
 	// Charts say how HelmReleases' charts are fetched and rendered.
 	Charts ChartOptions
+	// Decrypter, from --decryption-key-file, decrypts the files of
+	// Kustomizations with spec.decryption, so that the plan can say which
+	// keys of an encrypted Secret change (never their values); nil keeps
+	// them encrypted.
+	Decrypter *decrypt.Decrypter
 }
 
 // Run renders both revisions and compares them.

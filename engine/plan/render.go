@@ -20,6 +20,7 @@ import (
 
 	"github.com/strata-gitops/strata/engine/apply"
 	"github.com/strata-gitops/strata/engine/build"
+	"github.com/strata-gitops/strata/engine/decrypt"
 	"github.com/strata-gitops/strata/engine/graph"
 )
 
@@ -39,13 +40,18 @@ type side struct {
 	rootKs *kustomizev1.Kustomization
 }
 
-// renderOne renders ks as the engine would apply it: refused for a field
-// the engine does not serve, with its commonMetadata set.
-func renderOne(ctx context.Context, root string, ks *kustomizev1.Kustomization, vars client.Client) *rendered {
+// renderOne renders ks of the snapshot as the engine would apply it:
+// refused for a field the engine does not serve, with its commonMetadata
+// set; decrypted with --decryption-key-file when it has spec.decryption.
+func renderOne(ctx context.Context, snap *snapshot, ks *kustomizev1.Kustomization, vars client.Client) *rendered {
 	if err := apply.Unsupported(ks); err != nil {
 		return &rendered{err: err}
 	}
-	out, err := build.Render(ctx, root, ks, vars)
+	var dec *decrypt.Decrypter
+	if ks.Spec.Decryption != nil {
+		dec = snap.dec
+	}
+	out, err := build.RenderDecrypting(ctx, snap.root, ks, vars, dec)
 	if err != nil {
 		return &rendered{err: err}
 	}
@@ -143,7 +149,7 @@ func (s *side) renderAll(ctx context.Context, level []*kustomizev1.Kustomization
 				results[i] = &rendered{err: err}
 				return
 			}
-			results[i] = renderOne(ctx, s.snap.root, ks, s.objects)
+			results[i] = renderOne(ctx, s.snap, ks, s.objects)
 		}()
 	}
 	wg.Wait()

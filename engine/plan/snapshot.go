@@ -15,6 +15,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 
+	"github.com/strata-gitops/strata/engine/decrypt"
 	"github.com/strata-gitops/strata/sources/artifact"
 	"github.com/strata-gitops/strata/sources/gittree"
 )
@@ -36,6 +37,9 @@ type snapshot struct {
 	// rootRender is the root Kustomization's render, made while reading
 	// the rules; nil when not made on these files.
 	rootRender *rendered
+	// dec decrypts for Kustomizations with spec.decryption
+	// (--decryption-key-file); nil keeps their files encrypted.
+	dec *decrypt.Decrypter
 }
 
 // relative writes the paths of the checkout in msg relative to the

@@ -84,10 +84,11 @@ func checkoutSides(ctx context.Context, repo *gogit.Repository, o Options, root 
 			cleanup()
 			return nil, nil, err
 		}
+		sides[i].dec = o.Decrypter
 	}
 	var wg sync.WaitGroup
 	for _, s := range sides {
-		wg.Go(func() { s.rootRender = renderOne(ctx, s.root, root, nil) })
+		wg.Go(func() { s.rootRender = renderOne(ctx, s, root, nil) })
 	}
 	wg.Wait()
 	for i, s := range sides {
@@ -110,6 +111,7 @@ func checkoutSides(ctx context.Context, repo *gogit.Repository, o Options, root 
 			cleanup()
 			return nil, nil, err
 		}
+		sides[i].dec = o.Decrypter
 	}
 	return sides[0], sides[1], nil
 }
