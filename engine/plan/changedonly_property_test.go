@@ -1,7 +1,6 @@
 package plan_test
 
 import (
-	"context"
 	"fmt"
 	"math/rand"
 	"slices"
@@ -9,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strata-gitops/strata/engine/graph"
 	"github.com/strata-gitops/strata/engine/plan"
 	"github.com/strata-gitops/strata/engine/plan/risk"
 )
@@ -196,17 +194,7 @@ func TestChangedOnlyIsExact(t *testing.T) {
 
 func runGen(t *testing.T, r *repo, head string, changedOnly bool) *plan.Plan {
 	t.Helper()
-	p, err := plan.Run(context.Background(), plan.Options{
-		RepoDir: r.dir, Base: "main", Head: head, Path: "./clusters/homelab", SourceRoot: ".",
-		Source: graph.Key{Namespace: "flux-system", Name: "flux-system"}, ChangedOnly: changedOnly, Engine: risk.Strata,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(p.Errors) > 0 && !slices.ContainsFunc(p.Errors, func(e string) bool { return strings.Contains(e, "dependency") }) {
-		t.Fatalf("errors: %v", p.Errors)
-	}
-	return p
+	return noErrors(t, run(t, r, head, changedOnly))
 }
 
 // skippedIn counts the Kustomizations a changed-only plan skipped.

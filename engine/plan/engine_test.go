@@ -1,28 +1,16 @@
 package plan_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 
-	"github.com/strata-gitops/strata/engine/graph"
 	"github.com/strata-gitops/strata/engine/plan"
 	"github.com/strata-gitops/strata/engine/plan/risk"
 )
 
 func runFor(t *testing.T, r *repo, head string, engine risk.Engine) *plan.Plan {
 	t.Helper()
-	p, err := plan.Run(context.Background(), plan.Options{
-		RepoDir: r.dir, Base: "main", Head: head, Path: "./clusters/homelab", SourceRoot: ".",
-		Source: graph.Key{Namespace: "flux-system", Name: "flux-system"}, Engine: engine,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(p.Errors) > 0 {
-		t.Fatalf("errors: %v", p.Errors)
-	}
-	return p
+	return noErrors(t, planOf(t, r, head, func(o *plan.Options) { o.Engine = engine }))
 }
 
 // On a Flux cluster nothing keeps what holds data: a pruned volume and a

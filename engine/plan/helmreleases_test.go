@@ -18,7 +18,6 @@ import (
 	"helm.sh/helm/v3/pkg/registry"
 	helmrepo "helm.sh/helm/v3/pkg/repo"
 
-	"github.com/strata-gitops/strata/engine/graph"
 	"github.com/strata-gitops/strata/engine/plan"
 	"github.com/strata-gitops/strata/engine/plan/risk"
 	localregistry "github.com/strata-gitops/strata/internal/local/registry"
@@ -152,14 +151,7 @@ spec:
 
 func runCharts(t *testing.T, r *repo, head string, charts plan.ChartOptions) *plan.Plan {
 	t.Helper()
-	p, err := plan.Run(context.Background(), plan.Options{
-		RepoDir: r.dir, Base: "main", Head: head, Path: "./clusters/homelab", SourceRoot: ".",
-		Source: graph.Key{Namespace: "flux-system", Name: "flux-system"}, Engine: risk.Strata, Charts: charts,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return planOf(t, r, head, func(o *plan.Options) { o.Charts = charts })
 }
 
 // A HelmRelease's chart is rendered on both sides, from an HTTP chart

@@ -22,12 +22,30 @@ var update = flag.Bool("update", false, "rewrite the golden files")
 
 func run(t *testing.T, r *repo, head string, changedOnly bool) *plan.Plan {
 	t.Helper()
-	p, err := plan.Run(context.Background(), plan.Options{
-		RepoDir: r.dir, Base: "main", Head: head, Path: "./clusters/homelab", SourceRoot: ".",
-		Source: graph.Key{Namespace: "flux-system", Name: "flux-system"}, ChangedOnly: changedOnly, Engine: risk.Strata,
-	})
+	return planOf(t, r, head, func(o *plan.Options) { o.ChangedOnly = changedOnly })
+}
+
+// planOf plans head against main of the fixture's layout under strata's
+// engine, with the options edit changes.
+func planOf(t *testing.T, r *repo, head string, edit func(*plan.Options)) *plan.Plan {
+	t.Helper()
+	o := plan.Options{RepoDir: r.dir, Base: "main", Head: head, Path: "./clusters/homelab", SourceRoot: ".",
+		Source: graph.Key{Namespace: "flux-system", Name: "flux-system"}, Engine: risk.Strata}
+	if edit != nil {
+		edit(&o)
+	}
+	p, err := plan.Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return p
+}
+
+// noErrors fails the test on a plan's errors.
+func noErrors(t *testing.T, p *plan.Plan) *plan.Plan {
+	t.Helper()
+	if len(p.Errors) > 0 {
+		t.Fatalf("errors: %v", p.Errors)
 	}
 	return p
 }

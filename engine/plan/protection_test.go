@@ -1,13 +1,11 @@
 package plan_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/strata-gitops/strata/engine/graph"
 	"github.com/strata-gitops/strata/engine/plan"
 	"github.com/strata-gitops/strata/engine/plan/risk"
 )
@@ -32,17 +30,7 @@ spec: {every: 1h}
 
 func runProtected(t *testing.T, r *repo, head string, protectors risk.Protectors) *plan.Plan {
 	t.Helper()
-	p, err := plan.Run(context.Background(), plan.Options{
-		RepoDir: r.dir, Base: "main", Head: head, Path: "./clusters/homelab", SourceRoot: ".",
-		Source: graph.Key{Namespace: "flux-system", Name: "flux-system"}, Protectors: protectors,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(p.Errors) > 0 {
-		t.Fatalf("errors: %v", p.Errors)
-	}
-	return p
+	return noErrors(t, planOf(t, r, head, func(o *plan.Options) { o.Protectors = protectors }))
 }
 
 // Removing or pausing an object that protects data is disruptive, with

@@ -2,17 +2,14 @@ package plan_test
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/strata-gitops/strata/engine/decrypt"
-	"github.com/strata-gitops/strata/engine/graph"
 	"github.com/strata-gitops/strata/engine/plan"
 	"github.com/strata-gitops/strata/engine/plan/render"
-	"github.com/strata-gitops/strata/engine/plan/risk"
 	"github.com/strata-gitops/strata/internal/testing/sopstest"
 )
 
@@ -78,13 +75,7 @@ func TestAKeyFileShowsWhichSecretKeysChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := plan.Run(context.Background(), plan.Options{
-		RepoDir: r.dir, Base: "main", Head: "rotate", Path: "./clusters/homelab", SourceRoot: ".",
-		Source: graph.Key{Namespace: "flux-system", Name: "flux-system"}, Engine: risk.Strata, Decrypter: dec,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := planOf(t, r, "rotate", func(o *plan.Options) { o.Decrypter = dec })
 	ch, ok := findChange(p, "Secret/databases/creds")
 	if !ok {
 		t.Fatalf("no change of the Secret: %s", dump(p))

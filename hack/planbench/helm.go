@@ -15,7 +15,6 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/repo"
 
-	"github.com/strata-gitops/strata/internal/local/gitserver"
 	"github.com/strata-gitops/strata/internal/testing/benchstat"
 )
 
@@ -152,23 +151,11 @@ spec:
 // Kustomization whose path holds the HelmRepository and the
 // HelmReleases; branch head bumps the first c.changed to 1.0.1.
 func generateHelm(dir, url string, c config) error {
-	write := func(name, content string) error {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		return os.WriteFile(p, []byte(content), 0o644)
-	}
-	git := func(args ...string) error {
-		_, err := gitserver.Run(dir, args...)
+	g, err := newGitDir(dir)
+	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	if err := git("init", "-q", "-b", "main"); err != nil {
-		return err
-	}
+	write, commit := g.write, g.commit
 	files := map[string]string{
 		"clusters/bench/releases.yaml": "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: releases, namespace: flux-system}\n" +
 			"spec: {interval: 10m, path: ./releases, prune: true, sourceRef: {kind: GitRepository, name: flux-system}}\n",
@@ -186,14 +173,6 @@ func generateHelm(dir, url string, c config) error {
 		if err := write(name, content); err != nil {
 			return err
 		}
-	}
-	commit := func(message string, then ...string) error {
-		for _, args := range [][]string{{"add", "-A"}, {"-c", "user.name=bench", "-c", "user.email=bench@strata.dev", "commit", "-qm", message}, then} {
-			if err := git(args...); err != nil {
-				return err
-			}
-		}
-		return nil
 	}
 	if err := commit("base", "checkout", "-qb", "head"); err != nil {
 		return err

@@ -150,20 +150,11 @@ func app(i int) string { return fmt.Sprintf("app-%03d", i) }
 // their objects. Branch head changes one claim's size and one ConfigMap in
 // each of the first c.changed apps.
 func generate(dir string, c config) error {
-	write := func(name, content string) error {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		return os.WriteFile(p, []byte(content), 0o644)
-	}
-	git := func(args ...string) error {
-		_, err := gitserver.Run(dir, args...)
+	g, err := newGitDir(dir)
+	if err != nil {
 		return err
 	}
-	if err := git("init", "-q", "-b", "main"); err != nil {
-		return err
-	}
+	write, commit := g.write, g.commit
 	layout, ok := layouts[c.layout]
 	if !ok {
 		return fmt.Errorf("-layout %q: want flat or homelab", c.layout)
@@ -175,14 +166,6 @@ func generate(dir string, c config) error {
 				if err := write(filepath.Join("apps", app(i), name), content); err != nil {
 					return err
 				}
-			}
-		}
-		return nil
-	}
-	commit := func(message string, then ...string) error {
-		for _, args := range [][]string{{"add", "-A"}, {"-c", "user.name=bench", "-c", "user.email=bench@strata.dev", "commit", "-qm", message}, then} {
-			if err := git(args...); err != nil {
-				return err
 			}
 		}
 		return nil
@@ -202,6 +185,35 @@ func generate(dir string, c config) error {
 		return err
 	}
 	return commit("head", "checkout", "-q", "main")
+}
+
+// gitDir is a git repository being written: files, then commits.
+type gitDir struct{ dir string }
+
+func newGitDir(dir string) (gitDir, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return gitDir{}, err
+	}
+	_, err := gitserver.Run(dir, "init", "-q", "-b", "main")
+	return gitDir{dir}, err
+}
+
+func (g gitDir) write(name, content string) error {
+	p := filepath.Join(g.dir, name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(p, []byte(content), 0o644)
+}
+
+// commit commits everything, then runs the git command then.
+func (g gitDir) commit(message string, then ...string) error {
+	for _, args := range [][]string{{"add", "-A"}, {"-c", "user.name=bench", "-c", "user.email=bench@strata.dev", "commit", "-qm", message}, then} {
+		if _, err := gitserver.Run(g.dir, args...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func kustomization(i int) string {
