@@ -3,6 +3,8 @@ package up
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
@@ -12,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 )
 
 const (
@@ -67,4 +70,25 @@ func receiver() *notificationv1.Receiver {
 			}}},
 		},
 	}
+}
+
+// demoKeyFile is the example repository's age key (public, for strata up
+// only): the apps Kustomization decrypts apps/notes-credentials.yaml with
+// it.
+const demoKeyFile = "hack/homelab-sops.agekey"
+
+// demoDecryptionKey makes the Secret flux-system/sops-age of the example
+// repository's age key, as a user makes theirs before bootstrap
+// (docs/engine.md, "SOPS decryption").
+func demoDecryptionKey(ctx context.Context, c client.Client, o Options) error {
+	key, err := os.ReadFile(filepath.Join(o.Root, demoKeyFile))
+	if err != nil {
+		return fmt.Errorf("the example repository's age key: %w", err)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sops-age", Namespace: fluxNamespace}}
+	_, err = controllerutil.CreateOrUpdate(ctx, c, secret, func() error {
+		secret.Data = map[string][]byte{"homelab.agekey": key}
+		return nil
+	})
+	return err
 }

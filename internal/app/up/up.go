@@ -111,6 +111,9 @@ func Run(ctx context.Context, o Options) error {
 	if err := describeNodes(ctx, cl, c); err != nil {
 		return err
 	}
+	if err := demoDecryptionKey(ctx, cl, o); err != nil {
+		return err
+	}
 	path, err := bootstrap(ctx, cl, repoURL)
 	if err != nil {
 		return err

@@ -67,6 +67,15 @@ func TestUpRunsTheHomelab(t *testing.T) {
 		}
 	}
 	waitProtected(t, c, "ledger")
+	// apps/notes-credentials.yaml is kept in Git encrypted with SOPS; the
+	// apps Kustomization applied it decrypted with strata up's age key.
+	creds := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "apps", Name: "notes-credentials"}, creds); err != nil {
+		t.Fatal(err)
+	}
+	if string(creds.Data["password"]) != "kept-in-git-encrypted" {
+		t.Errorf("the SOPS-encrypted Secret holds %q, want its decrypted value", creds.Data["password"])
+	}
 	first, err := appOutput(t, c, run)
 	if err != nil {
 		t.Fatal(err)
