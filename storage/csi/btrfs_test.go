@@ -12,6 +12,7 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/fluxcd/pkg/apis/meta"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
@@ -24,20 +25,32 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-gitops/strata/engine/build"
+	"github.com/strata-gitops/strata/engine/decrypt"
 	"github.com/strata-gitops/strata/internal/testing/csienv"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/rules"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 )
 
-// render builds one path of clusters/homelab with the engine's build.
+// render builds one path of clusters/homelab with the engine's build,
+// decrypting its SOPS files with the example's age key as its
+// Kustomizations do (spec.decryption, the key strata up installs).
 func render(t *testing.T, path string, vars map[string]string) []*unstructured.Unstructured {
 	t.Helper()
 	ks := &kustomizev1.Kustomization{}
 	ks.Name, ks.Namespace = "homelab", "flux-system"
 	ks.Spec.Path = path
 	ks.Spec.PostBuild = &kustomizev1.PostBuild{Substitute: vars}
-	rendered, err := build.Render(context.Background(), filepath.Join(testenv.RepoRoot(), "clusters", "homelab"), ks, nil)
+	ks.Spec.Decryption = &kustomizev1.Decryption{Provider: "sops", SecretRef: &meta.LocalObjectReference{Name: "sops-age"}}
+	key, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "hack", "homelab-sops.agekey"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, err := decrypt.FromSecret("flux-system/sops-age", map[string][]byte{"homelab.agekey": key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rendered, err := build.RenderDecrypting(context.Background(), filepath.Join(testenv.RepoRoot(), "clusters", "homelab"), ks, nil, dec)
 	if err != nil {
 		t.Fatal(err)
 	}
