@@ -55,6 +55,24 @@ type want struct {
 	object, action, risk, reason string
 }
 
+// checkWants checks each expected change of the plan and returns the
+// changes found.
+func checkWants(t *testing.T, p *plan.Plan, wants []want) []plan.Change {
+	t.Helper()
+	var found []plan.Change
+	for _, w := range wants {
+		ch, ok := findChange(p, w.object)
+		if !ok {
+			t.Fatalf("no change of %s in %s", w.object, dump(p))
+		}
+		if ch.Action != w.action || ch.Risk != w.risk || !strings.Contains(strings.Join(ch.Reasons, "\n"), w.reason) {
+			t.Errorf("%s: %s %s %q, want %s %s with %q", w.object, ch.Action, ch.Risk, ch.Reasons, w.action, w.risk, w.reason)
+		}
+		found = append(found, ch)
+	}
+	return found
+}
+
 func findChange(p *plan.Plan, object string) (plan.Change, bool) {
 	for _, ks := range p.Kustomizations {
 		for _, ch := range ks.Changes {
@@ -133,16 +151,9 @@ func TestRiskClasses(t *testing.T) {
 			if len(p.Errors) > 0 {
 				t.Fatalf("errors: %v", p.Errors)
 			}
-			for _, w := range tc.want {
-				ch, ok := findChange(p, w.object)
-				if !ok {
-					t.Fatalf("no change of %s in %s", w.object, dump(p))
-				}
-				if ch.Action != w.action || ch.Risk != w.risk || !strings.Contains(strings.Join(ch.Reasons, "\n"), w.reason) {
-					t.Errorf("%s: %s %s %q, want %s %s with %q", w.object, ch.Action, ch.Risk, ch.Reasons, w.action, w.risk, w.reason)
-				}
+			for _, ch := range checkWants(t, p, tc.want) {
 				if ch.Risk == risk.Blocked && ch.OptIn != `strata.dev/allow-data-loss: "true"` {
-					t.Errorf("%s is blocked without naming the opt-in: %q", w.object, ch.OptIn)
+					t.Errorf("%s is blocked without naming the opt-in: %q", ch.Object, ch.OptIn)
 				}
 			}
 			wantN := 0

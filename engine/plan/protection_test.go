@@ -68,16 +68,7 @@ func TestDataProtectionKindsByRole(t *testing.T) {
 			{"ScheduledBackup.postgresql.cnpg.io/databases/db", plan.Changed, risk.Disruptive, "spec.suspend: true pauses"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := runProtected(t, r, tc.head, tc.protectors)
-			for _, w := range tc.want {
-				ch, ok := findChange(p, w.object)
-				if !ok {
-					t.Fatalf("no change of %s in %s", w.object, dump(p))
-				}
-				if ch.Action != w.action || ch.Risk != w.risk || !strings.Contains(strings.Join(ch.Reasons, "\n"), w.reason) {
-					t.Errorf("%s: %s %s %q, want %s %s with %q", w.object, ch.Action, ch.Risk, ch.Reasons, w.action, w.risk, w.reason)
-				}
-			}
+			checkWants(t, runProtected(t, r, tc.head, tc.protectors), tc.want)
 		})
 	}
 }
