@@ -15,16 +15,13 @@ export GOTOOLCHAIN=local
   output:crd:dir="$TMP"
 
 mkdir -p "$OUT"
-# The source/v1 package also defines Bucket, HelmChart and others that strata
-# does not serve; ship only the kinds it reconciles.
-for crd in source.toolkit.fluxcd.io_gitrepositories kustomize.toolkit.fluxcd.io_kustomizations notification.toolkit.fluxcd.io_receivers; do
+# The source/v1 package also defines HelmChart and HelmRepository, which
+# strata does not serve; ship only the kinds it reconciles or reads
+# (ExternalArtifact: a Kustomization may build from one another controller
+# writes).
+for crd in source.toolkit.fluxcd.io_gitrepositories source.toolkit.fluxcd.io_ocirepositories source.toolkit.fluxcd.io_buckets \
+  source.toolkit.fluxcd.io_externalartifacts kustomize.toolkit.fluxcd.io_kustomizations notification.toolkit.fluxcd.io_receivers; do
   cp "$TMP/$crd.yaml" "$OUT/$crd.yaml"
-done
-# Flux's kustomize-controller, run by the benchmark as the reference, also
-# watches these sources; the bench installs them, strata does not ship them.
-mkdir -p "$ROOT/hack/bench/crds"
-for crd in source.toolkit.fluxcd.io_buckets source.toolkit.fluxcd.io_ocirepositories source.toolkit.fluxcd.io_externalartifacts; do
-  cp "$TMP/$crd.yaml" "$ROOT/hack/bench/crds/$crd.yaml"
 done
 # VolumeSnapshot and its kinds, from the external-snapshotter's API module:
 # the chart ships them for clusters that have no snapshot CRDs yet (Helm

@@ -74,7 +74,7 @@ func newBench(cfg config) (*bench, error) {
 		return nil, err
 	}
 	b.cp, err = controlplane.Start(controlplane.Options{
-		AssetsDir: filepath.Join(b.root, "bin", "k8s"), CRDDirs: []string{filepath.Join(b.root, "charts", "strata", "crds"), filepath.Join(b.root, "hack", "bench", "crds")},
+		AssetsDir: filepath.Join(b.root, "bin", "k8s"), CRDDirs: []string{filepath.Join(b.root, "charts", "strata", "crds")},
 		APIServerFlags: map[string]string{
 			// envtest's default service range holds only ~250 Services.
 			"service-cluster-ip-range": "10.96.0.0/12",

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/strata-gitops/strata/sources/cosignsig"
+
 	"bytes"
 	"context"
 	"crypto/ecdsa"
@@ -167,7 +169,7 @@ func writeLayout(dir string, built []builtComponent, chart v1.Image, key *ecdsa.
 				return err
 			}
 		}
-		if err := p.AppendImage(b.signature, layout.WithAnnotations(map[string]string{refName: signatureTag(b.digest)})); err != nil {
+		if err := p.AppendImage(b.signature, layout.WithAnnotations(map[string]string{refName: cosignsig.Tag(b.digest)})); err != nil {
 			return err
 		}
 	}
@@ -182,21 +184,21 @@ func writeLayout(dir string, built []builtComponent, chart v1.Image, key *ecdsa.
 	if err := p.AppendImage(chart, layout.WithAnnotations(map[string]string{refName: chartRepository + ":" + version})); err != nil {
 		return err
 	}
-	return p.AppendImage(sig, layout.WithAnnotations(map[string]string{refName: signatureTag(digest)}))
+	return p.AppendImage(sig, layout.WithAnnotations(map[string]string{refName: cosignsig.Tag(digest)}))
 }
 
 // signature is the index's signature as cosign stores it.
 func signature(key *ecdsa.PrivateKey, repository string, digest v1.Hash) (v1.Image, error) {
-	body, err := payload(repository, digest)
+	body, err := cosignsig.Payload(repository, digest)
 	if err != nil {
 		return nil, err
 	}
-	sig, err := sign(key, body)
+	sig, err := cosignsig.Sign(key, body)
 	if err != nil {
 		return nil, err
 	}
-	return newArtifact(artifactSpec{configType: types.OCIConfigJSON, config: []byte("{}"), layer: body, layerType: signatureMediaType,
-		layerAnnotations: map[string]string{signatureAnnotation: sig}})
+	return newArtifact(artifactSpec{configType: types.OCIConfigJSON, config: []byte("{}"), layer: body, layerType: cosignsig.MediaType,
+		layerAnnotations: map[string]string{cosignsig.Annotation: sig}})
 }
 
 // buildImage is a component's image for an architecture, and its program:

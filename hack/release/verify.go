@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/strata-gitops/strata/sources/cosignsig"
+
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
@@ -249,9 +251,9 @@ func (l *layoutReader) image(d v1.Descriptor, what string) (*v1.Manifest, error)
 
 // signed finds the signature of what d names among sigs and checks it.
 func (l *layoutReader) signed(d v1.Descriptor, what string, sigs map[string]v1.Descriptor, pub *ecdsa.PublicKey) error {
-	sig, ok := sigs[signatureTag(d.Digest)]
+	sig, ok := sigs[cosignsig.Tag(d.Digest)]
 	if !ok {
-		return fmt.Errorf("no signature of %s %s (%s)", what, d.Digest, signatureTag(d.Digest))
+		return fmt.Errorf("no signature of %s %s (%s)", what, d.Digest, cosignsig.Tag(d.Digest))
 	}
 	return l.signature(sig, d.Annotations[refName], d.Digest, pub)
 }
@@ -262,21 +264,11 @@ func (l *layoutReader) signature(d v1.Descriptor, name string, digest v1.Hash, p
 	if err != nil {
 		return err
 	}
-	if len(m.Layers) != 1 || m.Layers[0].MediaType != signatureMediaType {
+	if len(m.Layers) != 1 || m.Layers[0].MediaType != cosignsig.MediaType {
 		return fmt.Errorf("the signature of %s is not one simple-signing payload", name)
 	}
-	body, err := l.blob(m.Layers[0], "the signature's payload of "+name)
-	if err != nil {
-		return err
-	}
-	var p simpleSigning
-	if err := json.Unmarshal(body, &p); err != nil {
-		return fmt.Errorf("the signature's payload of %s: %w", name, err)
-	}
-	if p.Critical.Image.DockerManifestDigest != digest.String() {
-		return fmt.Errorf("the signature of %s names %s, not the image index %s", name, p.Critical.Image.DockerManifestDigest, digest)
-	}
-	if err := verifySignature(pub, body, m.Layers[0].Annotations[signatureAnnotation]); err != nil {
+	read := func(d v1.Descriptor) ([]byte, error) { return l.blob(d, "the signature's payload of "+name) }
+	if err := cosignsig.Check(m, read, digest, []*ecdsa.PublicKey{pub}); err != nil {
 		return fmt.Errorf("the signature of the image index %s: %w", name, err)
 	}
 	return nil

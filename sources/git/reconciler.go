@@ -30,10 +30,11 @@ import (
 	"github.com/strata-gitops/strata/internal/finalizer"
 	"github.com/strata-gitops/strata/internal/status"
 	"github.com/strata-gitops/strata/sources/artifact"
+	"github.com/strata-gitops/strata/sources/outcome"
 )
 
 // Finalizer is Flux's finalizer, so objects move between Flux and strata.
-const Finalizer = "finalizers.fluxcd.io"
+const Finalizer = outcome.Finalizer
 
 const defaultTimeout = 60 * time.Second
 
@@ -81,27 +82,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	r.collectGarbage(obj, before.Status.Artifact)
+	r.outcome().CollectGarbage(obj, before.Status.Artifact)
 	return ctrl.Result{RequeueAfter: obj.GetRequeueAfter()}, nil
-}
-
-// garbageCollectionFailedReason is the event reason Flux's
-// source-controller uses for the same failure.
-const garbageCollectionFailedReason = "GarbageCollectionFailed"
-
-// collectGarbage removes the artifacts older than the previous one once a
-// new one is in status: consumers learn of the new revision without
-// waiting for thousands of old files to be unlinked. A failure leaves old
-// files for the next new artifact to remove; it is reported, not retried.
-func (r *Reconciler) collectGarbage(obj *sourcev1.GitRepository, previous *meta.Artifact) {
-	if obj.Status.Artifact == nil || (previous != nil && previous.Digest == obj.Status.Artifact.Digest) {
-		return
-	}
-	objectDir := artifact.ObjectDir(sourcev1.GitRepositoryKind, obj.Namespace, obj.Name)
-	if err := r.Storage.GarbageCollect(objectDir, obj.Status.Artifact, previous); err != nil {
-		r.Events.Eventf(obj, nil, corev1.EventTypeWarning, garbageCollectionFailedReason, "GarbageCollect",
-			"removing old artifacts of %s: %v", objectDir, err)
-	}
 }
 
 // reconcileArtifact is the whole fetch: on failure the previous artifact
@@ -187,8 +169,7 @@ func (r *Reconciler) reconcileArtifact(ctx context.Context, obj *sourcev1.GitRep
 			obj.Status.ObservedInclude = obj.Spec.Include
 			obj.Status.ObservedRecurseSubmodules = obj.Spec.RecurseSubmodules
 			obj.Status.IncludedArtifacts = included
-			r.Events.Eventf(obj, nil, corev1.EventTypeNormal, "NewArtifact", "Store",
-				"stored artifact for commit '%s'", firstLine(commit.Message))
+			r.outcome().Stored(obj, "stored artifact for commit '%s'", firstLine(commit.Message))
 		}
 	}
 	if err != nil {
@@ -254,12 +235,12 @@ func (r *Reconciler) connect(ctx context.Context, obj *sourcev1.GitRepository, o
 	return m, auth, err
 }
 
-func (r *Reconciler) succeed(obj *sourcev1.GitRepository) {
-	msg := fmt.Sprintf("stored artifact for revision '%s'", obj.Status.Artifact.Revision)
-	status.Remove(obj, sourcev1.FetchFailedCondition)
-	status.Set(obj, sourcev1.ArtifactInStorageCondition, metav1.ConditionTrue, meta.SucceededReason, msg)
-	status.MarkReady(obj, meta.SucceededReason, msg)
+// outcome records the fetches' outcomes as every source kind does.
+func (r *Reconciler) outcome() outcome.Recorder {
+	return outcome.Recorder{Kind: sourcev1.GitRepositoryKind, Storage: r.Storage, Events: r.Events}
 }
+
+func (r *Reconciler) succeed(obj *sourcev1.GitRepository) { r.outcome().Succeed(obj) }
 
 // failInclude records an include that cannot be made: IncludeUnavailable
 // as well as Ready false, the last artifact kept.
@@ -271,23 +252,17 @@ func (r *Reconciler) failInclude(obj *sourcev1.GitRepository, err error) {
 // fail records err in status and an event, with the URL's credentials
 // hidden.
 func (r *Reconciler) fail(obj *sourcev1.GitRepository, reason string, err error) {
-	msg := redactIn(err.Error(), obj.Spec.URL)
-	status.Set(obj, sourcev1.FetchFailedCondition, metav1.ConditionTrue, reason, msg)
-	status.MarkFailed(obj, reason, msg, false)
-	r.Events.Eventf(obj, nil, corev1.EventTypeWarning, reason, "Fetch", "%s", msg)
+	r.outcome().Fail(obj, reason, redactIn(err.Error(), obj.Spec.URL))
 }
 
 func (r *Reconciler) finalize(ctx context.Context, obj *sourcev1.GitRepository) error {
-	objectDir := artifact.ObjectDir(sourcev1.GitRepositoryKind, obj.Namespace, obj.Name)
-	if err := r.Storage.Remove(objectDir); err != nil {
-		return err
-	}
+	objectDir := r.outcome().ObjectDir(obj)
 	mirror := filepath.Join(r.MirrorDir, objectDir)
 	if err := removeAll(mirror, mirror+".ssh", mirror+".submodules"); err != nil {
 		return err
 	}
 	r.listings.keep(objectDir, nil)
-	return finalizer.Release(ctx, r, obj, Finalizer)
+	return r.outcome().Finalize(ctx, r, obj)
 }
 
 func firstLine(s string) string {

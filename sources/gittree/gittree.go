@@ -253,3 +253,15 @@ func blobFile(tree *object.Tree, entry object.TreeEntry) artifact.File {
 		},
 	}
 }
+
+// Selected keeps the files of any other source (an OCI artifact's layer,
+// a bucket's objects) that belong in its artifact, by the same rules as a
+// git tree's: Flux's default exclusions, every .sourceignore among them,
+// then spec.ignore.
+func Selected(files []artifact.File, specIgnore *string) ([]artifact.File, error) {
+	candidates := make([]candidate, len(files))
+	for i, f := range files {
+		candidates[i] = candidate{name: f.Path, file: f}
+	}
+	return selectFiles(candidates, specIgnore, nil, nil)
+}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -40,7 +41,9 @@ import (
 	"github.com/strata-gitops/strata/internal/scheme"
 	"github.com/strata-gitops/strata/internal/whenused"
 	"github.com/strata-gitops/strata/sources/artifact"
+	"github.com/strata-gitops/strata/sources/bucket"
 	"github.com/strata-gitops/strata/sources/git"
+	"github.com/strata-gitops/strata/sources/oci"
 	"github.com/strata-gitops/strata/sources/receiver"
 	"github.com/strata-gitops/strata/storage/agent/mover"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
@@ -151,6 +154,8 @@ func shardCache(selector string) (cache.Options, error) {
 	}
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
 		&sourcev1.GitRepository{}:    {Label: sel},
+		&sourcev1.OCIRepository{}:    {Label: sel},
+		&sourcev1.Bucket{}:           {Label: sel},
 		&kustomizev1.Kustomization{}: {Label: sel},
 		&notificationv1.Receiver{}:   {Label: sel},
 	}}, nil
@@ -170,9 +175,7 @@ func register(ctx context.Context, mgr manager.Manager, cfg *rest.Config, o Opti
 		return err
 	}
 	events := mgr.GetEventRecorder("strata")
-	gitRec := &git.Reconciler{Client: mgr.GetClient(), Storage: storage, Events: events, MirrorDir: filepath.Join(o.ArtifactDir, "mirrors"),
-		AllowInsecureHTTPAuth: o.AllowInsecureHTTPAuth}
-	if err := gitRec.SetupWithManager(mgr, o.Concurrent); err != nil {
+	if err := registerSources(mgr, storage, events, o); err != nil {
 		return err
 	}
 	live, err := skipapply.NewLiveCache(cfg, cache.Options{HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
@@ -213,6 +216,25 @@ func register(ctx context.Context, mgr manager.Manager, cfg *rest.Config, o Opti
 			return err
 		}
 		return mgr.AddReadyzCheck("ping", healthz.Ping)
+	}
+	return nil
+}
+
+// registerSources registers the reconcilers of the source kinds strata
+// serves: GitRepository, OCIRepository and Bucket.
+func registerSources(mgr manager.Manager, storage *artifact.Storage, events events.EventRecorder, o Options) error {
+	gitRec := &git.Reconciler{Client: mgr.GetClient(), Storage: storage, Events: events, MirrorDir: filepath.Join(o.ArtifactDir, "mirrors"),
+		AllowInsecureHTTPAuth: o.AllowInsecureHTTPAuth}
+	if err := gitRec.SetupWithManager(mgr, o.Concurrent); err != nil {
+		return err
+	}
+	ociRec := &oci.Reconciler{Client: mgr.GetClient(), Storage: storage, Events: events}
+	if err := ociRec.SetupWithManager(mgr, o.Concurrent); err != nil {
+		return err
+	}
+	bucketRec := &bucket.Reconciler{Client: mgr.GetClient(), Storage: storage, Events: events}
+	if err := bucketRec.SetupWithManager(mgr, o.Concurrent); err != nil {
+		return err
 	}
 	return nil
 }

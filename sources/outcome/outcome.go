@@ -1,0 +1,91 @@
+// Package outcome records what a source reconciler's fetch came to, the
+// same way for every kind strata serves (GitRepository, OCIRepository,
+// Bucket): Flux's conditions and events, the old artifacts collected once
+// a new one is in status, and the artifacts removed when the object goes.
+package outcome
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/fluxcd/pkg/apis/meta"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/strata-gitops/strata/internal/finalizer"
+	"github.com/strata-gitops/strata/internal/status"
+	"github.com/strata-gitops/strata/sources/artifact"
+)
+
+// Finalizer is Flux's finalizer, so objects move between Flux and strata.
+const Finalizer = "finalizers.fluxcd.io"
+
+// Source is a source object: its artifact and its conditions.
+type Source interface {
+	status.Conditioned
+	GetArtifact() *meta.Artifact
+}
+
+// Recorder records outcomes for one kind of source.
+type Recorder struct {
+	Kind    string
+	Storage *artifact.Storage
+	Events  events.EventRecorder
+}
+
+// ObjectDir is where obj's artifacts are stored.
+func (r Recorder) ObjectDir(obj client.Object) string {
+	return artifact.ObjectDir(r.Kind, obj.GetNamespace(), obj.GetName())
+}
+
+// Succeed marks obj Ready with the artifact in its status.
+func (r Recorder) Succeed(obj Source) {
+	msg := fmt.Sprintf("stored artifact for revision '%s'", obj.GetArtifact().Revision)
+	status.Remove(obj, sourcev1.FetchFailedCondition)
+	status.Set(obj, sourcev1.ArtifactInStorageCondition, metav1.ConditionTrue, meta.SucceededReason, msg)
+	status.MarkReady(obj, meta.SucceededReason, msg)
+}
+
+// Fail records msg in status and a Warning event. msg must hold no
+// credential: each kind hides its own (a URL's password) before.
+func (r Recorder) Fail(obj Source, reason, msg string) {
+	status.Set(obj, sourcev1.FetchFailedCondition, metav1.ConditionTrue, reason, msg)
+	status.MarkFailed(obj, reason, msg, false)
+	r.Events.Eventf(obj, nil, corev1.EventTypeWarning, reason, "Fetch", "%s", msg)
+}
+
+// Stored announces a new artifact, as Flux's NewArtifact event does.
+func (r Recorder) Stored(obj Source, format string, args ...any) {
+	r.Events.Eventf(obj, nil, corev1.EventTypeNormal, "NewArtifact", "Store", format, args...)
+}
+
+// garbageCollectionFailedReason is the event reason Flux's
+// source-controller uses for the same failure.
+const garbageCollectionFailedReason = "GarbageCollectionFailed"
+
+// CollectGarbage removes the artifacts older than the previous one once a
+// new one is in status: consumers learn of the new revision without
+// waiting for thousands of old files to be unlinked. A failure leaves old
+// files for the next new artifact to remove; it is reported, not retried.
+func (r Recorder) CollectGarbage(obj Source, previous *meta.Artifact) {
+	current := obj.GetArtifact()
+	if current == nil || (previous != nil && previous.Digest == current.Digest) {
+		return
+	}
+	dir := r.ObjectDir(obj)
+	if err := r.Storage.GarbageCollect(dir, current, previous); err != nil {
+		r.Events.Eventf(obj, nil, corev1.EventTypeWarning, garbageCollectionFailedReason, "GarbageCollect",
+			"removing old artifacts of %s: %v", dir, err)
+	}
+}
+
+// Finalize removes obj's artifacts, then its finalizer.
+func (r Recorder) Finalize(ctx context.Context, c client.Client, obj client.Object) error {
+	if err := r.Storage.Remove(r.ObjectDir(obj)); err != nil {
+		return err
+	}
+	return finalizer.Release(ctx, c, obj, Finalizer)
+}
