@@ -37,7 +37,7 @@ generate:
 # Every test, against a real kube-apiserver and etcd and real git servers.
 # Packages run one after another: each starts its own API server.
 test: control-plane packages sidecars
-	@bash hack/tools.sh csi-sanity helm minio registry cosign sops flux-cli
+	@bash hack/tools.sh csi-sanity helm minio registry cosign sops flux-cli flux-controllers
 	@echo "► running tests"
 	$(GO) test -count=1 -p 1 -timeout 20m ./...
 

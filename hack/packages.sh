@@ -42,6 +42,8 @@ declare -A wanted=(
   [tc]=iproute2
   # Converting VM images to raw, and checking the result (storage/images/qemuimg).
   [qemu-img]=qemu-utils
+  # Unpacking Flux's controllers kept in ../shared/flux (hack/tools.sh flux-controllers).
+  [xz]=xz-utils
   # Running the release's arm64 tools on this amd64 machine (hack/release).
   [qemu-aarch64-static]=qemu-user-static
   # The busybox image of Kubernetes' storage e2e (make conformance).

@@ -37,6 +37,20 @@ install_flux_cli() {
   touch "$stamp"
 }
 
+# unpack_flux_controllers unpacks Flux's real controllers, built from their
+# sources and kept beside the project (../shared/flux, its README says how),
+# for the tests that run strata beside them.
+unpack_flux_controllers() {
+  local src="$ROOT/../shared/flux" name
+  mkdir -p "$BIN/flux"
+  for name in source-controller notification-controller helm-controller; do
+    if [ -x "$BIN/flux/$name" ] && [ "$BIN/flux/$name" -nt "$src/$name.xz" ]; then continue; fi
+    if [ ! -f "$src/$name.xz" ]; then echo "tools: $src/$name.xz is missing" >&2; exit 1; fi
+    echo "tools: unpacking Flux's $name" >&2
+    xz -dc "$src/$name.xz" > "$BIN/flux/$name.tmp" && chmod +x "$BIN/flux/$name.tmp" && mv "$BIN/flux/$name.tmp" "$BIN/flux/$name"
+  done
+}
+
 for tool in "$@"; do
   case "$tool" in
     controller-gen) install_tool controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen v0.23.0 ;;
@@ -51,6 +65,7 @@ for tool in "$@"; do
     # sops, to encrypt the files the decryption tests read, as users do (docs/engine.md).
     sops) install_tool sops github.com/getsops/sops/v3/cmd/sops v3.13.3 ;;
     flux-cli) install_flux_cli v2.9.5 ;;
+    flux-controllers) unpack_flux_controllers ;;
     minio) install_tool minio github.com/minio/minio v0.0.0-20260212201848-7aac2a2c5b7c ;;
     *) echo "tools: unknown tool $tool" >&2; exit 2 ;;
   esac

@@ -49,6 +49,10 @@ func controllerCommand() *cobra.Command {
 		"service account, in each Kustomization's namespace, that Kustomizations without spec.serviceAccountName apply as (multi-tenancy lockdown); empty: the controller's own")
 	f.BoolVar(&o.NoCrossNamespaceRefs, "no-cross-namespace-refs", o.NoCrossNamespaceRefs,
 		"refuse Kustomizations whose sourceRef or dependsOn names another namespace (multi-tenancy lockdown)")
+	f.BoolVar(&o.ServeSources, "serve-sources", o.ServeSources,
+		"reconcile GitRepository, OCIRepository and Bucket sources; false leaves them to Flux's source-controller, whose artifacts Kustomizations then download (--remote-artifact-hosts)")
+	f.StringSliceVar(&o.RemoteArtifactHosts, "remote-artifact-hosts", o.RemoteArtifactHosts,
+		"hosts (host or host:port) whose artifacts Kustomizations may download when another controller serves their source, such as Flux's source-controller or an ExternalArtifact's producer")
 	f.BoolVar(&o.AllowInsecureHTTPAuth, "insecure-allow-http-auth", o.AllowInsecureHTTPAuth, "let GitRepositories send credentials to plain http:// URLs (they cross the network in clear)")
 	f.StringVar(&o.LeaseNamespace, "lease-namespace", o.LeaseNamespace, "namespace of the agents' node Leases, which failover reads")
 	f.StringVar(&o.Populator.Image, "populator-image", "", "strata's image, which the image populator's pods run; empty turns the populator off (docs/images.md)")

@@ -15,7 +15,6 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/predicates"
 	"github.com/fluxcd/pkg/ssa"
-	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -64,7 +63,11 @@ type Reconciler struct {
 	// Config builds impersonating clients for spec.serviceAccountName.
 	Config  *rest.Config
 	Storage *artifact.Storage
-	Events  events.EventRecorder
+	// Remote downloads the artifacts of sources another controller
+	// serves (Flux's source-controller, ExternalArtifacts); nil refuses
+	// them.
+	Remote *artifact.Fetcher
+	Events events.EventRecorder
 	// Live caches the metadata of applied objects
 	// (skipapply.NewLiveCache); without it every reconcile dry-runs every
 	// object.
@@ -94,11 +97,11 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	if err != nil {
 		return err
 	}
-	// Made now, the sources' informer lists beside the Kustomizations'
+	// Made now, the sources' informers list beside the Kustomizations'
 	// while the manager's caches sync. Made when the controller started,
-	// it held the first reconcile back by 100-200 ms: client-go checks
+	// they held the first reconcile back by 100-200 ms: client-go checks
 	// an informer's sync every 100 ms.
-	sources, err := mgr.GetCache().GetInformer(ctx, &sourcev1.GitRepository{})
+	sources, err := sourceWatches(ctx, mgr, r.Client, r.Storage)
 	if err != nil {
 		return err
 	}
@@ -107,15 +110,17 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	// Registered by a runnable, they began only once the manager's caches
 	// had synced, and the first reconciles waited for them.
 	r.memo.Warm(ctx)
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named(controllerName).
 		WatchesRawSource(watch(kustomizations, &handler.EnqueueRequestForObject{},
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicates.ReconcileRequestedPredicate{}))).
 		WatchesRawSource(watch(kustomizations, dependentsOf(r.Client, r.Storage), readyOrSpecChanged{})).
-		WatchesRawSource(watch(sources, kustomizationsOfSource(r.Client, r.Storage), artifactChanged{})).
 		WithOptions(opts).
-		WithLogConstructor(requestLogger(mgr.GetLogger())).
-		Complete(r)
+		WithLogConstructor(requestLogger(mgr.GetLogger()))
+	for _, w := range sources {
+		b = b.WatchesRawSource(w)
+	}
+	return b.Complete(r)
 }
 
 // Reconcile runs the phases for one Kustomization.

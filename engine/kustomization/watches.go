@@ -2,10 +2,10 @@ package kustomization
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
-	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -72,8 +72,27 @@ func indexFields(ctx context.Context, mgr ctrl.Manager) error {
 		return err
 	}
 	return idx.IndexField(ctx, &kustomizev1.Kustomization{}, sourceIndex, func(o client.Object) []string {
-		return []string{sourceKey(o.(*kustomizev1.Kustomization)).String()}
+		ks := o.(*kustomizev1.Kustomization)
+		return []string{sourceIndexKey(ks.Spec.SourceRef.Kind, sourceKey(ks))}
 	})
+}
+
+// sourceIndexKey names a source in the index: its kind and key, since a
+// GitRepository and an OCIRepository may share a name.
+func sourceIndexKey(kind string, key types.NamespacedName) string { return kind + "/" + key.String() }
+
+// sourceWatches watch every source kind for new artifacts, each feeding
+// the Kustomizations built from it.
+func sourceWatches(ctx context.Context, mgr ctrl.Manager, c client.Client, storage *artifact.Storage) ([]ctrlsource.Source, error) {
+	var out []ctrlsource.Source
+	for kind, newObject := range sourceKinds {
+		inf, err := mgr.GetCache().GetInformer(ctx, newObject())
+		if err != nil {
+			return nil, fmt.Errorf("watching %s sources: %w", kind, err)
+		}
+		out = append(out, watch(inf, kustomizationsOfSource(c, storage, kind), artifactChanged{}))
+	}
+	return out, nil
 }
 
 func sourceKey(ks *kustomizev1.Kustomization) types.NamespacedName {
@@ -101,7 +120,7 @@ func dependentsOf(c client.Client, storage *artifact.Storage) handler.EventHandl
 			ks := &list.Items[i]
 			src := sourceKey(ks)
 			if touches[src] == nil {
-				touches[src] = touchedBySource(ctx, c, storage, src)
+				touches[src] = touchedBySource(ctx, c, storage, ks.Spec.SourceRef.Kind, src)
 			}
 			touched := touches[src](ks.Spec.Path)
 			add(q, client.ObjectKeyFromObject(ks), touched, dependentDelay(ks, touched))
@@ -126,12 +145,16 @@ func dependentDelay(ks *kustomizev1.Kustomization, touched bool) time.Duration {
 
 // touchedBySource returns whether the current artifact of the source
 // changed files under a path.
-func touchedBySource(ctx context.Context, c client.Client, storage *artifact.Storage, src types.NamespacedName) func(path string) bool {
-	repo := &sourcev1.GitRepository{}
-	if err := c.Get(ctx, src, repo); err != nil || repo.Status.Artifact == nil {
+func touchedBySource(ctx context.Context, c client.Client, storage *artifact.Storage, kind string, src types.NamespacedName) func(path string) bool {
+	newObject, ok := sourceKinds[kind]
+	if !ok {
 		return func(string) bool { return false }
 	}
-	digest := repo.Status.Artifact.Digest
+	obj := newObject()
+	if err := c.Get(ctx, src, obj); err != nil || obj.GetArtifact() == nil {
+		return func(string) bool { return false }
+	}
+	digest := obj.GetArtifact().Digest
 	return func(path string) bool { return storage.Touches(digest, path) }
 }
 
@@ -174,10 +197,10 @@ const deferred = 2 * time.Second
 // kustomizationsOfSource enqueues the Kustomizations built from a source
 // whose artifact changed: at once those whose path the revision touched,
 // and their dependencies; the rest shortly after. Every one is reconciled.
-func kustomizationsOfSource(c client.Client, storage *artifact.Storage) handler.EventHandler {
+func kustomizationsOfSource(c client.Client, storage *artifact.Storage, kind string) handler.EventHandler {
 	enqueue := func(ctx context.Context, o client.Object, q queue) {
 		list := &kustomizev1.KustomizationList{}
-		if err := c.List(ctx, list, client.MatchingFields{sourceIndex: client.ObjectKeyFromObject(o).String()}); err != nil {
+		if err := c.List(ctx, list, client.MatchingFields{sourceIndex: sourceIndexKey(kind, client.ObjectKeyFromObject(o))}); err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "listing Kustomizations of a source", "source", client.ObjectKeyFromObject(o))
 			return
 		}
@@ -195,7 +218,7 @@ func kustomizationsOfSource(c client.Client, storage *artifact.Storage) handler.
 // dependencies to record the revision).
 func touched(o client.Object, items []kustomizev1.Kustomization, storage *artifact.Storage) map[types.NamespacedName]bool {
 	first := map[types.NamespacedName]bool{}
-	repo, ok := o.(*sourcev1.GitRepository)
+	src, ok := o.(sourceObject)
 	g := graph.Of(items)
 	var mark func(k types.NamespacedName)
 	mark = func(k types.NamespacedName) {
@@ -208,7 +231,7 @@ func touched(o client.Object, items []kustomizev1.Kustomization, storage *artifa
 		}
 	}
 	for i := range items {
-		if !ok || repo.Status.Artifact == nil || storage.Touches(repo.Status.Artifact.Digest, items[i].Spec.Path) {
+		if !ok || src.GetArtifact() == nil || storage.Touches(src.GetArtifact().Digest, items[i].Spec.Path) {
 			mark(client.ObjectKeyFromObject(&items[i]))
 		}
 	}
@@ -244,14 +267,14 @@ func (artifactChanged) Create(event.CreateEvent) bool   { return true }
 func (artifactChanged) Delete(event.DeleteEvent) bool   { return true }
 func (artifactChanged) Generic(event.GenericEvent) bool { return false }
 func (artifactChanged) Update(e event.UpdateEvent) bool {
-	older, ok1 := e.ObjectOld.(*sourcev1.GitRepository)
-	newer, ok2 := e.ObjectNew.(*sourcev1.GitRepository)
+	older, ok1 := e.ObjectOld.(sourceObject)
+	newer, ok2 := e.ObjectNew.(sourceObject)
 	if !ok1 || !ok2 {
 		return false
 	}
-	if newer.Status.Artifact == nil {
+	oa, na := older.GetArtifact(), newer.GetArtifact()
+	if na == nil {
 		return fetching(older) != fetching(newer)
 	}
-	return older.Status.Artifact == nil || older.Status.Artifact.Digest != newer.Status.Artifact.Digest ||
-		older.Status.Artifact.Revision != newer.Status.Artifact.Revision
+	return oa == nil || oa.Digest != na.Digest || oa.Revision != na.Revision
 }

@@ -192,9 +192,15 @@ func TestABucketIsItsObjectsAtFluxsRevision(t *testing.T) {
 	if obj.Status.Artifact.Digest != first {
 		t.Fatalf("an unchanged bucket stored a new artifact")
 	}
+	if out := testenv.Flux(t, f.env, "get", "sources", "bucket", "-n", f.ns); !strings.Contains(out, testenv.FluxShort(rev)) || !strings.Contains(out, "True") {
+		t.Fatalf("flux get sources bucket does not show the ready revision:\n%s", out)
+	}
 	f.put(t, "infra", map[string]string{"clusters/a/apps.yaml": "kind: Secret\n"})
-	requestReconcile(t, f.env.Client, obj)
-	f.waitRevision(t, "infra", f.fluxRevision(t, "infra", "clusters/a/apps.yaml"))
+	next := f.fluxRevision(t, "infra", "clusters/a/apps.yaml")
+	if out := testenv.Flux(t, f.env, "reconcile", "source", "bucket", "infra", "-n", f.ns); !strings.Contains(out, testenv.FluxShort(next)) {
+		t.Fatalf("flux reconcile source bucket does not report the new revision %s:\n%s", next, out)
+	}
+	f.waitRevision(t, "infra", next)
 }
 
 // Refusals name what to fix, and store nothing.

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -64,57 +63,11 @@ func setup(t *testing.T, wrap func(http.Handler) http.Handler) *fixture {
 	return &fixture{env: env, storage: storage, ns: ns, host: strings.TrimPrefix(srv.URL, "http://")}
 }
 
-// fluxCLI is Flux's own CLI, built by hack/tools.sh flux-cli.
-func fluxCLI(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(testenv.RepoRoot(), "bin", "flux-cli")
-	if _, err := os.Stat(bin); err != nil {
-		testenv.Unavailable(t, "bin/flux-cli is not built: run hack/tools.sh flux-cli")
-	}
-	return bin
-}
-
 // push pushes files as an artifact with `flux push artifact`, as users
 // do, and returns its digest.
 func (f *fixture) push(t *testing.T, ref string, files map[string]string, extra ...string) string {
 	t.Helper()
-	dir := t.TempDir()
-	for name, content := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	args := append([]string{"push", "artifact", "oci://" + f.host + "/" + ref, "--path", dir,
-		"--source", "https://example.com/infra.git", "--revision", "main@sha1:0123456789abcdef0123456789abcdef01234567",
-		"--insecure-registry", "--output", "json"}, extra...)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, fluxCLI(t), args...).Output()
-	if err != nil {
-		t.Fatalf("flux %s: %v\n%s", strings.Join(args, " "), err, stderrOf(err))
-	}
-	var digest string
-	for _, field := range strings.Split(string(out), "\"") {
-		if strings.HasPrefix(field, "sha256:") {
-			digest = field
-			break
-		}
-	}
-	if digest == "" {
-		t.Fatalf("flux push artifact printed no digest:\n%s", out)
-	}
-	return digest
-}
-
-func stderrOf(err error) string {
-	if ee, ok := err.(*exec.ExitError); ok {
-		return string(ee.Stderr)
-	}
-	return ""
+	return testenv.FluxPushArtifact(t, f.host+"/"+ref, files, extra...)
 }
 
 func (f *fixture) create(t *testing.T, name, repo string, mutate func(*sourcev1.OCIRepository)) *sourcev1.OCIRepository {

@@ -45,8 +45,14 @@ func TestATagIsPulledAsFluxPushedIt(t *testing.T) {
 	if got := obj.Status.Artifact.Metadata["org.opencontainers.image.revision"]; !strings.HasPrefix(got, "main@sha1:") {
 		t.Fatalf("artifact metadata %v lacks the pushed revision", obj.Status.Artifact.Metadata)
 	}
+	if out := testenv.Flux(t, f.env, "get", "sources", "oci", "-n", f.ns); !strings.Contains(out, testenv.FluxShort("v1@"+digest)) || !strings.Contains(out, "True") {
+		t.Fatalf("flux get sources oci does not show the ready revision:\n%s", out)
+	}
 	next := f.push(t, "app:v1", map[string]string{"apps/config.yaml": "changed\n"})
-	requestReconcile(t, f.env.Client, obj)
+	out := testenv.Flux(t, f.env, "reconcile", "source", "oci", "app", "-n", f.ns)
+	if !strings.Contains(out, testenv.FluxShort("v1@"+next)) {
+		t.Fatalf("flux reconcile source oci does not report the new revision %s:\n%s", next, out)
+	}
 	f.waitRevision(t, "app", "v1@"+next)
 }
 

@@ -71,6 +71,14 @@ type Options struct {
 	// sources and dependencies in other namespaces (Flux's lockdown).
 	DefaultServiceAccount string
 	NoCrossNamespaceRefs  bool
+	// ServeSources runs strata's GitRepository, OCIRepository and Bucket
+	// reconcilers; false leaves every source to another controller (Flux's
+	// source-controller) while strata's engine builds from its artifacts.
+	ServeSources bool
+	// RemoteArtifactHosts are the hosts whose artifacts Kustomizations may
+	// build from when another controller serves their source (Flux's
+	// source-controller, ExternalArtifact producers).
+	RemoteArtifactHosts []string
 	// AllowInsecureHTTPAuth lets GitRepositories send credentials to
 	// plain http:// URLs.
 	AllowInsecureHTTPAuth bool
@@ -113,6 +121,9 @@ func Defaults() Options {
 		Concurrent:      10,
 		LeaseNamespace:  "strata-system",
 		SelfFenceAfter:  failovercontroller.DefaultSelfFenceAfter,
+		ServeSources:    true,
+		// Where Flux's source-controller advertises its artifacts.
+		RemoteArtifactHosts: []string{"source-controller.flux-system.svc.cluster.local."},
 	}
 }
 
@@ -187,6 +198,7 @@ func register(ctx context.Context, mgr manager.Manager, cfg *rest.Config, o Opti
 	}
 	ksRec := &kustomization.Reconciler{
 		Client: mgr.GetClient(), Direct: direct, Live: live, Config: cfg, Storage: storage, Events: events,
+		Remote:                &artifact.Fetcher{Storage: storage, Hosts: o.RemoteArtifactHosts},
 		RecordDir:             filepath.Join(o.ArtifactDir, "applied"),
 		DefaultServiceAccount: o.DefaultServiceAccount, NoCrossNamespaceRefs: o.NoCrossNamespaceRefs,
 	}
@@ -223,6 +235,9 @@ func register(ctx context.Context, mgr manager.Manager, cfg *rest.Config, o Opti
 // registerSources registers the reconcilers of the source kinds strata
 // serves: GitRepository, OCIRepository and Bucket.
 func registerSources(mgr manager.Manager, storage *artifact.Storage, events events.EventRecorder, o Options) error {
+	if !o.ServeSources {
+		return nil
+	}
 	gitRec := &git.Reconciler{Client: mgr.GetClient(), Storage: storage, Events: events, MirrorDir: filepath.Join(o.ArtifactDir, "mirrors"),
 		AllowInsecureHTTPAuth: o.AllowInsecureHTTPAuth}
 	if err := gitRec.SetupWithManager(mgr, o.Concurrent); err != nil {

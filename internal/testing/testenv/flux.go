@@ -1,0 +1,163 @@
+package testenv
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// FluxCLI is Flux's own CLI, built by `hack/tools.sh flux-cli`.
+func FluxCLI(t testing.TB) string {
+	t.Helper()
+	bin := filepath.Join(RepoRoot(), "bin", "flux-cli")
+	if _, err := os.Stat(bin); err != nil {
+		Unavailable(t, "bin/flux-cli is not built: run hack/tools.sh flux-cli")
+	}
+	return bin
+}
+
+// FluxPushArtifact writes files to a directory and pushes it with `flux
+// push artifact` to ref (host:port/repository:tag, plain HTTP), as users
+// ship manifests; it returns the artifact's digest. extra are more flags.
+func FluxPushArtifact(t testing.TB, ref string, files map[string]string, extra ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := WriteTree(dir, files); err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"push", "artifact", "oci://" + ref, "--path", dir,
+		"--source", "https://example.com/infra.git", "--revision", "main@sha1:0123456789abcdef0123456789abcdef01234567",
+		"--insecure-registry", "--output", "json"}, extra...)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, FluxCLI(t), args...).Output()
+	if err != nil {
+		stderr := ""
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		t.Fatalf("flux %s: %v\n%s", strings.Join(args, " "), err, stderr)
+	}
+	var pushed struct {
+		Digest string `json:"digest"`
+	}
+	if err := json.Unmarshal(out, &pushed); err != nil || pushed.Digest == "" {
+		t.Fatalf("flux push artifact printed no digest (%v):\n%s", err, out)
+	}
+	return pushed.Digest
+}
+
+// WriteTree writes files (slash-separated path to content) under dir.
+func WriteTree(dir string, files map[string]string) error {
+	for name, content := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// FluxSourceController runs Flux's real source-controller (unpacked from
+// ../shared/flux by `hack/tools.sh flux-controllers`) against the test's
+// API server, serving artifacts at the returned host:port. Its CRDs that
+// strata's chart does not ship are installed first. It reconciles only
+// objects labelled selector, so that strata's own reconcilers and it
+// never share one.
+func FluxSourceController(t testing.TB, env *Env, selector string) string {
+	t.Helper()
+	bin := filepath.Join(RepoRoot(), "bin", "flux", "source-controller")
+	if _, err := os.Stat(bin); err != nil {
+		Unavailable(t, "bin/flux/source-controller is not unpacked: run hack/tools.sh flux-controllers")
+	}
+	installFluxCRDs(t, env)
+	addr := FreeAddr(t)
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "storage"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, bin, "--storage-path", filepath.Join(dir, "storage"),
+		"--storage-addr", addr, "--storage-adv-addr", addr, "--enable-leader-election=false",
+		"--watch-label-selector", selector, "--metrics-addr", "0", "--health-addr", FreeAddr(t))
+	cmd.Env = append(os.Environ(), "RUNTIME_NAMESPACE=flux-system", "KUBECONFIG="+env.KubeconfigFile(t))
+	logFile, err := os.Create(filepath.Join(dir, "source-controller.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		_ = cmd.Wait()
+		logFile.Close()
+		if t.Failed() {
+			data, _ := os.ReadFile(logFile.Name())
+			t.Logf("source-controller log:\n%s", data)
+		}
+	})
+	return addr
+}
+
+// installFluxCRDs installs the CRDs of ../shared/flux/crds that the API
+// server lacks (HelmChart, HelmRepository): Flux's controller watches them.
+func installFluxCRDs(t testing.TB, env *Env) {
+	t.Helper()
+	dir := filepath.Join(RepoRoot(), "..", "shared", "flux", "crds")
+	entries, err := filepath.Glob(filepath.Join(dir, "*source*"))
+	if err != nil || len(entries) == 0 {
+		Unavailable(t, "Flux's CRDs are not in "+dir)
+	}
+	for _, p := range entries {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, doc := range strings.Split(string(data), "\n---") {
+			crd := &apiextensionsv1.CustomResourceDefinition{}
+			if err := yaml.Unmarshal([]byte(doc), crd); err != nil || crd.Name == "" {
+				continue
+			}
+			if err := env.Client.Create(context.Background(), crd); err != nil && !strings.Contains(err.Error(), "already exists") {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// Flux runs Flux's CLI against the test's API server and returns what it
+// printed; a failure fails the test.
+func Flux(t testing.TB, env *Env, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, FluxCLI(t), append(args, "--kubeconfig", env.KubeconfigFile(t))...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("flux %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// FluxShort is a revision as Flux's CLI prints it: a digest cut to its
+// first eight hex digits.
+func FluxShort(revision string) string {
+	i := strings.LastIndex(revision, "sha256:")
+	if i < 0 || len(revision) < i+len("sha256:")+8 {
+		return revision
+	}
+	return revision[:i+len("sha256:")+8]
+}
