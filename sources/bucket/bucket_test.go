@@ -182,7 +182,7 @@ func TestABucketIsItsObjectsAtFluxsRevision(t *testing.T) {
 		t.Fatalf("artifact files %v; want clusters/a/apps.yaml alone", files)
 	}
 	first := obj.Status.Artifact.Digest
-	requestReconcile(t, f.env.Client, obj)
+	testenv.RequestReconcile(t, f.env.Client, obj)
 	obj = f.waitFor(t, "infra", func(b *sourcev1.Bucket, _ *metav1.Condition) error {
 		if b.Status.LastHandledReconcileAt == "" {
 			return fmt.Errorf("request not handled yet")
@@ -224,19 +224,5 @@ func TestBucketRefusals(t *testing.T) {
 		if obj := f.waitFailure(t, c.name, c.reason, c.want); obj.Status.Artifact != nil {
 			t.Fatalf("%s stored an artifact", c.name)
 		}
-	}
-}
-
-func requestReconcile(t *testing.T, c client.Client, obj client.Object) {
-	t.Helper()
-	patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
-	ann := obj.GetAnnotations()
-	if ann == nil {
-		ann = map[string]string{}
-	}
-	ann[meta.ReconcileRequestAnnotation] = time.Now().Format(time.RFC3339Nano)
-	obj.SetAnnotations(ann)
-	if err := c.Patch(context.Background(), obj, patch); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -123,22 +123,6 @@ func (f *fixture) waitFailure(t *testing.T, name, reason string) *sourcev1.GitRe
 	})
 }
 
-func requestReconcile(t *testing.T, c client.Client, obj client.Object) string {
-	t.Helper()
-	at := time.Now().Format(time.RFC3339Nano)
-	patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
-	ann := obj.GetAnnotations()
-	if ann == nil {
-		ann = map[string]string{}
-	}
-	ann[meta.ReconcileRequestAnnotation] = at
-	obj.SetAnnotations(ann)
-	if err := c.Patch(context.Background(), obj, patch); err != nil {
-		t.Fatal(err)
-	}
-	return at
-}
-
 func TestBranchRevisionAndIncrementalUpdate(t *testing.T) {
 	f := setup(t)
 	repo := testenv.NewGitServer(t).NewRepo(t, "cluster")
@@ -155,7 +139,7 @@ func TestBranchRevisionAndIncrementalUpdate(t *testing.T) {
 	}
 
 	second := repo.CommitAndPush("second", map[string]string{"apps/cm2.yaml": "kind: ConfigMap\n"})
-	at := requestReconcile(t, f.env.Client, obj)
+	at := testenv.RequestReconcile(t, f.env.Client, obj)
 	obj = f.waitRevision(t, obj.Name, "main@sha1:"+second)
 	if obj.Status.LastHandledReconcileAt != at {
 		t.Errorf("lastHandledReconcileAt = %q, want %q", obj.Status.LastHandledReconcileAt, at)
@@ -174,7 +158,7 @@ func TestBranchRevisionAndIncrementalUpdate(t *testing.T) {
 	// status; the second one, which consumers may still be reading, stays.
 	third := repo.CommitAndPush("third", map[string]string{"apps/cm3.yaml": "kind: ConfigMap\n"})
 	previous := f.waitRevision(t, obj.Name, "main@sha1:"+second).Status.Artifact
-	requestReconcile(t, f.env.Client, obj)
+	testenv.RequestReconcile(t, f.env.Client, obj)
 	f.waitRevision(t, obj.Name, "main@sha1:"+third)
 	testenv.Eventually(t, 10*time.Second, func() error {
 		if _, err := os.Stat(filepath.Join(f.storage.Root, a.Path)); !os.IsNotExist(err) {
@@ -304,7 +288,7 @@ func TestIgnoreRules(t *testing.T) {
 	repo.Write(map[string]string{"apps/new.enc": "x", "apps/new.yaml": "kind: ConfigMap\n", "docs/new.md": "docs", "apps/app.yaml": "kind: Secret\n"})
 	next := repo.Commit("next")
 	repo.Push()
-	requestReconcile(t, f.env.Client, obj)
+	testenv.RequestReconcile(t, f.env.Client, obj)
 	obj = f.waitRevision(t, "ignore", "main@sha1:"+next)
 	want := map[string]string{
 		"apps/.sourceignore": "*.enc\n", "apps/app.yaml": "kind: Secret\n", "apps/new.yaml": "kind: ConfigMap\n",
@@ -346,7 +330,7 @@ func TestDeletedBranchKeepsLastArtifact(t *testing.T) {
 	})
 	f.waitRevision(t, obj.Name, "feature@sha1:"+c)
 	repo.Push(":feature")
-	requestReconcile(t, f.env.Client, obj)
+	testenv.RequestReconcile(t, f.env.Client, obj)
 	obj = f.waitFailure(t, obj.Name, sourcev1.GitOperationFailedReason)
 	if obj.Status.Artifact == nil || obj.Status.Artifact.Revision != "feature@sha1:"+c {
 		t.Fatalf("last artifact was lost: %+v", obj.Status.Artifact)
@@ -369,7 +353,7 @@ func TestSuspendStopsFetching(t *testing.T) {
 		t.Fatal(err)
 	}
 	repo.CommitAndPush("two", map[string]string{"a.yaml": "a: 2\n"})
-	at := requestReconcile(t, f.env.Client, obj)
+	at := testenv.RequestReconcile(t, f.env.Client, obj)
 	// The request is observed only by a reconcile that ran; a suspended one
 	// returns before recording it, so both must stay unchanged.
 	deadline := time.Now().Add(2 * time.Second)

@@ -59,7 +59,7 @@ func TestInclude(t *testing.T) {
 	}
 
 	shared.CommitAndPush("two", map[string]string{"deploy/app.yaml": "v: 2\n"})
-	requestReconcile(t, f.env.Client, f.waitRevision(t, "shared", first.Status.IncludedArtifacts[0].Revision))
+	testenv.RequestReconcile(t, f.env.Client, f.waitRevision(t, "shared", first.Status.IncludedArtifacts[0].Revision))
 	second := f.waitFor(t, including.Name, func(o *sourcev1.GitRepository, ready *metav1.Condition) error {
 		if o.Status.Artifact == nil || o.Status.Artifact.Digest == first.Status.Artifact.Digest || ready == nil || ready.Status != metav1.ConditionTrue {
 			return fmt.Errorf("no new artifact after the included repository moved: %+v", o.Status.Artifact)

@@ -56,7 +56,7 @@ func TestRecurseSubmodules(t *testing.T) {
 	second := lib.CommitAndPush("two", map[string]string{"deploy/cm.yaml": "v: 2\n"})
 	before := rev
 	rev = point(second)
-	requestReconcile(t, f.env.Client, obj)
+	testenv.RequestReconcile(t, f.env.Client, obj)
 	if got := content(rev)["vendor/lib/deploy/cm.yaml"]; got != "v: 2\n" {
 		t.Errorf("after the submodule moved: %q", got)
 	}

@@ -107,7 +107,7 @@ func TestVerifyHEAD(t *testing.T) {
 	for name, key := range map[string]*openpgp.Entity{"not signed": nil, "signed by another key": stranger.entity} {
 		bad := signedCommit(t, repo, map[string]string{"a.yaml": "a: " + name + "\n"}, key)
 		repo.Push()
-		requestReconcile(t, f.env.Client, obj)
+		testenv.RequestReconcile(t, f.env.Client, obj)
 		failed := f.waitFor(t, obj.Name, func(o *sourcev1.GitRepository, ready *metav1.Condition) error {
 			if ready == nil || ready.Reason != sourcev1.VerificationError || !strings.Contains(ready.Message, bad) {
 				return fmt.Errorf("want VerificationError naming %s, have %+v", bad, o.Status.Conditions)

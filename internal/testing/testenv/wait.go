@@ -13,6 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/fluxcd/pkg/apis/meta"
+
 	"github.com/strata-gitops/strata/internal/scheme"
 )
 
@@ -108,4 +110,22 @@ func Update[T client.Object](t testing.TB, c client.Client, obj T, mutate func(T
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// RequestReconcile sets reconcile.fluxcd.io/requestedAt on obj, as `flux
+// reconcile` does, and returns the value set.
+func RequestReconcile(t testing.TB, c client.Client, obj client.Object) string {
+	t.Helper()
+	at := time.Now().Format(time.RFC3339Nano)
+	patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+	ann := obj.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[meta.ReconcileRequestAnnotation] = at
+	obj.SetAnnotations(ann)
+	if err := c.Patch(context.Background(), obj, patch); err != nil {
+		t.Fatal(err)
+	}
+	return at
 }
