@@ -8,7 +8,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 RELEASE_VERSION := $(if $(filter command line,$(origin VERSION)),$(VERSION))
 export KUBEBUILDER_ASSETS := $(BIN)/k8s
 
-.PHONY: all build test e2e conformance lint generate bench up sanity tools control-plane control-plane-cluster kubelet packages sidecars helm registry clean release release-lock verify-release
+.PHONY: all build test e2e conformance lint generate bench up sanity tools control-plane control-plane-cluster kubelet packages sidecars helm registry minio clean release release-lock verify-release
 
 all: build
 
@@ -96,7 +96,7 @@ bench: control-plane build
 # cores that fills the gaps each build leaves (downloads, links) and takes
 # minutes off a fresh machine's first run.
 up: packages
-	@$(MAKE) --no-print-directory -j5 control-plane-cluster kubelet sidecars build helm registry
+	@$(MAKE) --no-print-directory -j5 control-plane-cluster kubelet sidecars build helm registry minio
 	$(BIN)/strata up
 
 control-plane-cluster:
@@ -110,6 +110,9 @@ helm:
 
 registry:
 	@bash hack/tools.sh registry
+
+minio:
+	@bash hack/tools.sh minio
 
 clean:
 	rm -rf .strata $(BIN)/strata

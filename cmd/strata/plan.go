@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	ssautils "github.com/fluxcd/pkg/ssa/utils"
@@ -40,7 +41,7 @@ func (e *exitCodeError) Error() string {
 func planCommand() *cobra.Command {
 	var o plan.Options
 	var source, format, failOn, kubeconfig, substituteFrom string
-	var protectsData []string
+	var protectsData, sourceDirs []string
 	var engine, keyFile string
 	var limit int
 	cmd := &cobra.Command{
@@ -81,6 +82,9 @@ func planCommand() *cobra.Command {
 				return &exitCodeError{plan.ExitError, fmt.Errorf("--engine must be flux or strata (have %q)", engine)}
 			}
 			o.Engine = risk.Engine(engine)
+			if o.SourceDirs, err = parseSourceDirs(sourceDirs); err != nil {
+				return &exitCodeError{plan.ExitError, err}
+			}
 			if keyFile != "" {
 				if o.Decrypter, err = decrypt.FromFile(keyFile); err != nil {
 					return &exitCodeError{plan.ExitError, fmt.Errorf("--decryption-key-file: %w", err)}
@@ -120,6 +124,7 @@ func planCommand() *cobra.Command {
 	f.BoolVar(&o.Charts.Offline, "offline", false, "render HelmReleases only from charts in the cache; name those missing")
 	f.StringSliceVar(&o.Charts.Hosts, "chart-hosts", nil, "chart source hosts (host[:port]) charts may be fetched from besides those the base revision's HelmRepositories and OCIRepositories name")
 	f.BoolVar(&o.Charts.Off, "no-charts", false, "diff HelmReleases as objects only; render no chart")
+	f.StringArrayVar(&sourceDirs, "source-dir", nil, "KIND/NAMESPACE/NAME=DIR: render the Kustomizations built from that OCIRepository, Bucket or ExternalArtifact from a local directory holding its artifact's files (the same on both sides); repeatable")
 	f.StringVar(&keyFile, "decryption-key-file", "", "age identities (age-keygen's key file) to decrypt the SOPS files of Kustomizations with spec.decryption: the plan then says which keys of an encrypted Secret change, never their values")
 	f.StringVar(&engine, "engine", "", "flux or strata: what applies the repository on the cluster, which decides what a deletion does (Flux keeps nothing it prunes; strata's guard keeps data); default: what the repository shows, else flux")
 	f.StringArrayVar(&protectsData, "protects-data", nil, "GROUP/KIND[=what it does] of a kind whose objects protect data (backups, snapshots): removing or pausing one is disruptive; repeatable, beside the built-in table and "+plan.ConfigFile)
@@ -180,6 +185,26 @@ func parseKey(s string) (graph.Key, error) {
 		return graph.Key{}, fmt.Errorf("--source %q must be NAMESPACE/NAME", s)
 	}
 	return graph.Key{Namespace: ns, Name: name}, nil
+}
+
+// parseSourceDirs reads --source-dir KIND/NAMESPACE/NAME=DIR flags; each
+// directory must exist.
+func parseSourceDirs(flags []string) (map[string]string, error) {
+	if len(flags) == 0 {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, f := range flags {
+		key, dir, ok := strings.Cut(f, "=")
+		if parts := strings.Split(key, "/"); !ok || len(parts) != 3 || slices.Contains(parts, "") || dir == "" {
+			return nil, fmt.Errorf("--source-dir %q must be KIND/NAMESPACE/NAME=DIR, e.g. OCIRepository/flux-system/apps=./artifact", f)
+		}
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			return nil, fmt.Errorf("--source-dir %s: %s is not a directory", key, dir)
+		}
+		out[key] = dir
+	}
+	return out, nil
 }
 
 func validChoice(v string, choices ...string) bool {

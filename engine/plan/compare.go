@@ -56,6 +56,11 @@ type Options struct {
 	// keys of an encrypted Secret change (never their values); nil keeps
 	// them encrypted.
 	Decrypter *decrypt.Decrypter
+	// SourceDirs are local directories that stand for sources the plan
+	// cannot read from Git (an OCIRepository's artifact, a Bucket's
+	// objects), by "Kind/namespace/name" (--source-dir): Kustomizations
+	// built from one render from its directory, the same on both sides.
+	SourceDirs map[string]string
 }
 
 // Run renders both revisions and compares them.

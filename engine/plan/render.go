@@ -44,6 +44,11 @@ type side struct {
 // refused for a field the engine does not serve, with its commonMetadata
 // set; decrypted with --decryption-key-file when it has spec.decryption.
 func renderOne(ctx context.Context, snap *snapshot, ks *kustomizev1.Kustomization, vars client.Client) *rendered {
+	return renderFrom(ctx, snap, snap.root, ks, vars)
+}
+
+// renderFrom renders ks from the files under root.
+func renderFrom(ctx context.Context, snap *snapshot, root string, ks *kustomizev1.Kustomization, vars client.Client) *rendered {
 	if err := apply.Unsupported(ks); err != nil {
 		return &rendered{err: err}
 	}
@@ -51,7 +56,7 @@ func renderOne(ctx context.Context, snap *snapshot, ks *kustomizev1.Kustomizatio
 	if ks.Spec.Decryption != nil {
 		dec = snap.dec
 	}
-	out, err := build.RenderDecrypting(ctx, snap.root, ks, vars, dec)
+	out, err := build.RenderDecrypting(ctx, root, ks, vars, dec)
 	if err != nil {
 		return &rendered{err: err}
 	}
@@ -145,6 +150,10 @@ func (s *side) renderAll(ctx context.Context, level []*kustomizev1.Kustomization
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
+			if dir, ok := s.snap.sourceDirFor(ks); ok {
+				results[i] = renderFrom(ctx, s.snap, dir, ks, s.objects)
+				return
+			}
 			if err := s.snap.rules.readsIncluded(ks, s.snap.root); err != nil {
 				results[i] = &rendered{err: err}
 				return
@@ -169,9 +178,11 @@ func (s *side) renderAll(ctx context.Context, level []*kustomizev1.Kustomization
 			}
 			s.ks[key] = child
 			s.parent[key] = keyOfKs(ks)
-			if src := sourceOf(child); src != source {
-				s.foreign[key] = foreignReason(child, src, source)
-				continue
+			if _, local := s.snap.sourceDirFor(child); !local {
+				if src := sourceOf(child); src != source {
+					s.foreign[key] = foreignReason(child, src, source)
+					continue
+				}
 			}
 			next = append(next, child)
 		}
@@ -274,9 +285,27 @@ func (s *side) skippedDependencies(list []*kustomizev1.Kustomization) []*kustomi
 
 func foreignReason(ks *kustomizev1.Kustomization, src, planned graph.Key) string {
 	if ks.Spec.SourceRef.Kind != sourcev1.GitRepositoryKind {
-		return fmt.Sprintf("source %s/%s is not a GitRepository; only the planned repository (%s) is rendered", ks.Spec.SourceRef.Kind, ks.Spec.SourceRef.Name, planned)
+		return fmt.Sprintf("source %s is not a GitRepository; only the planned repository (%s) is rendered, and other sources from a directory given with --source-dir %s=DIR",
+			sourceDirKey(ks), planned, sourceDirKey(ks))
 	}
 	return fmt.Sprintf("source GitRepository %s is not the planned repository (%s)", src, planned)
+}
+
+// sourceDirKey names a Kustomization's source as --source-dir does:
+// Kind/namespace/name.
+func sourceDirKey(ks *kustomizev1.Kustomization) string {
+	ref := ks.Spec.SourceRef
+	ns := ref.Namespace
+	if ns == "" {
+		ns = ks.Namespace
+	}
+	return ref.Kind + "/" + ns + "/" + ref.Name
+}
+
+// sourceDirFor is the --source-dir directory that stands for ks's source.
+func (s *snapshot) sourceDirFor(ks *kustomizev1.Kustomization) (string, bool) {
+	dir, ok := s.sourceDirs[sourceDirKey(ks)]
+	return dir, ok
 }
 
 func asKustomization(o *unstructured.Unstructured) (*kustomizev1.Kustomization, bool) {

@@ -40,6 +40,8 @@ type snapshot struct {
 	// dec decrypts for Kustomizations with spec.decryption
 	// (--decryption-key-file); nil keeps their files encrypted.
 	dec *decrypt.Decrypter
+	// sourceDirs stand for other sources (Options.SourceDirs).
+	sourceDirs map[string]string
 }
 
 // relative writes the paths of the checkout in msg relative to the

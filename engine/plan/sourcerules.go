@@ -84,7 +84,7 @@ func checkoutSides(ctx context.Context, repo *gogit.Repository, o Options, root 
 			cleanup()
 			return nil, nil, err
 		}
-		sides[i].dec = o.Decrypter
+		sides[i].dec, sides[i].sourceDirs = o.Decrypter, o.SourceDirs
 	}
 	var wg sync.WaitGroup
 	for _, s := range sides {
@@ -111,7 +111,7 @@ func checkoutSides(ctx context.Context, repo *gogit.Repository, o Options, root 
 			cleanup()
 			return nil, nil, err
 		}
-		sides[i].dec = o.Decrypter
+		sides[i].dec, sides[i].sourceDirs = o.Decrypter, o.SourceDirs
 	}
 	return sides[0], sides[1], nil
 }

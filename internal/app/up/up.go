@@ -114,6 +114,12 @@ func Run(ctx context.Context, o Options) error {
 	if err := demoDecryptionKey(ctx, cl, o); err != nil {
 		return err
 	}
+	stopSources, err := demoSources(ctx, cl, o, c)
+	if err != nil {
+		return err
+	}
+	defer stopSources()
+	say("the example's other sources: an OCI artifact in the registry (%s/%s) and a bucket in MinIO (%s:%s)", c.Registry(), ociRepository, c.HostIP(), minioPort)
 	path, err := bootstrap(ctx, cl, repoURL)
 	if err != nil {
 		return err

@@ -76,6 +76,8 @@ func TestUpRunsTheHomelab(t *testing.T) {
 	if string(creds.Data["password"]) != "kept-in-git-encrypted" {
 		t.Errorf("the SOPS-encrypted Secret holds %q, want its decrypted value", creds.Data["password"])
 	}
+	checkOtherSources(t, c)
+	checkNoPlaintext(t, run, "kept-in-git-encrypted")
 	first, err := appOutput(t, c, run)
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"maps"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path"
@@ -17,8 +16,7 @@ import (
 	"strings"
 	"testing"
 
-	"time"
-
+	"github.com/strata-gitops/strata/internal/local/objectstore"
 	"github.com/strata-gitops/strata/internal/netaddr"
 
 	"github.com/minio/minio-go/v7"
@@ -80,38 +78,12 @@ func RunMinIOAt(bin, dir, host string) (m MinIO, stop func(), err error) {
 	if err != nil {
 		return m, nil, err
 	}
-	m.Endpoint = "http://" + addr
-	log, err := os.Create(filepath.Join(dir, "minio.log"))
+	srv, err := objectstore.Start(context.Background(), bin, dir, addr, console, filepath.Join(dir, "minio.log"), m.AccessKey, m.SecretKey)
 	if err != nil {
 		return m, nil, err
 	}
-	cmd := exec.Command(bin, "server", "--quiet", "--address", addr, "--console-address", console, filepath.Join(dir, "data"))
-	cmd.Env = append(os.Environ(), "MINIO_ROOT_USER="+m.AccessKey, "MINIO_ROOT_PASSWORD="+m.SecretKey, "MINIO_BROWSER=off")
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		log.Close()
-		return m, nil, err
-	}
-	stop = func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		_ = log.Close()
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		rsp, err := http.Get(m.Endpoint + "/minio/health/ready")
-		if err == nil {
-			rsp.Body.Close()
-			if rsp.StatusCode == http.StatusOK {
-				return m, stop, nil
-			}
-		}
-		if time.Now().After(deadline) {
-			stop()
-			return m, nil, fmt.Errorf("MinIO at %s not ready after 30s (log %s): %v", m.Endpoint, log.Name(), err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	m.Endpoint = srv.Endpoint
+	return m, srv.Stop, nil
 }
 
 // Put makes the bucket and puts each object in it.

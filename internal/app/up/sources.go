@@ -1,0 +1,138 @@
+package up
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/strata-gitops/strata/internal/local/cluster"
+	"github.com/strata-gitops/strata/internal/local/objectstore"
+	"github.com/strata-gitops/strata/internal/local/ociartifact"
+)
+
+// The example repository's other sources: an OCI artifact in the
+// cluster's registry and objects in a bucket of a MinIO on the host, both
+// made from clusters/homelab-sources (docs/sources.md).
+const (
+	sourcesDir    = "clusters/homelab-sources"
+	minioPort     = "9000"
+	minioConsole  = "9001"
+	bucketName    = "homelab"
+	bucketAccess  = "homelab"
+	ociRepository = "homelab/settings"
+)
+
+// demoSources serves the example repository's OCIRepository and Bucket:
+// it pushes clusters/homelab-sources/oci as a Flux artifact, starts MinIO
+// on the host with clusters/homelab-sources/bucket in a bucket, and
+// writes the Secret of the bucket's keys and the ConfigMap of both
+// addresses, which the sources Kustomization substitutes. stop ends
+// MinIO.
+func demoSources(ctx context.Context, cl client.Client, o Options, c *cluster.Cluster) (stop func(), err error) {
+	root := filepath.Join(o.Root, sourcesDir)
+	if _, err := ociartifact.PushDir(ctx, c.Registry()+"/"+ociRepository+":latest", filepath.Join(root, "oci"), "strata up", "local"); err != nil {
+		return nil, fmt.Errorf("pushing %s/oci to the cluster's registry: %w", sourcesDir, err)
+	}
+	dir := filepath.Join(o.StateDir, "minio")
+	secret, err := bucketSecret(dir)
+	if err != nil {
+		return nil, err
+	}
+	host := c.HostIP().String()
+	srv, err := objectstore.Start(ctx, filepath.Join(o.Bin, "minio"), dir, net.JoinHostPort(host, minioPort),
+		net.JoinHostPort(host, minioConsole), filepath.Join(dir, "minio.log"), bucketAccess, secret)
+	if err != nil {
+		return nil, err
+	}
+	if err := fillBucket(ctx, srv, filepath.Join(root, "bucket")); err != nil {
+		srv.Stop()
+		return nil, err
+	}
+	if err := sourceSettings(ctx, cl, c.Registry(), srv); err != nil {
+		srv.Stop()
+		return nil, err
+	}
+	return srv.Stop, nil
+}
+
+// bucketSecret is MinIO's root secret, made once and kept with the state.
+func bucketSecret(dir string) (string, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "secret")
+	if data, err := os.ReadFile(path); err == nil {
+		return strings.TrimSpace(string(data)), nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	secret := hex.EncodeToString(b)
+	return secret, os.WriteFile(path, []byte(secret+"\n"), 0o600)
+}
+
+// fillBucket puts the files under dir in the bucket, made if missing.
+func fillBucket(ctx context.Context, srv *objectstore.Server, dir string) error {
+	s3, err := minio.New(strings.TrimPrefix(srv.Endpoint, "http://"), &minio.Options{Creds: credentials.NewStaticV4(srv.AccessKey, srv.SecretKey, "")})
+	if err != nil {
+		return err
+	}
+	exists, err := s3.BucketExists(ctx, bucketName)
+	if err != nil {
+		return fmt.Errorf("MinIO at %s: %w", srv.Endpoint, err)
+	}
+	if !exists {
+		if err := s3.MakeBucket(ctx, bucketName, minio.MakeBucketOptions{}); err != nil {
+			return err
+		}
+	}
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		_, err = s3.PutObject(ctx, bucketName, filepath.ToSlash(rel), bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{})
+		return err
+	})
+}
+
+// sourceSettings writes flux-system/homelab-bucket (the bucket's keys, as
+// a Bucket's secretRef takes them) and flux-system/homelab-sources (the
+// registry's and MinIO's addresses, for postBuild substitution).
+func sourceSettings(ctx context.Context, cl client.Client, registry string, srv *objectstore.Server) error {
+	keys := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "homelab-bucket", Namespace: fluxNamespace}}
+	if _, err := controllerutil.CreateOrUpdate(ctx, cl, keys, func() error {
+		keys.Data = map[string][]byte{"accesskey": []byte(srv.AccessKey), "secretkey": []byte(srv.SecretKey)}
+		return nil
+	}); err != nil {
+		return err
+	}
+	addrs := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "homelab-sources", Namespace: fluxNamespace}}
+	_, err := controllerutil.CreateOrUpdate(ctx, cl, addrs, func() error {
+		addrs.Data = map[string]string{"registry": registry, "bucket_endpoint": strings.TrimPrefix(srv.Endpoint, "http://")}
+		return nil
+	})
+	return err
+}
