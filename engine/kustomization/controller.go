@@ -27,7 +27,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
-	"github.com/strata-gitops/strata/engine/apply"
 	"github.com/strata-gitops/strata/engine/build"
 	"github.com/strata-gitops/strata/engine/decrypt"
 	"github.com/strata-gitops/strata/engine/guard"
@@ -46,9 +45,6 @@ const (
 	DeletionBlockedReason = "DeletionBlocked"
 	// DependencyCycleReason marks every member of a dependsOn cycle.
 	DependencyCycleReason = "DependencyCycle"
-	// UnsupportedFieldReason is the Ready reason of a Kustomization the
-	// engine refuses for a field it does not serve (apply.Unsupported).
-	UnsupportedFieldReason = status.UnsupportedFieldReason
 
 	dependencyRequeue = 30 * time.Second
 )
@@ -175,9 +171,6 @@ func (r *Reconciler) reconcile(ctx context.Context, obj, before *kustomizev1.Kus
 	if err := r.checkAccess(obj); err != nil {
 		return r.failure(obj, acl.AccessDeniedReason, err)
 	}
-	if err := apply.Unsupported(obj); err != nil {
-		return r.failure(obj, UnsupportedFieldReason, err)
-	}
 	src, err := r.getSource(ctx, obj)
 	if err != nil {
 		// A Kustomization created with its source waits quietly for the
@@ -218,7 +211,7 @@ func (r *Reconciler) reconcile(ctx context.Context, obj, before *kustomizev1.Kus
 	if src.revision != obj.Status.LastAppliedRevision {
 		defer r.announceProgress(ctx, obj, before, src.revision)()
 	}
-	engine, err := r.engine(obj)
+	engine, err := r.engine(ctx, obj)
 	if err != nil {
 		return r.failure(obj, meta.ReconciliationFailedReason, err)
 	}

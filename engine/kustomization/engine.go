@@ -1,6 +1,7 @@
 package kustomization
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/polling"
@@ -21,10 +22,27 @@ type engine struct {
 	manager *ssa.ResourceManager
 	client  *guard.Client
 	skip    *skipapply.Client
+	// target reads the cluster the objects are on, as the controller: the
+	// guard's and prune's reads of live objects.
+	target  client.Client
+	cluster *target
 }
 
-func (r *Reconciler) engine(obj *kustomizev1.Kustomization) (*engine, error) {
-	c, err := r.clientFor(obj)
+func (r *Reconciler) engine(ctx context.Context, obj *kustomizev1.Kustomization) (*engine, error) {
+	cluster, err := r.targetOf(ctx, obj)
+	if err != nil {
+		return nil, err
+	}
+	if err := cluster.reachable(); err != nil {
+		return nil, err
+	}
+	targetClient := r.Direct
+	if cluster.server != "" {
+		if targetClient, err = client.New(cluster.config, client.Options{Scheme: r.Direct.Scheme()}); err != nil {
+			return nil, fmt.Errorf("the cluster at %s (spec.kubeConfig): %w", cluster.server, err)
+		}
+	}
+	c, err := r.clientFor(obj, cluster, targetClient)
 	if err != nil {
 		return nil, err
 	}
@@ -33,22 +51,22 @@ func (r *Reconciler) engine(obj *kustomizev1.Kustomization) (*engine, error) {
 	poller := polling.NewStatusPoller(guarded, guarded.RESTMapper(), polling.Options{})
 	manager := apply.NewResourceManager(guarded, poller)
 	manager.SetConcurrency(4)
-	return &engine{manager: manager, client: guarded, skip: skip}, nil
+	return &engine{manager: manager, client: guarded, skip: skip, target: targetClient, cluster: cluster}, nil
 }
 
 // clientFor impersonates spec.serviceAccountName, or the controller's
-// default service account, as Flux does for multi-tenancy; with neither
-// the controller's own identity is used.
-func (r *Reconciler) clientFor(obj *kustomizev1.Kustomization) (client.Client, error) {
+// default service account, as Flux does for multi-tenancy, on the target
+// cluster; with neither the controller's own identity there is used.
+func (r *Reconciler) clientFor(obj *kustomizev1.Kustomization, cluster *target, direct client.Client) (client.Client, error) {
 	sa := r.serviceAccountOf(obj)
 	if sa == "" {
-		return r.Direct, nil
+		return direct, nil
 	}
-	cfg := rest.CopyConfig(r.Config)
+	cfg := rest.CopyConfig(cluster.config)
 	cfg.Impersonate = rest.ImpersonationConfig{
 		UserName: fmt.Sprintf("system:serviceaccount:%s:%s", obj.Namespace, sa),
 	}
-	c, err := client.New(cfg, client.Options{Scheme: r.Direct.Scheme(), Mapper: r.Direct.RESTMapper()})
+	c, err := client.New(cfg, client.Options{Scheme: direct.Scheme(), Mapper: direct.RESTMapper()})
 	if err != nil {
 		return nil, fmt.Errorf("impersonating service account '%s': %w", sa, err)
 	}

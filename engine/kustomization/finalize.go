@@ -35,7 +35,7 @@ func shouldDeleteObjects(obj *kustomizev1.Kustomization) bool {
 }
 
 func (r *Reconciler) deleteInventory(ctx context.Context, obj *kustomizev1.Kustomization) error {
-	e, err := r.engine(obj)
+	e, err := r.engine(ctx, obj)
 	if err != nil {
 		return err
 	}

@@ -34,7 +34,7 @@ func (r *Reconciler) checkHealthChecks(ctx context.Context, obj *kustomizev1.Kus
 	if len(obj.Spec.HealthChecks) == 0 {
 		return nil
 	}
-	e, err := r.engine(obj)
+	e, err := r.engine(ctx, obj)
 	if err != nil {
 		return err
 	}

@@ -6,8 +6,6 @@ import (
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/strata-gitops/strata/engine/kustomization"
 )
 
 // TestBadInputChangesNothing pushes each kind of broken revision on top of
@@ -56,21 +54,6 @@ func TestMissingSourceIsNamed(t *testing.T) {
 	s := newStack(t)
 	s.kustomization("app", "./app", nil)
 	s.waitCondition("app", meta.ReadyCondition, metav1.ConditionFalse, meta.ArtifactFailedReason, "GitRepository/"+s.ns+"/flux-system", "not found")
-}
-
-// TestAnotherClusterIsRefused: a Kustomization for a remote cluster
-// (spec.kubeConfig) is refused with the reason, not applied to this one.
-func TestAnotherClusterIsRefused(t *testing.T) {
-	s := newStack(t)
-	rev := s.push(map[string]string{"app/a.yaml": configMap("a")})
-	s.source(rev)
-	s.kustomization("app", "./app", func(k *kustomizev1.Kustomization) {
-		k.Spec.KubeConfig = &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: "remote-kubeconfig"}}
-	})
-	s.waitCondition("app", meta.ReadyCondition, metav1.ConditionFalse, kustomization.UnsupportedFieldReason, "spec.kubeConfig", "Flux's kustomize-controller")
-	if s.exists(cm("a")) {
-		t.Error("a Kustomization for another cluster was applied to this one")
-	}
 }
 
 // sopsSecret is a Secret as `sops --encrypt` leaves it in Git.

@@ -27,7 +27,13 @@ import (
 func (r *Reconciler) prune(ctx context.Context, e *engine, obj *kustomizev1.Kustomization, cs *ssa.ChangeSet) error {
 	inv := apply.Inventory(cs)
 	var blocked []*guard.Blocked
-	if obj.Spec.Prune {
+	if from, moved := e.cluster.movedFrom(obj); moved && obj.Spec.Prune {
+		// The inventory's objects are on another cluster: pruning them
+		// here would delete same-named objects of this one, and there
+		// they are out of reach. They are left, and said so.
+		r.Events.Eventf(obj, nil, corev1.EventTypeWarning, "PruneSkipped", "Prune",
+			"the objects of the previous inventory are on %s, not on the cluster this Kustomization now applies to; they were left there, not pruned", from)
+	} else if obj.Spec.Prune {
 		stale := apply.StaleEntries(obj.Status.Inventory, inv)
 		deletable, held, err := r.partition(ctx, e, obj, apply.Objects(stale))
 		if err != nil {
@@ -41,6 +47,7 @@ func (r *Reconciler) prune(ctx context.Context, e *engine, obj *kustomizev1.Kust
 		apply.SortInventory(inv)
 	}
 	obj.Status.Inventory = inv
+	e.cluster.record(obj)
 	recordBlocked(obj, blocked)
 	return nil
 }
@@ -54,7 +61,7 @@ func (r *Reconciler) partition(ctx context.Context, e *engine, obj *kustomizev1.
 	for _, o := range objects {
 		live := &unstructured.Unstructured{}
 		live.SetGroupVersionKind(o.GroupVersionKind())
-		if err := r.Direct.Get(ctx, client.ObjectKeyFromObject(o), live); err != nil {
+		if err := e.target.Get(ctx, client.ObjectKeyFromObject(o), live); err != nil {
 			if apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err) {
 				continue
 			}
@@ -63,7 +70,7 @@ func (r *Reconciler) partition(ctx context.Context, e *engine, obj *kustomizev1.
 		if !hasLabels(live, owner) || apply.PruneDisabled(live) {
 			continue
 		}
-		if err := guard.Check(ctx, r.Direct, live, obj); err != nil {
+		if err := guard.Check(ctx, e.target, live, obj); err != nil {
 			var b *guard.Blocked
 			if !errors.As(err, &b) {
 				return nil, nil, err

@@ -54,7 +54,9 @@ func (r *Reconciler) sameArtifact(ctx context.Context, obj *kustomizev1.Kustomiz
 // apply. Only a Ready Kustomization may skip: a failing one runs its phases
 // again whatever changed.
 func (r *Reconciler) applyUnneeded(obj *kustomizev1.Kustomization, rec skipapply.Record) bool {
-	return obj.Status.Inventory != nil && status.IsReady(obj) &&
+	// The live cache watches this cluster only: a Kustomization applied
+	// to another one (spec.kubeConfig) applies every time.
+	return obj.Spec.KubeConfig == nil && obj.Status.Inventory != nil && status.IsReady(obj) &&
 		apimeta.FindStatusCondition(obj.Status.Conditions, DataProtectedCondition) == nil &&
 		obj.Status.ObservedGeneration == obj.Generation && rec.Generation == obj.Generation
 }

@@ -231,8 +231,6 @@ func TestErrors(t *testing.T) {
 			edit(t, "clusters/homelab/storage.yaml", "    - name: infrastructure\n", "    - name: apps\n")},
 		{"missing dependency", "apps", "'flux-system/nope' not found",
 			edit(t, "clusters/homelab/apps.yaml", "    - name: storage\n", "    - name: nope\n")},
-		{"another cluster is refused as the engine refuses it", "storage", "spec.kubeConfig",
-			edit(t, "clusters/homelab/storage.yaml", "  prune: true\n", "  prune: true\n  kubeConfig:\n    secretRef:\n      name: remote\n")},
 	}
 	r := newRepo(t, fixture())
 	for i, tc := range cases {

@@ -18,7 +18,6 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/strata-gitops/strata/engine/apply"
 	"github.com/strata-gitops/strata/engine/build"
 	"github.com/strata-gitops/strata/engine/decrypt"
 	"github.com/strata-gitops/strata/engine/graph"
@@ -41,17 +40,13 @@ type side struct {
 }
 
 // renderOne renders ks of the snapshot as the engine would apply it:
-// refused for a field the engine does not serve, with its commonMetadata
-// set; decrypted with --decryption-key-file when it has spec.decryption.
+// with its commonMetadata set; decrypted with --decryption-key-file when it has spec.decryption.
 func renderOne(ctx context.Context, snap *snapshot, ks *kustomizev1.Kustomization, vars client.Client) *rendered {
 	return renderFrom(ctx, snap, snap.root, ks, vars)
 }
 
 // renderFrom renders ks from the files under root.
 func renderFrom(ctx context.Context, snap *snapshot, root string, ks *kustomizev1.Kustomization, vars client.Client) *rendered {
-	if err := apply.Unsupported(ks); err != nil {
-		return &rendered{err: err}
-	}
 	var dec *decrypt.Decrypter
 	if ks.Spec.Decryption != nil {
 		dec = snap.dec
