@@ -19,6 +19,9 @@ bash hack/flux.sh
 bash hack/control-plane.sh kubectl >/dev/null
 go run ./hack/planbench -strata bin/strata -kubectl bin/k8s/kubectl
 go run ./hack/planbench -strata bin/strata -kubectl bin/k8s/kubectl -layout homelab -kustomizations 80 -changed 8
+# Push-to-applied of a git commit, an OCI artifact and a bucket object, one receiver-driven path.
+bash hack/tools.sh registry minio
+go run ./hack/sourcebench -pushes 20
 # HelmReleases' charts rendered from an HTTP chart repository, cold and warm cache, beside helm template.
 bash hack/tools.sh helm
 go run ./hack/planbench -strata bin/strata -helm bin/helm -helmreleases 80 -changed 8

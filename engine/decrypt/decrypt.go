@@ -1,19 +1,25 @@
 // Package decrypt decrypts what SOPS encrypted in a Kustomization's
 // files, as Flux's kustomize-controller does for spec.decryption
-// (provider sops), with the SOPS project's own library and age's: the
-// keys are the age identities (*.agekey entries) of the Secret the
-// Kustomization names, held in memory only. Plaintext exists only in the
+// (provider sops), with the SOPS project's own library, age's and the
+// OpenPGP library SOPS uses: the keys are the age identities (*.agekey
+// entries) and PGP private keys (*.asc) of the Secret the Kustomization
+// names, held in memory only. Plaintext exists only in the
 // build's memory: never on disk, in an error, a log or an event.
 package decrypt
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/armor"
 
 	"github.com/getsops/sops/v3"
 	"github.com/getsops/sops/v3/aes"
@@ -29,14 +35,16 @@ import (
 // or a file whose MAC does not hold.
 var ErrDecryptionFailed = errors.New("DecryptionFailed")
 
-// Decrypter decrypts with a set of age identities.
+// Decrypter decrypts with a set of age identities and PGP private keys.
 type Decrypter struct {
 	ids sopsage.ParsedIdentities
+	pgp openpgp.EntityList
 }
 
-// FromSecret reads the age identities of a decryption Secret's data:
-// every key ending in .agekey, each holding one or more identities.
-// Entries of other kinds (*.asc PGP keys) are named as not served.
+// FromSecret reads the keys of a decryption Secret's data: every key
+// ending in .agekey, each holding one or more age identities, and every
+// key ending in .asc, an armored PGP private key without a passphrase (as
+// `gpg --export-secret-keys --armor` writes it), as Flux reads them.
 func FromSecret(name string, data map[string][]byte) (*Decrypter, error) {
 	d := &Decrypter{}
 	var keys []string
@@ -51,13 +59,35 @@ func FromSecret(name string, data map[string][]byte) (*Decrypter, error) {
 				return nil, fmt.Errorf("decryption Secret %s, key %s: not age identities: %w", name, k, errors.Unwrap(err))
 			}
 		case strings.HasSuffix(k, ".asc"):
-			return nil, fmt.Errorf("decryption Secret %s, key %s: PGP keys are not served yet; use age (*.agekey)", name, k)
+			entities, err := pgpPrivateKeys(data[k])
+			if err != nil {
+				return nil, fmt.Errorf("decryption Secret %s, key %s: %w", name, k, err)
+			}
+			d.pgp = append(d.pgp, entities...)
 		}
 	}
-	if len(d.ids) == 0 {
-		return nil, fmt.Errorf("decryption Secret %s holds no age identity (a key ending in .agekey)", name)
+	if len(d.ids) == 0 && len(d.pgp) == 0 {
+		return nil, fmt.Errorf("decryption Secret %s holds no age identity (a key ending in .agekey) and no PGP private key (a key ending in .asc)", name)
 	}
 	return d, nil
+}
+
+// pgpPrivateKeys reads an armored key ring of private keys without a
+// passphrase: the controller has no one to ask for it.
+func pgpPrivateKeys(armored []byte) (openpgp.EntityList, error) {
+	entities, err := openpgp.ReadArmoredKeyRing(bytes.NewReader(armored))
+	if err != nil {
+		return nil, fmt.Errorf("not an armored PGP key: %w", err)
+	}
+	for _, e := range entities {
+		if e.PrivateKey == nil {
+			return nil, fmt.Errorf("PGP key %X is a public key: export the private key (gpg --export-secret-keys --armor)", e.PrimaryKey.Fingerprint)
+		}
+		if e.PrivateKey.Encrypted {
+			return nil, fmt.Errorf("PGP key %X is protected by a passphrase: export a copy without one for the cluster", e.PrimaryKey.Fingerprint)
+		}
+	}
+	return entities, nil
 }
 
 // FromFile reads age identities from a file, such as the key file of
@@ -127,7 +157,7 @@ func (d *Decrypter) File(name string, data []byte) (out []byte, plain bool, err 
 		return data, false, nil // not SOPS's: a plain file that mentions it
 	}
 	if _, err := common.DecryptTree(common.DecryptTreeOpts{Cipher: aes.NewCipher(), Tree: &tree,
-		KeyServices: []keyservice.KeyServiceClient{ageKeyService{d.ids}}}); err != nil {
+		KeyServices: []keyservice.KeyServiceClient{memoryKeyService{d.ids, d.pgp}}}); err != nil {
 		return nil, false, fmt.Errorf("%w: %s is encrypted for %s, and no identity of the decryption Secret opens it",
 			ErrDecryptionFailed, name, strings.Join(recipients(tree), ", "))
 	}
@@ -153,17 +183,28 @@ func recipients(tree sops.Tree) []string {
 	return out
 }
 
-// ageKeyService decrypts data keys with the identities in memory, in
-// place of SOPS's local key service, which reads them from the
-// environment and the user's files.
-type ageKeyService struct {
+// memoryKeyService decrypts data keys with the keys in memory, in place
+// of SOPS's local key service, which reads them from the environment, the
+// user's files and the gpg program.
+type memoryKeyService struct {
 	ids sopsage.ParsedIdentities
+	pgp openpgp.EntityList
 }
 
-func (s ageKeyService) Decrypt(_ context.Context, in *keyservice.DecryptRequest, _ ...grpc.CallOption) (*keyservice.DecryptResponse, error) {
+// maxDataKey bounds a decrypted data key: SOPS's are 32 bytes.
+const maxDataKey = 1 << 10
+
+func (s memoryKeyService) Decrypt(_ context.Context, in *keyservice.DecryptRequest, _ ...grpc.CallOption) (*keyservice.DecryptResponse, error) {
+	if k := in.GetKey().GetPgpKey(); k != nil {
+		plain, err := s.decryptPGP(in.GetCiphertext())
+		if err != nil {
+			return nil, err
+		}
+		return &keyservice.DecryptResponse{Plaintext: plain}, nil
+	}
 	k := in.GetKey().GetAgeKey()
 	if k == nil {
-		return nil, errors.New("only age keys are served")
+		return nil, errors.New("only age and PGP keys are served")
 	}
 	mk := &sopsage.MasterKey{Recipient: k.GetRecipient(), EncryptedKey: string(in.GetCiphertext())}
 	s.ids.ApplyToMasterKey(mk)
@@ -174,6 +215,22 @@ func (s ageKeyService) Decrypt(_ context.Context, in *keyservice.DecryptRequest,
 	return &keyservice.DecryptResponse{Plaintext: plain}, nil
 }
 
-func (s ageKeyService) Encrypt(context.Context, *keyservice.EncryptRequest, ...grpc.CallOption) (*keyservice.EncryptResponse, error) {
+// decryptPGP opens an armored PGP message with the private keys.
+func (s memoryKeyService) decryptPGP(ciphertext []byte) ([]byte, error) {
+	if len(s.pgp) == 0 {
+		return nil, errors.New("no PGP private key")
+	}
+	block, err := armor.Decode(bytes.NewReader(ciphertext))
+	if err != nil {
+		return nil, err
+	}
+	md, err := openpgp.ReadMessage(block.Body, s.pgp, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	return io.ReadAll(io.LimitReader(md.UnverifiedBody, maxDataKey))
+}
+
+func (s memoryKeyService) Encrypt(context.Context, *keyservice.EncryptRequest, ...grpc.CallOption) (*keyservice.EncryptResponse, error) {
 	return nil, errors.New("the decryption key service does not encrypt")
 }

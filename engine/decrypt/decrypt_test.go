@@ -54,16 +54,49 @@ func TestFilesSopsEncryptedDecrypt(t *testing.T) {
 	}
 }
 
-// A Secret without an age identity, or with a PGP key, is refused,
-// naming it.
+// A file the real sops CLI encrypted for a PGP key decrypts with that
+// private key as a Secret's *.asc entry, and not with another; the error
+// names the key's fingerprint.
+func TestFilesEncryptedForAPGPKeyDecrypt(t *testing.T) {
+	key, other := sopstest.NewPGPKey(t), sopstest.NewPGPKey(t)
+	content := "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\nstringData:\n  password: " + plaintext + "\n"
+	enc := sopstest.EncryptPGP(t, "secret.yaml", content, key)
+	if strings.Contains(enc, plaintext) || !decrypt.Encrypted("secret.yaml", []byte(enc)) {
+		t.Fatalf("sops did not encrypt:\n%s", enc)
+	}
+	right, err := decrypt.FromSecret("flux-system/sops-gpg", map[string][]byte{"sops.asc": []byte(key.Private)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, was, err := right.File("secret.yaml", []byte(enc)); err != nil || !was || !strings.Contains(string(out), plaintext) {
+		t.Fatalf("decrypting with the PGP key: %v, encrypted %v:\n%s", err, was, out)
+	}
+	wrong, err := decrypt.FromSecret("flux-system/sops-gpg", map[string][]byte{"other.asc": []byte(other.Private)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = wrong.File("secret.yaml", []byte(enc))
+	if !errors.Is(err, decrypt.ErrDecryptionFailed) || !strings.Contains(err.Error(), key.Fingerprint) || strings.Contains(err.Error(), plaintext) {
+		t.Fatalf("decrypting with another PGP key: %v; want DecryptionFailed naming %s", err, key.Fingerprint)
+	}
+}
+
+// A Secret without a key, with a key that is not one, or with a PGP
+// public key in place of a private one, is refused, naming it.
 func TestKeysOfTheDecryptionSecret(t *testing.T) {
+	public := sopstest.NewPGPKey(t).Public(t)
 	for data, says := range map[string]string{
 		"":           "holds no age identity",
-		"pgp.asc":    "PGP keys are not served yet",
+		"pgp.asc":    "not an armored PGP key",
+		"pub.asc":    "is a public key",
 		"bad.agekey": "not age identities",
 	} {
 		secret := map[string][]byte{}
-		if data != "" {
+		switch data {
+		case "":
+		case "pub.asc":
+			secret[data] = []byte(public)
+		default:
 			secret[data] = []byte("not a key")
 		}
 		if _, err := decrypt.FromSecret("ns/keys", secret); err == nil || !strings.Contains(err.Error(), says) || !strings.Contains(err.Error(), "ns/keys") {

@@ -18,6 +18,9 @@ import (
 	"sort"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrl "sigs.k8s.io/controller-runtime"
+
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-gitops/strata/internal/app/manager"
@@ -43,6 +46,7 @@ type kind struct {
 }
 
 func run(pushes int) error {
+	ctrl.SetLogger(logr.Discard())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	root, err := os.Getwd()
@@ -115,13 +119,21 @@ func (w *world) measure(k kind, i int) (time.Duration, error) {
 		return 0, err
 	}
 	resp.Body.Close()
+	if err := w.waitApplied(k.name, i); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
+}
+
+// waitApplied polls, every 5 ms, until the kind's ConfigMap holds push i.
+func (w *world) waitApplied(name string, i int) error {
 	want := fmt.Sprint(i)
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
-		if got, err := w.configMapValue(k.name); err == nil && got == want {
-			return time.Since(start), nil
+		if got, err := w.configMapValue(name); err == nil && got == want {
+			return nil
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	return 0, fmt.Errorf("ConfigMap %s did not reach push %d within a minute", k.name, i)
+	return fmt.Errorf("ConfigMap %s did not reach push %d within a minute", name, i)
 }

@@ -73,7 +73,7 @@ func (w *world) sources() ([]kind, func(), error) {
 		if err := w.receiverFor(k.name); err != nil {
 			return nil, stop, err
 		}
-		if _, err := w.measure(k, 0); err != nil {
+		if err := w.waitApplied(k.name, 0); err != nil {
 			return nil, stop, fmt.Errorf("the first apply of %s: %w", k.name, err)
 		}
 	}

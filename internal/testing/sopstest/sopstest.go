@@ -4,11 +4,16 @@
 package sopstest
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/armor"
 
 	"filippo.io/age"
 
@@ -38,6 +43,73 @@ func NewKey(t testing.TB) Key {
 // readable.
 func Encrypt(t testing.TB, name, content, recipient string) string {
 	t.Helper()
+	return encrypt(t, name, content, []string{"--age", recipient}, nil)
+}
+
+// PGPKey is an OpenPGP key made for a test.
+type PGPKey struct {
+	Fingerprint string // upper-case hex, what files are encrypted for
+	Private     string // armored private key, the Secret's *.asc entry
+	entity      *openpgp.Entity
+}
+
+// NewPGPKey makes an OpenPGP key without a passphrase.
+func NewPGPKey(t testing.TB) PGPKey {
+	t.Helper()
+	e, err := openpgp.NewEntity("strata test", "", "test@strata.dev", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var priv bytes.Buffer
+	w, err := armor.Encode(&priv, openpgp.PrivateKeyType, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.SerializePrivate(w, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return PGPKey{Fingerprint: fmt.Sprintf("%X", e.PrimaryKey.Fingerprint), Private: priv.String(), entity: e}
+}
+
+// Public is the key's armored public half.
+func (k PGPKey) Public(t testing.TB) string {
+	t.Helper()
+	var pub bytes.Buffer
+	w, err := armor.Encode(&pub, openpgp.PublicKeyType, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.entity.Serialize(w); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return pub.String()
+}
+
+// EncryptPGP encrypts as Encrypt does, for a PGP key, as `sops --encrypt
+// --pgp FINGERPRINT` does: sops finds the public key in the keyring of
+// its GnuPG home, given it here.
+func EncryptPGP(t testing.TB, name, content string, key PGPKey) string {
+	t.Helper()
+	home := t.TempDir()
+	var ring bytes.Buffer
+	if err := key.entity.Serialize(&ring); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "pubring.gpg"), ring.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return encrypt(t, name, content, []string{"--pgp", key.Fingerprint}, []string{"GNUPGHOME=" + home})
+}
+
+// encrypt runs sops --encrypt with keyArgs and env on a file.
+func encrypt(t testing.TB, name, content string, keyArgs, env []string) string {
+	t.Helper()
 	bin := filepath.Join(testenv.RepoRoot(), "bin", "sops")
 	if _, err := os.Stat(bin); err != nil {
 		testenv.Unavailable(t, "bin/sops is not built: run hack/tools.sh sops")
@@ -47,12 +119,12 @@ func Encrypt(t testing.TB, name, content, recipient string) string {
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"--encrypt", "--age", recipient}
+	args := append([]string{"--encrypt"}, keyArgs...)
 	if ext := filepath.Ext(name); ext == ".yaml" || ext == ".yml" || ext == ".json" {
 		args = append(args, "--encrypted-regex", "^(data|stringData)$")
 	}
 	cmd := exec.Command(bin, append(args, path)...)
-	cmd.Env = append(os.Environ(), "SOPS_DISABLE_VERSION_CHECK=1")
+	cmd.Env = append(append(os.Environ(), "SOPS_DISABLE_VERSION_CHECK=1"), env...)
 	out, err := cmd.Output()
 	if err != nil {
 		stderr := ""
