@@ -18,7 +18,6 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	corev1 "k8s.io/api/core/v1"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -119,36 +118,14 @@ func (f *fixture) create(t *testing.T, name, bucketName string, mutate func(*sou
 	return obj
 }
 
-func (f *fixture) waitFor(t *testing.T, name string, check func(obj *sourcev1.Bucket, ready *metav1.Condition) error) *sourcev1.Bucket {
-	t.Helper()
-	obj := &sourcev1.Bucket{}
-	testenv.Eventually(t, 30*time.Second, func() error {
-		if err := f.env.Client.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: name}, obj); err != nil {
-			return err
-		}
-		return check(obj, apimeta.FindStatusCondition(obj.Status.Conditions, meta.ReadyCondition))
-	})
-	return obj
-}
-
 func (f *fixture) waitRevision(t *testing.T, name, revision string) *sourcev1.Bucket {
 	t.Helper()
-	return f.waitFor(t, name, func(obj *sourcev1.Bucket, ready *metav1.Condition) error {
-		if obj.Status.Artifact == nil || obj.Status.Artifact.Revision != revision || ready == nil || ready.Status != metav1.ConditionTrue {
-			return fmt.Errorf("want ready at %s, have artifact %+v, conditions %+v", revision, obj.Status.Artifact, obj.Status.Conditions)
-		}
-		return nil
-	})
+	return testenv.WaitSourceRevision(t, f.env.Client, client.ObjectKey{Namespace: f.ns, Name: name}, &sourcev1.Bucket{}, revision)
 }
 
 func (f *fixture) waitFailure(t *testing.T, name, reason, want string) *sourcev1.Bucket {
 	t.Helper()
-	return f.waitFor(t, name, func(obj *sourcev1.Bucket, ready *metav1.Condition) error {
-		if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != reason || !strings.Contains(ready.Message, want) {
-			return fmt.Errorf("want Ready=False/%s with %q, have %+v", reason, want, obj.Status.Conditions)
-		}
-		return nil
-	})
+	return testenv.WaitSourceFailure(t, f.env.Client, client.ObjectKey{Namespace: f.ns, Name: name}, &sourcev1.Bucket{}, reason, want)
 }
 
 // The objects under spec.prefix, less what the bucket's .sourceignore and
@@ -183,7 +160,7 @@ func TestABucketIsItsObjectsAtFluxsRevision(t *testing.T) {
 	}
 	first := obj.Status.Artifact.Digest
 	testenv.RequestReconcile(t, f.env.Client, obj)
-	obj = f.waitFor(t, "infra", func(b *sourcev1.Bucket, _ *metav1.Condition) error {
+	obj = testenv.WaitSource(t, f.env.Client, client.ObjectKeyFromObject(obj), &sourcev1.Bucket{}, func(b *sourcev1.Bucket, _ *metav1.Condition) error {
 		if b.Status.LastHandledReconcileAt == "" {
 			return fmt.Errorf("request not handled yet")
 		}

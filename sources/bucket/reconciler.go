@@ -11,17 +11,12 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/fluxcd/pkg/runtime/predicates"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
-	"github.com/strata-gitops/strata/internal/finalizer"
 	"github.com/strata-gitops/strata/internal/status"
 	"github.com/strata-gitops/strata/sources/artifact"
 	"github.com/strata-gitops/strata/sources/outcome"
@@ -41,11 +36,7 @@ type Reconciler struct {
 
 // SetupWithManager registers the reconciler.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrent int) error {
-	return ctrl.NewControllerManagedBy(mgr).
-		For(&sourcev1.Bucket{}, builder.WithPredicates(
-			predicate.Or(predicate.GenerationChangedPredicate{}, predicates.ReconcileRequestedPredicate{}))).
-		WithOptions(controller.Options{MaxConcurrentReconciles: concurrent}).
-		Complete(r)
+	return outcome.Controller(mgr, &sourcev1.Bucket{}, concurrent).Complete(r)
 }
 
 func (r *Reconciler) outcome() outcome.Recorder {
@@ -55,25 +46,10 @@ func (r *Reconciler) outcome() outcome.Recorder {
 // Reconcile lists the bucket and stores its objects when they changed.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	obj := &sourcev1.Bucket{}
-	finalize := func(ctx context.Context) error { return r.outcome().Finalize(ctx, r, obj) }
-	if proceed, err := finalizer.Begin(ctx, r, req.NamespacedName, obj, outcome.Finalizer, finalize); !proceed {
-		return ctrl.Result{}, err
-	}
-	if obj.Spec.Suspend {
-		return ctrl.Result{}, nil
-	}
-	before := obj.DeepCopy()
-	status.HandleRequest(obj, &obj.Status.LastHandledReconcileAt)
-	err := r.reconcileArtifact(ctx, obj)
-	obj.Status.ObservedGeneration = obj.Generation
-	if perr := status.Patch(ctx, r.Client, before, obj); perr != nil {
-		return ctrl.Result{}, perr
-	}
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	r.outcome().CollectGarbage(obj, before.Status.Artifact)
-	return ctrl.Result{RequeueAfter: obj.GetRequeueAfter()}, nil
+	return r.outcome().Reconcile(ctx, r.Client, req.NamespacedName, obj, func() outcome.Steps {
+		return outcome.Steps{Suspended: func() bool { return obj.Spec.Suspend }, Handled: &obj.Status.LastHandledReconcileAt,
+			Observed: &obj.Status.ObservedGeneration, Fetch: func(ctx context.Context) error { return r.reconcileArtifact(ctx, obj) }}
+	})
 }
 
 // reconcileArtifact is the whole fetch: on failure the previous artifact

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/apis/meta"
-	"github.com/fluxcd/pkg/runtime/predicates"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
@@ -23,11 +22,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
-	"github.com/strata-gitops/strata/internal/finalizer"
 	"github.com/strata-gitops/strata/internal/status"
 	"github.com/strata-gitops/strata/sources/artifact"
 	"github.com/strata-gitops/strata/sources/outcome"
@@ -53,37 +49,19 @@ type Reconciler struct {
 
 // SetupWithManager registers the reconciler.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrent int) error {
-	return ctrl.NewControllerManagedBy(mgr).
-		For(&sourcev1.GitRepository{}, builder.WithPredicates(
-			predicate.Or(predicate.GenerationChangedPredicate{}, predicates.ReconcileRequestedPredicate{}))).
+	return outcome.Controller(mgr, &sourcev1.GitRepository{}, concurrent).
 		Watches(&sourcev1.GitRepository{}, handler.EnqueueRequestsFromMapFunc(includersOf(mgr.GetClient())), builder.WithPredicates(artifactMoved{})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: concurrent}).
 		Complete(r)
 }
 
 // Reconcile fetches the wanted ref and stores its artifact.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	obj := &sourcev1.GitRepository{}
-	finalize := func(ctx context.Context) error { return r.finalize(ctx, obj) }
-	if proceed, err := finalizer.Begin(ctx, r, req.NamespacedName, obj, Finalizer, finalize); !proceed {
-		return ctrl.Result{}, err
-	}
-	if obj.Spec.Suspend {
-		return ctrl.Result{}, nil
-	}
-
-	before := obj.DeepCopy()
-	status.HandleRequest(obj, &obj.Status.LastHandledReconcileAt)
-	err := r.reconcileArtifact(ctx, obj)
-	obj.Status.ObservedGeneration = obj.Generation
-	if perr := status.Patch(ctx, r.Client, before, obj); perr != nil {
-		return ctrl.Result{}, perr
-	}
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	r.outcome().CollectGarbage(obj, before.Status.Artifact)
-	return ctrl.Result{RequeueAfter: obj.GetRequeueAfter()}, nil
+	return r.outcome().Reconcile(ctx, r.Client, req.NamespacedName, obj, func() outcome.Steps {
+		return outcome.Steps{Suspended: func() bool { return obj.Spec.Suspend }, Handled: &obj.Status.LastHandledReconcileAt,
+			Observed: &obj.Status.ObservedGeneration, Fetch: func(ctx context.Context) error { return r.reconcileArtifact(ctx, obj) },
+			Finalize: func(context.Context) error { return r.removeMirrors(obj) }}
+	})
 }
 
 // reconcileArtifact is the whole fetch: on failure the previous artifact
@@ -255,14 +233,16 @@ func (r *Reconciler) fail(obj *sourcev1.GitRepository, reason string, err error)
 	r.outcome().Fail(obj, reason, redactIn(err.Error(), obj.Spec.URL))
 }
 
-func (r *Reconciler) finalize(ctx context.Context, obj *sourcev1.GitRepository) error {
+// removeMirrors removes a deleted GitRepository's mirrors; the artifacts
+// go after them.
+func (r *Reconciler) removeMirrors(obj *sourcev1.GitRepository) error {
 	objectDir := r.outcome().ObjectDir(obj)
 	mirror := filepath.Join(r.MirrorDir, objectDir)
 	if err := removeAll(mirror, mirror+".ssh", mirror+".submodules"); err != nil {
 		return err
 	}
 	r.listings.keep(objectDir, nil)
-	return r.outcome().Finalize(ctx, r, obj)
+	return nil
 }
 
 func firstLine(s string) string {

@@ -13,11 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fluxcd/pkg/apis/meta"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/google/go-containerregistry/pkg/registry"
 	corev1 "k8s.io/api/core/v1"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -89,38 +87,14 @@ func (f *fixture) create(t *testing.T, name, repo string, mutate func(*sourcev1.
 	return obj
 }
 
-// waitFor polls the OCIRepository until check accepts it.
-func (f *fixture) waitFor(t *testing.T, name string, check func(obj *sourcev1.OCIRepository, ready *metav1.Condition) error) *sourcev1.OCIRepository {
-	t.Helper()
-	obj := &sourcev1.OCIRepository{}
-	testenv.Eventually(t, 30*time.Second, func() error {
-		if err := f.env.Client.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: name}, obj); err != nil {
-			return err
-		}
-		return check(obj, apimeta.FindStatusCondition(obj.Status.Conditions, meta.ReadyCondition))
-	})
-	return obj
-}
-
 func (f *fixture) waitRevision(t *testing.T, name, revision string) *sourcev1.OCIRepository {
 	t.Helper()
-	return f.waitFor(t, name, func(obj *sourcev1.OCIRepository, ready *metav1.Condition) error {
-		if obj.Status.Artifact == nil || obj.Status.Artifact.Revision != revision || ready == nil || ready.Status != metav1.ConditionTrue {
-			return fmt.Errorf("want ready at %s, have artifact %+v, conditions %+v", revision, obj.Status.Artifact, obj.Status.Conditions)
-		}
-		return nil
-	})
+	return testenv.WaitSourceRevision(t, f.env.Client, client.ObjectKey{Namespace: f.ns, Name: name}, &sourcev1.OCIRepository{}, revision)
 }
 
-// waitFailure waits for Ready=False with reason and a message holding want.
 func (f *fixture) waitFailure(t *testing.T, name, reason, want string) *sourcev1.OCIRepository {
 	t.Helper()
-	return f.waitFor(t, name, func(obj *sourcev1.OCIRepository, ready *metav1.Condition) error {
-		if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != reason || !strings.Contains(ready.Message, want) {
-			return fmt.Errorf("want Ready=False/%s with %q, have %+v", reason, want, obj.Status.Conditions)
-		}
-		return nil
-	})
+	return testenv.WaitSourceFailure(t, f.env.Client, client.ObjectKey{Namespace: f.ns, Name: name}, &sourcev1.OCIRepository{}, reason, want)
 }
 
 func (f *fixture) artifactFiles(t *testing.T, obj *sourcev1.OCIRepository) map[string]string {

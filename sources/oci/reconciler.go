@@ -6,18 +6,13 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/fluxcd/pkg/runtime/predicates"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/google/go-containerregistry/pkg/name"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
-	"github.com/strata-gitops/strata/internal/finalizer"
 	"github.com/strata-gitops/strata/internal/status"
 	"github.com/strata-gitops/strata/sources/artifact"
 	"github.com/strata-gitops/strata/sources/gittree"
@@ -37,11 +32,7 @@ type Reconciler struct {
 
 // SetupWithManager registers the reconciler.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrent int) error {
-	return ctrl.NewControllerManagedBy(mgr).
-		For(&sourcev1.OCIRepository{}, builder.WithPredicates(
-			predicate.Or(predicate.GenerationChangedPredicate{}, predicates.ReconcileRequestedPredicate{}))).
-		WithOptions(controller.Options{MaxConcurrentReconciles: concurrent}).
-		Complete(r)
+	return outcome.Controller(mgr, &sourcev1.OCIRepository{}, concurrent).Complete(r)
 }
 
 func (r *Reconciler) outcome() outcome.Recorder {
@@ -51,25 +42,10 @@ func (r *Reconciler) outcome() outcome.Recorder {
 // Reconcile pulls the wanted artifact and stores its layer.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	obj := &sourcev1.OCIRepository{}
-	finalize := func(ctx context.Context) error { return r.outcome().Finalize(ctx, r, obj) }
-	if proceed, err := finalizer.Begin(ctx, r, req.NamespacedName, obj, outcome.Finalizer, finalize); !proceed {
-		return ctrl.Result{}, err
-	}
-	if obj.Spec.Suspend {
-		return ctrl.Result{}, nil
-	}
-	before := obj.DeepCopy()
-	status.HandleRequest(obj, &obj.Status.LastHandledReconcileAt)
-	err := r.reconcileArtifact(ctx, obj)
-	obj.Status.ObservedGeneration = obj.Generation
-	if perr := status.Patch(ctx, r.Client, before, obj); perr != nil {
-		return ctrl.Result{}, perr
-	}
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	r.outcome().CollectGarbage(obj, before.Status.Artifact)
-	return ctrl.Result{RequeueAfter: obj.GetRequeueAfter()}, nil
+	return r.outcome().Reconcile(ctx, r.Client, req.NamespacedName, obj, func() outcome.Steps {
+		return outcome.Steps{Suspended: func() bool { return obj.Spec.Suspend }, Handled: &obj.Status.LastHandledReconcileAt,
+			Observed: &obj.Status.ObservedGeneration, Fetch: func(ctx context.Context) error { return r.reconcileArtifact(ctx, obj) }}
+	})
 }
 
 // reconcileArtifact is the whole pull: on failure the previous artifact

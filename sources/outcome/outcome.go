@@ -7,13 +7,20 @@ package outcome
 import (
 	"context"
 	"fmt"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/predicates"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/strata-gitops/strata/internal/finalizer"
 	"github.com/strata-gitops/strata/internal/status"
@@ -88,4 +95,69 @@ func (r Recorder) Finalize(ctx context.Context, c client.Client, obj client.Obje
 		return err
 	}
 	return finalizer.Release(ctx, c, obj, Finalizer)
+}
+
+// Steps are what differs between the source kinds' reconciles, read from
+// the object Reconcile fills.
+type Steps struct {
+	// Suspended is spec.suspend.
+	Suspended func() bool
+	// Handled and Observed are status.lastHandledReconcileAt and
+	// status.observedGeneration.
+	Handled  *string
+	Observed *int64
+	// Fetch is the kind's whole fetch; on failure it has recorded why.
+	Fetch func(context.Context) error
+	// Finalize, when set, runs before the artifacts are removed on
+	// deletion (a GitRepository's mirrors).
+	Finalize func(context.Context) error
+}
+
+// Reconcile is every source kind's reconcile around its fetch: the
+// finalizer, suspend, `flux reconcile`'s request, the status patch, old
+// artifacts collected once the new one is in status, the next interval.
+// obj is filled by key; steps reads it.
+func (r Recorder) Reconcile(ctx context.Context, c client.Client, key client.ObjectKey, obj Requeued, steps func() Steps) (ctrl.Result, error) {
+	finalize := func(ctx context.Context) error {
+		if s := steps(); s.Finalize != nil {
+			if err := s.Finalize(ctx); err != nil {
+				return err
+			}
+		}
+		return r.Finalize(ctx, c, obj)
+	}
+	if proceed, err := finalizer.Begin(ctx, c, key, obj, Finalizer, finalize); !proceed {
+		return ctrl.Result{}, err
+	}
+	s := steps()
+	if s.Suspended() {
+		return ctrl.Result{}, nil
+	}
+	before := obj.DeepCopyObject().(Requeued)
+	status.HandleRequest(obj, s.Handled)
+	err := s.Fetch(ctx)
+	*s.Observed = obj.GetGeneration()
+	if perr := status.Patch(ctx, c, before, obj); perr != nil {
+		return ctrl.Result{}, perr
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	r.CollectGarbage(obj, before.GetArtifact())
+	return ctrl.Result{RequeueAfter: obj.GetRequeueAfter()}, nil
+}
+
+// Requeued is a source with its interval.
+type Requeued interface {
+	Source
+	GetRequeueAfter() time.Duration
+}
+
+// Controller is the controller of a source kind: reconciled when its spec
+// changes or `flux reconcile` asks.
+func Controller(mgr ctrl.Manager, obj client.Object, concurrent int) *builder.Builder {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(obj, builder.WithPredicates(
+			predicate.Or(predicate.GenerationChangedPredicate{}, predicates.ReconcileRequestedPredicate{}))).
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrent})
 }
