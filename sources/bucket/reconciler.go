@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"time"
 
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"k8s.io/client-go/tools/events"
@@ -21,8 +20,6 @@ import (
 	"github.com/strata-gitops/strata/sources/artifact"
 	"github.com/strata-gitops/strata/sources/outcome"
 )
-
-const defaultTimeout = 60 * time.Second
 
 // Reconciler reconciles Bucket objects into artifacts.
 type Reconciler struct {
@@ -55,11 +52,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // reconcileArtifact is the whole fetch: on failure the previous artifact
 // stays in status and on disk, so consumers keep the last good revision.
 func (r *Reconciler) reconcileArtifact(ctx context.Context, obj *sourcev1.Bucket) error {
-	timeout := defaultTimeout
-	if obj.Spec.Timeout != nil {
-		timeout = obj.Spec.Timeout.Duration
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := outcome.WithTimeout(ctx, obj.Spec.Timeout)
 	defer cancel()
 
 	if err := unsupported(obj); err != nil {

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/fluxcd/pkg/apis/meta"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
@@ -31,8 +30,6 @@ import (
 
 // Finalizer is Flux's finalizer, so objects move between Flux and strata.
 const Finalizer = outcome.Finalizer
-
-const defaultTimeout = 60 * time.Second
 
 // Reconciler reconciles GitRepository objects into artifacts.
 type Reconciler struct {
@@ -67,11 +64,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // reconcileArtifact is the whole fetch: on failure the previous artifact
 // stays in status and on disk, so consumers keep the last good revision.
 func (r *Reconciler) reconcileArtifact(ctx context.Context, obj *sourcev1.GitRepository) error {
-	timeout := defaultTimeout
-	if obj.Spec.Timeout != nil {
-		timeout = obj.Spec.Timeout.Duration
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := outcome.WithTimeout(ctx, obj.Spec.Timeout)
 	defer cancel()
 
 	if err := unsupported(obj); err != nil {

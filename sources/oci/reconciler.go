@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"time"
 
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -18,8 +17,6 @@ import (
 	"github.com/strata-gitops/strata/sources/gittree"
 	"github.com/strata-gitops/strata/sources/outcome"
 )
-
-const defaultTimeout = 60 * time.Second
 
 // Reconciler reconciles OCIRepository objects into artifacts.
 type Reconciler struct {
@@ -51,11 +48,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // reconcileArtifact is the whole pull: on failure the previous artifact
 // stays in status and on disk, so consumers keep the last good revision.
 func (r *Reconciler) reconcileArtifact(ctx context.Context, obj *sourcev1.OCIRepository) error {
-	timeout := defaultTimeout
-	if obj.Spec.Timeout != nil {
-		timeout = obj.Spec.Timeout.Duration
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := outcome.WithTimeout(ctx, obj.Spec.Timeout)
 	defer cancel()
 
 	if err := unsupported(obj); err != nil {

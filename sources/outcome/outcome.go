@@ -161,3 +161,15 @@ func Controller(mgr ctrl.Manager, obj client.Object, concurrent int) *builder.Bu
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicates.ReconcileRequestedPredicate{}))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrent})
 }
+
+// DefaultTimeout bounds a fetch whose spec.timeout is not set, as Flux's.
+const DefaultTimeout = 60 * time.Second
+
+// WithTimeout bounds a fetch by spec.timeout, or DefaultTimeout.
+func WithTimeout(ctx context.Context, timeout *metav1.Duration) (context.Context, context.CancelFunc) {
+	d := DefaultTimeout
+	if timeout != nil {
+		d = timeout.Duration
+	}
+	return context.WithTimeout(ctx, d)
+}
