@@ -106,7 +106,13 @@ func TestAKustomizationBuildsFromFluxsSourceController(t *testing.T) {
 // is the one the status names.
 func TestExternalArtifactsAreCheckedBeforeUse(t *testing.T) {
 	tarball := gzippedTar(t, map[string]string{"apps/cm.yaml": configMap("external")})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(tarball) }))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/redirect" {
+			http.Redirect(w, r, "http://169.254.169.254/latest/meta-data.tar.gz", http.StatusFound)
+			return
+		}
+		_, _ = w.Write(tarball)
+	}))
 	t.Cleanup(srv.Close)
 	host := strings.TrimPrefix(srv.URL, "http://")
 	s := newStack(t, func(o *manager.Options) { o.RemoteArtifactHosts = []string{host} })
@@ -127,9 +133,32 @@ func TestExternalArtifactsAreCheckedBeforeUse(t *testing.T) {
 	external("good", srv.URL+"/a.tar.gz", good)
 	external("tampered", srv.URL+"/a.tar.gz", "sha256:"+strings.Repeat("0", 64))
 	external("elsewhere", "http://169.254.169.254/latest/meta-data.tar.gz", good)
+	external("redirected", srv.URL+"/redirect", good)
+	// An ExternalArtifact whose status names another source's artifact in
+	// strata's own storage (another tenant's repository) is not read from it.
+	rev := s.push(map[string]string{"apps/cm.yaml": configMap("private")})
+	s.source(rev)
+	repo := &sourcev1.GitRepository{}
+	if err := s.c.Get(context.Background(), client.ObjectKey{Namespace: s.ns, Name: "flux-system"}, repo); err != nil {
+		t.Fatal(err)
+	}
+	borrowed := &sourcev1.ExternalArtifact{ObjectMeta: metav1.ObjectMeta{Name: "borrowed", Namespace: s.ns, Labels: s.labels()}}
+	if err := s.c.Create(context.Background(), borrowed); err != nil {
+		t.Fatal(err)
+	}
+	borrowed.Status.Artifact = repo.Status.Artifact.DeepCopy()
+	if err := s.c.Status().Update(context.Background(), borrowed); err != nil {
+		t.Fatal(err)
+	}
+	s.kustomization("borrowed", "./apps", fromSource(sourcev1.ExternalArtifactKind, "borrowed"))
 	s.waitReady("good", "v1@"+good)
 	s.waitCondition("tampered", meta.ReadyCondition, metav1.ConditionFalse, meta.ArtifactFailedReason, "not sha256:0000", "nothing of it is used")
 	s.waitCondition("elsewhere", meta.ReadyCondition, metav1.ConditionFalse, meta.ArtifactFailedReason, "host '169.254.169.254' is not one strata downloads artifacts from")
+	s.waitCondition("redirected", meta.ReadyCondition, metav1.ConditionFalse, meta.ArtifactFailedReason, "host '169.254.169.254' is not one strata downloads artifacts from")
+	s.waitCondition("borrowed", meta.ReadyCondition, metav1.ConditionFalse, meta.ArtifactFailedReason, "is not one strata downloads artifacts from")
+	if s.exists(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "private"}}) {
+		t.Fatal("an ExternalArtifact applied another source's artifact from strata's storage")
+	}
 }
 
 func gzippedTar(t *testing.T, files map[string]string) []byte {

@@ -3,6 +3,7 @@ package kustomization
 import (
 	"context"
 	"fmt"
+	"path"
 	"strings"
 	"sync"
 
@@ -95,9 +96,13 @@ func (r *Reconciler) getSource(ctx context.Context, obj *kustomizev1.Kustomizati
 }
 
 // artifactDir is the artifact extracted: from strata's own storage when
-// strata stored it, otherwise downloaded from the controller that did.
+// strata stored it for this very source, otherwise downloaded from the
+// controller that did. A status is trusted no further: one naming a path
+// of strata's storage outside the source's own directory (another
+// namespace's repository) is not read from it.
 func (r *Reconciler) artifactDir(ctx context.Context, kind string, src sourceObject, a *meta.Artifact) (string, error) {
-	if r.Storage.Has(a) && strings.HasPrefix(a.URL, r.Storage.BaseURL+"/") {
+	own := artifact.ObjectDir(kind, src.GetNamespace(), src.GetName()) + "/"
+	if path.Clean(a.Path) == a.Path && strings.HasPrefix(a.Path, own) && strings.HasPrefix(a.URL, r.Storage.BaseURL+"/") && r.Storage.Has(a) {
 		return r.Storage.Dir(a)
 	}
 	if r.Remote == nil {

@@ -29,7 +29,11 @@ type Fetcher struct {
 	Client  *http.Client
 	Timeout time.Duration
 
-	// fetched maps a remote artifact's digest to its copy in Storage.
+	// fetched maps a source's directory and a remote artifact's digest to
+	// its copy in Storage. It is per source: a copy fetched for one is
+	// never handed to another that names the same digest, so that naming
+	// a digest seen elsewhere neither skips the host check nor reads
+	// another tenant's artifact.
 	fetched sync.Map
 }
 
@@ -39,7 +43,8 @@ const DefaultFetchTimeout = 2 * time.Minute
 // Dir is the extracted remote artifact a, downloaded the first time and
 // kept under objectDir; older copies there are removed.
 func (f *Fetcher) Dir(ctx context.Context, a *meta.Artifact, objectDir string) (string, error) {
-	if local, ok := f.fetched.Load(a.Digest); ok && f.Storage.Has(local.(*meta.Artifact)) {
+	key := objectDir + "@" + a.Digest
+	if local, ok := f.fetched.Load(key); ok && f.Storage.Has(local.(*meta.Artifact)) {
 		return f.Storage.Dir(local.(*meta.Artifact))
 	}
 	if err := f.allowed(a.URL); err != nil {
@@ -53,7 +58,7 @@ func (f *Fetcher) Dir(ctx context.Context, a *meta.Artifact, objectDir string) (
 	if err != nil {
 		return "", err
 	}
-	f.fetched.Store(a.Digest, local)
+	f.fetched.Store(key, local)
 	_ = f.Storage.GarbageCollect(objectDir, local)
 	return f.Storage.Dir(local)
 }
@@ -102,9 +107,16 @@ func (f *Fetcher) download(ctx context.Context, a *meta.Artifact) ([]File, error
 	if err != nil {
 		return nil, err
 	}
-	c := f.Client
-	if c == nil {
-		c = &http.Client{}
+	c := &http.Client{}
+	if f.Client != nil {
+		*c = *f.Client
+	}
+	// A redirect is another outbound URL: it must be allowed too.
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if len(via) >= 10 {
+			return fmt.Errorf("more than 10 redirects")
+		}
+		return f.allowed(req.URL.String())
 	}
 	resp, err := c.Do(req)
 	if err != nil {
