@@ -49,6 +49,9 @@ unpack_flux_controllers() {
     echo "tools: unpacking Flux's $name" >&2
     xz -dc "$src/$name.xz" > "$BIN/flux/$name.tmp" && chmod +x "$BIN/flux/$name.tmp" && mv "$BIN/flux/$name.tmp" "$BIN/flux/$name"
   done
+  # Their CRDs, at the same commits, beside them.
+  mkdir -p "$BIN/flux/crds"
+  cp "$src"/crds/*.yaml "$BIN/flux/crds/"
 }
 
 for tool in "$@"; do

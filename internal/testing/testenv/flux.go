@@ -70,7 +70,7 @@ func WriteTree(dir string, files map[string]string) error {
 }
 
 // FluxSourceController runs Flux's real source-controller (unpacked from
-// ../shared/flux by `hack/tools.sh flux-controllers`) against the test's
+// ../shared/flux into bin/flux by `hack/tools.sh flux-controllers`) against the test's
 // API server, serving artifacts at the returned host:port. Its CRDs that
 // strata's chart does not ship are installed first. It reconciles only
 // objects labelled selector, so that strata's own reconcilers and it
@@ -112,14 +112,15 @@ func FluxSourceController(t testing.TB, env *Env, selector string) string {
 	return addr
 }
 
-// installFluxCRDs installs the CRDs of ../shared/flux/crds that the API
-// server lacks (HelmChart, HelmRepository): Flux's controller watches them.
+// installFluxCRDs installs the source CRDs of bin/flux/crds (copied there
+// with the controllers) that the API server lacks (HelmChart,
+// HelmRepository): Flux's controller watches them.
 func installFluxCRDs(t testing.TB, env *Env) {
 	t.Helper()
-	dir := filepath.Join(RepoRoot(), "..", "shared", "flux", "crds")
+	dir := filepath.Join(RepoRoot(), "bin", "flux", "crds")
 	entries, err := filepath.Glob(filepath.Join(dir, "*source*"))
 	if err != nil || len(entries) == 0 {
-		Unavailable(t, "Flux's CRDs are not in "+dir)
+		Unavailable(t, "Flux's CRDs are not in "+dir+": run hack/tools.sh flux-controllers")
 	}
 	for _, p := range entries {
 		data, err := os.ReadFile(p)
