@@ -125,7 +125,7 @@ func planCommand() *cobra.Command {
 	f.StringSliceVar(&o.Charts.Hosts, "chart-hosts", nil, "chart source hosts (host[:port]) charts may be fetched from besides those the base revision's HelmRepositories and OCIRepositories name")
 	f.BoolVar(&o.Charts.Off, "no-charts", false, "diff HelmReleases as objects only; render no chart")
 	f.StringArrayVar(&sourceDirs, "source-dir", nil, "KIND/NAMESPACE/NAME=DIR: render the Kustomizations built from that OCIRepository, Bucket or ExternalArtifact from a local directory holding its artifact's files (the same on both sides); repeatable")
-	f.StringVar(&keyFile, "decryption-key-file", "", "age identities (age-keygen's key file) to decrypt the SOPS files of Kustomizations with spec.decryption: the plan then says which keys of an encrypted Secret change, never their values")
+	f.StringVar(&keyFile, "decryption-key-file", "", "age identities (age-keygen's key file) or an armored PGP private key, to decrypt the SOPS files of Kustomizations with spec.decryption: the plan then says which keys of an encrypted Secret change, never their values")
 	f.StringVar(&engine, "engine", "", "flux or strata: what applies the repository on the cluster, which decides what a deletion does (Flux keeps nothing it prunes; strata's guard keeps data); default: what the repository shows, else flux")
 	f.StringArrayVar(&protectsData, "protects-data", nil, "GROUP/KIND[=what it does] of a kind whose objects protect data (backups, snapshots): removing or pausing one is disruptive; repeatable, beside the built-in table and "+plan.ConfigFile)
 	f.StringVar(&kubeconfig, "kubeconfig", "", "also compare the head revision with this cluster (server-side dry-run, live inventory) and report drift")

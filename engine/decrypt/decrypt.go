@@ -91,13 +91,20 @@ func pgpPrivateKeys(armored []byte) (openpgp.EntityList, error) {
 }
 
 // FromFile reads age identities from a file, such as the key file of
-// `age-keygen -o` (strata plan --decryption-key-file).
+// `age-keygen -o`, or an armored PGP private key (strata plan
+// --decryption-key-file).
 func FromFile(path string) (*Decrypter, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
 	d := &Decrypter{}
+	if bytes.Contains(data, []byte("-----BEGIN PGP PRIVATE KEY BLOCK-----")) {
+		if d.pgp, err = pgpPrivateKeys(data); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return d, nil
+	}
 	if err := d.ids.Import(string(data)); err != nil {
 		return nil, fmt.Errorf("%s: not age identities: %w", path, errors.Unwrap(err))
 	}

@@ -2,6 +2,8 @@ package decrypt_test
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -70,6 +72,17 @@ func TestFilesEncryptedForAPGPKeyDecrypt(t *testing.T) {
 	}
 	if out, was, err := right.File("secret.yaml", []byte(enc)); err != nil || !was || !strings.Contains(string(out), plaintext) {
 		t.Fatalf("decrypting with the PGP key: %v, encrypted %v:\n%s", err, was, out)
+	}
+	keyFile := filepath.Join(t.TempDir(), "sops.asc")
+	if err := os.WriteFile(keyFile, []byte(key.Private), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fromFile, err := decrypt.FromFile(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, _, err := fromFile.File("secret.yaml", []byte(enc)); err != nil || !strings.Contains(string(out), plaintext) {
+		t.Fatalf("decrypting with the PGP key file (strata plan --decryption-key-file): %v", err)
 	}
 	wrong, err := decrypt.FromSecret("flux-system/sops-gpg", map[string][]byte{"other.asc": []byte(other.Private)})
 	if err != nil {
