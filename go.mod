@@ -12,6 +12,7 @@ require (
 	github.com/fluxcd/kustomize-controller/api v1.9.6
 	github.com/fluxcd/notification-controller/api v1.9.4
 	github.com/fluxcd/pkg/apis/acl v0.10.0
+	github.com/fluxcd/pkg/apis/event v0.27.2
 	github.com/fluxcd/pkg/apis/kustomize v1.21.0
 	github.com/fluxcd/pkg/apis/meta v1.31.0
 	github.com/fluxcd/pkg/kustomize v1.41.0

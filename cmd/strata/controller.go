@@ -49,6 +49,8 @@ func controllerCommand() *cobra.Command {
 		"service account, in each Kustomization's namespace, that Kustomizations without spec.serviceAccountName apply as (multi-tenancy lockdown); empty: the controller's own")
 	f.BoolVar(&o.NoCrossNamespaceRefs, "no-cross-namespace-refs", o.NoCrossNamespaceRefs,
 		"refuse Kustomizations whose sourceRef or dependsOn names another namespace (multi-tenancy lockdown)")
+	f.StringVar(&o.EventsAddr, "events-addr", o.EventsAddr,
+		"Flux's notification-controller events endpoint, as Flux's controllers take it: every event is also posted there in Flux's format, for Flux's Alerts")
 	f.BoolVar(&o.ServeSources, "serve-sources", o.ServeSources,
 		"reconcile GitRepository, OCIRepository and Bucket sources; false leaves them to Flux's source-controller, whose artifacts Kustomizations then download (--remote-artifact-hosts)")
 	f.StringSliceVar(&o.RemoteArtifactHosts, "remote-artifact-hosts", o.RemoteArtifactHosts,

@@ -6,6 +6,7 @@ package scheme
 import (
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	notificationv1 "github.com/fluxcd/notification-controller/api/v1"
+	notificationv1beta3 "github.com/fluxcd/notification-controller/api/v1beta3"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -27,6 +28,8 @@ func New() *runtime.Scheme {
 		sourcev1.AddToScheme,
 		kustomizev1.AddToScheme,
 		notificationv1.AddToScheme,
+		// Flux's Alerts and Providers, which route strata's events too.
+		notificationv1beta3.AddToScheme,
 		storagev1alpha1.AddToScheme,
 		failoverv1alpha1.AddToScheme,
 		volsyncv1alpha1.AddToScheme,

@@ -8,8 +8,11 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"time"
+
+	"github.com/strata-gitops/strata/internal/fluxevents"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	notificationv1 "github.com/fluxcd/notification-controller/api/v1"
@@ -79,6 +82,10 @@ type Options struct {
 	// build from when another controller serves their source (Flux's
 	// source-controller, ExternalArtifact producers).
 	RemoteArtifactHosts []string
+	// EventsAddr is Flux's notification-controller's events endpoint
+	// (Flux's --events-addr): every event is also posted there in Flux's
+	// format. Empty: Kubernetes events only.
+	EventsAddr string
 	// AllowInsecureHTTPAuth lets GitRepositories send credentials to
 	// plain http:// URLs.
 	AllowInsecureHTTPAuth bool
@@ -127,8 +134,24 @@ func Defaults() Options {
 	}
 }
 
+// recorder records the events of the controller named: Kubernetes
+// events, and, with --events-addr, the same posted to Flux's
+// notification-controller (internal/fluxevents).
+func (o Options) recorder(mgr manager.Manager, name string) events.EventRecorder {
+	r, err := fluxevents.New(mgr.GetEventRecorder(name), mgr.GetScheme(), mgr.GetLogger(), o.EventsAddr, name)
+	if err != nil { // the address was checked by New
+		return mgr.GetEventRecorder(name)
+	}
+	return r
+}
+
 // New builds the manager with every strata controller registered.
 func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, error) {
+	if o.EventsAddr != "" {
+		if u, err := url.Parse(o.EventsAddr); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("--events-addr %q is not an http(s) URL, such as http://notification-controller.flux-system.svc.cluster.local./", o.EventsAddr)
+		}
+	}
 	cfg = withoutFinalizerNameWarning(cfg)
 	cacheOpts, err := shardCache(o.WatchLabelSelector)
 	if err != nil {
@@ -185,7 +208,7 @@ func register(ctx context.Context, mgr manager.Manager, cfg *rest.Config, o Opti
 	if err != nil {
 		return err
 	}
-	events := mgr.GetEventRecorder("strata")
+	events := o.recorder(mgr, "strata")
 	if err := registerSources(mgr, storage, events, o); err != nil {
 		return err
 	}
@@ -304,7 +327,7 @@ func (p LVMPairs) agents(mgr manager.Manager, btrfs mover.Agents) (mover.Agents,
 // registerStorage runs the storage controllers: LVMClusters, replication
 // and failover, and the image populator.
 func registerStorage(ctx context.Context, mgr manager.Manager, o Options) error {
-	if err := (&lvmcluster.Reconciler{Client: mgr.GetClient(), Events: mgr.GetEventRecorder("strata")}).SetupWithManager(mgr); err != nil {
+	if err := (&lvmcluster.Reconciler{Client: mgr.GetClient(), Events: o.recorder(mgr, "strata")}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := registerFailover(ctx, mgr, o); err != nil {
@@ -316,14 +339,14 @@ func registerStorage(ctx context.Context, mgr manager.Manager, o Options) error 
 			return err
 		}
 		if err := (&csisecrets.Reconciler{Client: mgr.GetClient(), Account: account, Name: account.Name + "-secrets",
-			Events: mgr.GetEventRecorder("strata")}).SetupWithManager(mgr); err != nil {
+			Events: o.recorder(mgr, "strata")}).SetupWithManager(mgr); err != nil {
 			return err
 		}
 	}
 	if err := registerBuildbarn(ctx, mgr, o); err != nil {
 		return err
 	}
-	return o.Populator.register(mgr)
+	return o.Populator.register(mgr, o)
 }
 
 // registerBuildbarn runs the Buildbarn controllers where the cluster
@@ -333,16 +356,16 @@ func registerBuildbarn(ctx context.Context, mgr manager.Manager, o Options) erro
 		log.FromContext(ctx).Info("the Buildbarn kinds are not served: Buildbarn is off", "reason", err.Error())
 		return nil
 	}
-	return buildbarn.SetupWhenUsed(mgr, mgr.GetEventRecorder("strata-buildbarn"), o.BuildbarnImageRepository)
+	return buildbarn.SetupWhenUsed(mgr, o.recorder(mgr, "strata-buildbarn"), o.BuildbarnImageRepository)
 }
 
 // register runs the image populator, when it has an image to run.
-func (p Populator) register(mgr manager.Manager) error {
+func (p Populator) register(mgr manager.Manager, o Options) error {
 	if p.Image == "" {
 		return nil
 	}
 	return (&imagepopulator.Reconciler{Client: mgr.GetClient(), Namespace: p.Namespace, Image: p.Image, CacheDir: p.CacheDir,
-		Events: mgr.GetEventRecorder("strata-populator"), Retry: 30 * time.Second}).SetupWithManager(mgr)
+		Events: o.recorder(mgr, "strata-populator"), Retry: 30 * time.Second}).SetupWithManager(mgr)
 }
 
 // registerFailover runs strata's VolSync mover and the Failover
@@ -370,6 +393,6 @@ func registerFailover(ctx context.Context, mgr manager.Manager, o Options) error
 			return err
 		}
 		return (&failovercontroller.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Agents: agents, LeaseNamespace: o.LeaseNamespace,
-			SelfFenceAfter: o.SelfFenceAfter, Events: mgr.GetEventRecorder("strata-failover"), Now: time.Now}).SetupWithManager(mgr)
+			SelfFenceAfter: o.SelfFenceAfter, Events: o.recorder(mgr, "strata-failover"), Now: time.Now}).SetupWithManager(mgr)
 	})
 }

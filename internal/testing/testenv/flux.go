@@ -70,29 +70,48 @@ func WriteTree(dir string, files map[string]string) error {
 }
 
 // FluxSourceController runs Flux's real source-controller (unpacked from
-// ../shared/flux into bin/flux by `hack/tools.sh flux-controllers`) against the test's
-// API server, serving artifacts at the returned host:port. Its CRDs that
-// strata's chart does not ship are installed first. It reconciles only
-// objects labelled selector, so that strata's own reconcilers and it
-// never share one.
+// ../shared/flux into bin/flux by `hack/tools.sh flux-controllers`)
+// against the test's API server, serving artifacts at the returned
+// host:port. It reconciles only objects labelled selector, so that
+// strata's own reconcilers and it never share one.
 func FluxSourceController(t testing.TB, env *Env, selector string) string {
 	t.Helper()
-	bin := filepath.Join(RepoRoot(), "bin", "flux", "source-controller")
-	if _, err := os.Stat(bin); err != nil {
-		Unavailable(t, "bin/flux/source-controller is not unpacked: run hack/tools.sh flux-controllers")
-	}
-	installFluxCRDs(t, env)
 	addr := FreeAddr(t)
-	dir := t.TempDir()
-	if err := os.Mkdir(filepath.Join(dir, "storage"), 0o755); err != nil {
+	storage := filepath.Join(t.TempDir(), "storage")
+	if err := os.Mkdir(storage, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	runFluxController(t, env, "source-controller", "--storage-path", storage, "--storage-addr", addr, "--storage-adv-addr", addr,
+		"--watch-label-selector", selector)
+	return addr
+}
+
+// FluxNotificationController runs Flux's real notification-controller
+// against the test's API server and returns the URL its event endpoint
+// listens on (what Flux's controllers take as --events-addr). It
+// reconciles every Alert and Provider of the cluster.
+func FluxNotificationController(t testing.TB, env *Env) string {
+	t.Helper()
+	addr := FreeAddr(t)
+	runFluxController(t, env, "notification-controller", "--events-addr", addr, "--receiverAddr", FreeAddr(t))
+	return "http://" + addr + "/"
+}
+
+// runFluxController runs one of Flux's controllers from bin/flux until
+// the test ends, its CRDs installed first, its log shown if the test
+// failed.
+func runFluxController(t testing.TB, env *Env, name string, args ...string) {
+	t.Helper()
+	bin := filepath.Join(RepoRoot(), "bin", "flux", name)
+	if _, err := os.Stat(bin); err != nil {
+		Unavailable(t, "bin/flux/"+name+" is not unpacked: run hack/tools.sh flux-controllers")
+	}
+	installFluxCRDs(t, env)
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "--storage-path", filepath.Join(dir, "storage"),
-		"--storage-addr", addr, "--storage-adv-addr", addr, "--enable-leader-election=false",
-		"--watch-label-selector", selector, "--metrics-addr", "0", "--health-addr", FreeAddr(t))
+	cmd := exec.CommandContext(ctx, bin, append([]string{"--enable-leader-election=false", "--metrics-addr", "0",
+		"--health-addr", FreeAddr(t)}, args...)...)
 	cmd.Env = append(os.Environ(), "RUNTIME_NAMESPACE=flux-system", "KUBECONFIG="+env.KubeconfigFile(t))
-	logFile, err := os.Create(filepath.Join(dir, "source-controller.log"))
+	logFile, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,19 +125,18 @@ func FluxSourceController(t testing.TB, env *Env, selector string) string {
 		logFile.Close()
 		if t.Failed() {
 			data, _ := os.ReadFile(logFile.Name())
-			t.Logf("source-controller log:\n%s", data)
+			t.Logf("%s log:\n%s", name, data)
 		}
 	})
-	return addr
 }
 
-// installFluxCRDs installs the source CRDs of bin/flux/crds (copied there
-// with the controllers) that the API server lacks (HelmChart,
-// HelmRepository): Flux's controller watches them.
+// installFluxCRDs installs the CRDs of bin/flux/crds (copied there with
+// the controllers) that the API server lacks (HelmChart, HelmRepository,
+// Alert, Provider, HelmRelease): Flux's controllers watch them.
 func installFluxCRDs(t testing.TB, env *Env) {
 	t.Helper()
 	dir := filepath.Join(RepoRoot(), "bin", "flux", "crds")
-	entries, err := filepath.Glob(filepath.Join(dir, "*source*"))
+	entries, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil || len(entries) == 0 {
 		Unavailable(t, "Flux's CRDs are not in "+dir+": run hack/tools.sh flux-controllers")
 	}

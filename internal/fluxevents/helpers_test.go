@@ -1,0 +1,5 @@
+package fluxevents_test
+
+import "sigs.k8s.io/controller-runtime/pkg/client"
+
+type clientObject = client.Object
