@@ -14,12 +14,10 @@ import (
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/strata-gitops/strata/sources/artifact"
 	"github.com/strata-gitops/strata/sources/gittree"
+	"github.com/strata-gitops/strata/sources/outcome"
 )
 
 // maxObjects bounds the objects one Bucket's artifact holds: a listing
@@ -40,12 +38,9 @@ type store struct {
 func (r *Reconciler) connect(ctx context.Context, obj *sourcev1.Bucket) (*store, error) {
 	creds := credentials.NewStaticV4("", "", "")
 	if obj.Spec.SecretRef != nil {
-		secret := &corev1.Secret{}
-		key := types.NamespacedName{Namespace: obj.Namespace, Name: obj.Spec.SecretRef.Name}
-		if err := r.Get(ctx, key, secret); err != nil {
-			if apierrors.IsNotFound(err) {
-				return nil, fmt.Errorf("secret '%s' named in spec.secretRef does not exist: create it or fix the name", key)
-			}
+		key := obj.Namespace + "/" + obj.Spec.SecretRef.Name
+		secret, err := outcome.Secret(ctx, r, obj.Namespace, obj.Spec.SecretRef.Name, "spec.secretRef", "'accesskey' and 'secretkey'")
+		if err != nil {
 			return nil, err
 		}
 		access, secretKey := string(secret.Data["accesskey"]), string(secret.Data["secretkey"])

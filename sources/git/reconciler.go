@@ -13,9 +13,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -188,12 +186,8 @@ func unsupported(obj *sourcev1.GitRepository) error {
 func (r *Reconciler) connect(ctx context.Context, obj *sourcev1.GitRepository, objectDir string) (*mirror, transport.AuthMethod, error) {
 	var secret *corev1.Secret
 	if obj.Spec.SecretRef != nil {
-		secret = &corev1.Secret{}
-		key := types.NamespacedName{Namespace: obj.Namespace, Name: obj.Spec.SecretRef.Name}
-		if err := r.Get(ctx, key, secret); err != nil {
-			if apierrors.IsNotFound(err) {
-				return nil, nil, fmt.Errorf("secret '%s' named in spec.secretRef does not exist: create it or fix the name", key)
-			}
+		var err error
+		if secret, err = outcome.Secret(ctx, r, obj.Namespace, obj.Spec.SecretRef.Name, "spec.secretRef", "the repository's credentials"); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -9,12 +9,10 @@ import (
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/strata-gitops/strata/internal/status"
+	"github.com/strata-gitops/strata/sources/outcome"
 )
 
 // failVerification records a signature that was not verified: Ready and
@@ -85,11 +83,8 @@ func namesTag(ref *sourcev1.GitRepositoryRef) bool {
 
 // keyring joins the armored public keys the Secret holds.
 func (r *Reconciler) keyring(ctx context.Context, namespace, name string) (string, error) {
-	secret := &corev1.Secret{}
-	if err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, secret); err != nil {
-		if apierrors.IsNotFound(err) {
-			return "", fmt.Errorf("secret '%s/%s' named in spec.verify.secretRef does not exist: create it with the armored OpenPGP public keys to trust", namespace, name)
-		}
+	secret, err := outcome.Secret(ctx, r, namespace, name, "spec.verify.secretRef", "the armored OpenPGP public keys to trust")
+	if err != nil {
 		return "", err
 	}
 	var keys strings.Builder

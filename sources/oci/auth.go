@@ -12,8 +12,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/strata-gitops/strata/sources/outcome"
 )
 
 // registry reaches the repository with the credentials of spec.secretRef,
@@ -28,12 +28,9 @@ func (r *Reconciler) registry(ctx context.Context, obj *sourcev1.OCIRepository, 
 	if obj.Spec.SecretRef == nil {
 		return &registry{repo: repo, opts: opts}, nil
 	}
-	secret := &corev1.Secret{}
-	key := types.NamespacedName{Namespace: obj.Namespace, Name: obj.Spec.SecretRef.Name}
-	if err := r.Get(ctx, key, secret); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("secret '%s' named in spec.secretRef does not exist: create it or fix the name", key)
-		}
+	key := obj.Namespace + "/" + obj.Spec.SecretRef.Name
+	secret, err := outcome.Secret(ctx, r, obj.Namespace, obj.Spec.SecretRef.Name, "spec.secretRef", "the registry's credentials (kubectl create secret docker-registry)")
+	if err != nil {
 		return nil, err
 	}
 	auth, err := authFor(secret, repo.RegistryStr())

@@ -13,13 +13,11 @@ import (
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/strata-gitops/strata/internal/status"
 	"github.com/strata-gitops/strata/sources/cosignsig"
+	"github.com/strata-gitops/strata/sources/outcome"
 )
 
 // verify checks, with spec.verify, that the artifact is signed by one of
@@ -78,12 +76,9 @@ func digestOf(w wanted) v1.Hash {
 
 // publicKeys reads the .pub values of a Secret, in key order.
 func (r *Reconciler) publicKeys(ctx context.Context, namespace, name string) ([]*ecdsa.PublicKey, error) {
-	secret := &corev1.Secret{}
-	key := types.NamespacedName{Namespace: namespace, Name: name}
-	if err := r.Get(ctx, key, secret); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("secret '%s' named in spec.verify.secretRef does not exist: create it with the cosign.pub keys", key)
-		}
+	key := namespace + "/" + name
+	secret, err := outcome.Secret(ctx, r, namespace, name, "spec.verify.secretRef", "the cosign.pub keys to trust")
+	if err != nil {
 		return nil, err
 	}
 	var names []string

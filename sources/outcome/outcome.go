@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/fluxcd/pkg/apis/meta"
@@ -172,4 +174,19 @@ func WithTimeout(ctx context.Context, timeout *metav1.Duration) (context.Context
 		d = timeout.Duration
 	}
 	return context.WithTimeout(ctx, d)
+}
+
+// Secret reads the Secret that field (spec.secretRef, spec.verify.secretRef)
+// of a source names in its namespace; a missing one is named with what to
+// put in it.
+func Secret(ctx context.Context, c client.Reader, namespace, name, field, holding string) (*corev1.Secret, error) {
+	secret := &corev1.Secret{}
+	key := client.ObjectKey{Namespace: namespace, Name: name}
+	if err := c.Get(ctx, key, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("secret '%s' named in %s does not exist: create it with %s, or fix the name", key, field, holding)
+		}
+		return nil, err
+	}
+	return secret, nil
 }
