@@ -49,9 +49,14 @@ unpack_flux_controllers() {
     echo "tools: unpacking Flux's $name" >&2
     xz -dc "$src/$name.xz" > "$BIN/flux/$name.tmp" && chmod +x "$BIN/flux/$name.tmp" && mv "$BIN/flux/$name.tmp" "$BIN/flux/$name"
   done
-  # Their CRDs, at the same commits, beside them.
-  mkdir -p "$BIN/flux/crds"
-  cp "$src"/crds/*.yaml "$BIN/flux/crds/"
+  # Their CRDs, at the same commits, beside them (kept when bin/ is reused
+  # by a worktree that has no ../shared of its own).
+  if [ -d "$src/crds" ]; then
+    mkdir -p "$BIN/flux/crds"
+    cp "$src"/crds/*.yaml "$BIN/flux/crds/"
+  elif [ ! -d "$BIN/flux/crds" ]; then
+    echo "tools: $src/crds is missing" >&2; exit 1
+  fi
 }
 
 for tool in "$@"; do
