@@ -51,6 +51,8 @@ func controllerCommand() *cobra.Command {
 		"refuse Kustomizations whose sourceRef or dependsOn names another namespace (multi-tenancy lockdown)")
 	f.StringVar(&o.EventsAddr, "events-addr", o.EventsAddr,
 		"Flux's notification-controller events endpoint, as Flux's controllers take it: every event is also posted there in Flux's format, for Flux's Alerts")
+	f.BoolVar(&o.Engine, "engine", o.Engine,
+		"run the GitOps engine (GitRepository, OCIRepository, Bucket, Kustomization, Receiver); false is storage-only mode beside Flux: strata serves only its own kinds and never touches Flux's objects")
 	f.BoolVar(&o.ServeSources, "serve-sources", o.ServeSources,
 		"reconcile GitRepository, OCIRepository and Bucket sources; false leaves them to Flux's source-controller, whose artifacts Kustomizations then download (--remote-artifact-hosts)")
 	f.StringSliceVar(&o.RemoteArtifactHosts, "remote-artifact-hosts", o.RemoteArtifactHosts,

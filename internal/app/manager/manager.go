@@ -74,6 +74,10 @@ type Options struct {
 	// sources and dependencies in other namespaces (Flux's lockdown).
 	DefaultServiceAccount string
 	NoCrossNamespaceRefs  bool
+	// Engine runs the GitOps engine (sources, Kustomizations, Receivers);
+	// false is storage-only mode: strata serves only its own kinds and
+	// never reads or writes Flux's, which Flux reconciles.
+	Engine bool
 	// ServeSources runs strata's GitRepository, OCIRepository and Bucket
 	// reconcilers; false leaves every source to another controller (Flux's
 	// source-controller) while strata's engine builds from its artifacts.
@@ -128,6 +132,7 @@ func Defaults() Options {
 		Concurrent:      10,
 		LeaseNamespace:  "strata-system",
 		SelfFenceAfter:  failovercontroller.DefaultSelfFenceAfter,
+		Engine:          true,
 		ServeSources:    true,
 		// Where Flux's source-controller advertises its artifacts.
 		RemoteArtifactHosts: []string{"source-controller.flux-system.svc.cluster.local."},
@@ -196,6 +201,27 @@ func shardCache(selector string) (cache.Options, error) {
 }
 
 func register(ctx context.Context, mgr manager.Manager, cfg *rest.Config, o Options) error {
+	if o.Engine {
+		if err := registerEngine(ctx, mgr, cfg, o); err != nil {
+			return err
+		}
+	}
+	if err := registerStorage(ctx, mgr, o); err != nil {
+		return err
+	}
+	if o.HealthProbeAddr != "" && o.HealthProbeAddr != "0" {
+		if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+			return err
+		}
+		return mgr.AddReadyzCheck("ping", healthz.Ping)
+	}
+	return nil
+}
+
+// registerEngine runs the GitOps engine: the sources, the Kustomizations,
+// the Receivers, the artifact and webhook servers. Storage-only mode
+// (--engine=false) leaves all of them to Flux.
+func registerEngine(ctx context.Context, mgr manager.Manager, cfg *rest.Config, o Options) error {
 	advAddr := o.ArtifactAdvAddr
 	if advAddr == "" {
 		advAddr = "http://" + localAddr(o.ArtifactAddr)
@@ -231,9 +257,6 @@ func register(ctx context.Context, mgr manager.Manager, cfg *rest.Config, o Opti
 	if err := (&receiver.Reconciler{Client: mgr.GetClient()}).SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
-	if err := registerStorage(ctx, mgr, o); err != nil {
-		return err
-	}
 	if o.ArtifactAddr != "" && o.ArtifactAddr != "0" {
 		if err := mgr.Add(httpServer(o.ArtifactAddr, storage.Handler())); err != nil {
 			return err
@@ -245,12 +268,6 @@ func register(ctx context.Context, mgr manager.Manager, cfg *rest.Config, o Opti
 		if err := mgr.Add(httpServer(o.ReceiverAddr, mux)); err != nil {
 			return err
 		}
-	}
-	if o.HealthProbeAddr != "" && o.HealthProbeAddr != "0" {
-		if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-			return err
-		}
-		return mgr.AddReadyzCheck("ping", healthz.Ping)
 	}
 	return nil
 }
