@@ -22,6 +22,10 @@ import (
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/strata-gitops/strata/internal/local/process"
@@ -242,12 +246,39 @@ func (n *Node) run(name, bin string, args ...string) error {
 // waitRuntime waits until containerd answers.
 func (n *Node) waitRuntime(ctx context.Context) error {
 	var last error
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		last = n.ctr("version")
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		if last = n.ctr("version"); last != nil {
+			return false, nil
+		}
+		last = n.criReady(ctx)
 		return last == nil, nil
 	})
 	if err != nil {
 		return fmt.Errorf("containerd of node %s did not answer (log: %s): %w", n.o.Name, n.path("logs", "containerd.log"), last)
+	}
+	return nil
+}
+
+// criReady asks containerd's CRI service for its status, as the kubelet
+// does when it starts: containerd answers ctr before the CRI service has
+// restored its state, and a kubelet started in between exits ("server is
+// not initialized yet"), which a restarted node with containers met.
+func (n *Node) criReady(ctx context.Context) error {
+	conn, err := grpc.NewClient("unix://"+n.socket(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	st, err := runtimeapi.NewRuntimeServiceClient(conn).Status(ctx, &runtimeapi.StatusRequest{})
+	if err != nil {
+		return fmt.Errorf("CRI status of node %s: %w", n.o.Name, err)
+	}
+	for _, c := range st.GetStatus().GetConditions() {
+		if c.GetType() == runtimeapi.RuntimeReady && !c.GetStatus() {
+			return fmt.Errorf("CRI runtime of node %s not ready: %s", n.o.Name, c.GetMessage())
+		}
 	}
 	return nil
 }
