@@ -23,6 +23,22 @@ for crd in source.toolkit.fluxcd.io_gitrepositories source.toolkit.fluxcd.io_oci
   source.toolkit.fluxcd.io_externalartifacts kustomize.toolkit.fluxcd.io_kustomizations notification.toolkit.fluxcd.io_receivers; do
   cp "$TMP/$crd.yaml" "$OUT/$crd.yaml"
 done
+# Alert and Provider (v1beta3), which strata serves where Flux's
+# notification-controller is not installed. Flux's Alert CRD lists only
+# Flux's kinds as event sources; strata's kinds are added to that list, so
+# an Alert may take a Failover's events.
+"$ROOT/bin/controller-gen" crd \
+  paths=github.com/fluxcd/notification-controller/api/v1beta3 \
+  output:crd:dir="$TMP/v1beta3"
+cp "$TMP/v1beta3/notification.toolkit.fluxcd.io_providers.yaml" "$OUT/"
+STRATA_KINDS="Failover ReplicationSource ReplicationDestination LVMCluster LogicalVolume VolumeImage BuildbarnStorage BuildbarnScheduler BuildbarnWorker BuildbarnFrontend BuildbarnBrowser"
+awk -v kinds="$STRATA_KINDS" '
+  { print }
+  /^ *- ExternalArtifact$/ {
+    match($0, /^ */); pad = substr($0, 1, RLENGTH)
+    n = split(kinds, k, " "); for (i = 1; i <= n; i++) print pad "- " k[i]
+  }' "$TMP/v1beta3/notification.toolkit.fluxcd.io_alerts.yaml" >"$OUT/notification.toolkit.fluxcd.io_alerts.yaml"
+grep -q -- "- Failover" "$OUT/notification.toolkit.fluxcd.io_alerts.yaml" || { echo "generate: strata's kinds not added to the Alert CRD" >&2; exit 1; }
 # VolumeSnapshot and its kinds, from the external-snapshotter's API module:
 # the chart ships them for clusters that have no snapshot CRDs yet (Helm
 # leaves CRDs that are there alone).

@@ -51,6 +51,10 @@ func controllerCommand() *cobra.Command {
 		"refuse Kustomizations whose sourceRef or dependsOn names another namespace (multi-tenancy lockdown)")
 	f.StringVar(&o.EventsAddr, "events-addr", o.EventsAddr,
 		"Flux's notification-controller events endpoint, as Flux's controllers take it: every event is also posted there in Flux's format, for Flux's Alerts")
+	f.StringVar(&o.AlertsAddr, "alerts-bind-address", o.AlertsAddr,
+		"address of the events endpoint for strata's own Alerts and Providers (Flux's format; agents post here), with the engine; 0 serves none. With no --events-addr, the controller's events go there")
+	f.StringSliceVar(&o.AlertHosts, "alert-hosts", o.AlertHosts,
+		"hosts Providers may send notifications to: a name, or *.domain for any name under it; a Provider addressing another host is refused (an event on its Alert says so)")
 	f.BoolVar(&o.Engine, "engine", o.Engine,
 		"run the GitOps engine (GitRepository, OCIRepository, Bucket, Kustomization, Receiver); false is storage-only mode beside Flux: strata serves only its own kinds and never touches Flux's objects")
 	f.BoolVar(&o.ServeSources, "serve-sources", o.ServeSources,

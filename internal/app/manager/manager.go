@@ -43,6 +43,7 @@ import (
 	"github.com/strata-gitops/strata/internal/httpserver"
 	"github.com/strata-gitops/strata/internal/scheme"
 	"github.com/strata-gitops/strata/internal/whenused"
+	"github.com/strata-gitops/strata/notifications/alerts"
 	"github.com/strata-gitops/strata/sources/artifact"
 	"github.com/strata-gitops/strata/sources/bucket"
 	"github.com/strata-gitops/strata/sources/git"
@@ -90,6 +91,12 @@ type Options struct {
 	// (Flux's --events-addr): every event is also posted there in Flux's
 	// format. Empty: Kubernetes events only.
 	EventsAddr string
+	// AlertsAddr serves Flux's events endpoint for strata's own Alerts and
+	// Providers (notifications/alerts), with the engine; "0" serves none.
+	// With no EventsAddr, the controller's events go there.
+	AlertsAddr string
+	// AlertHosts are the hosts Providers may send to (--alert-hosts).
+	AlertHosts []string
 	// AllowInsecureHTTPAuth lets GitRepositories send credentials to
 	// plain http:// URLs.
 	AllowInsecureHTTPAuth bool
@@ -129,6 +136,7 @@ func Defaults() Options {
 		ArtifactDir:     "/data",
 		ArtifactAddr:    ":9090",
 		ReceiverAddr:    ":9292",
+		AlertsAddr:      ":9690",
 		Concurrent:      10,
 		LeaseNamespace:  "strata-system",
 		SelfFenceAfter:  failovercontroller.DefaultSelfFenceAfter,
@@ -156,6 +164,9 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 		if u, err := url.Parse(o.EventsAddr); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, fmt.Errorf("--events-addr %q is not an http(s) URL, such as http://notification-controller.flux-system.svc.cluster.local./", o.EventsAddr)
 		}
+	}
+	if o.servesAlerts() && o.EventsAddr == "" {
+		o.EventsAddr = "http://" + localAddr(o.AlertsAddr) + "/"
 	}
 	cfg = withoutFinalizerNameWarning(cfg)
 	cacheOpts, err := shardCache(o.WatchLabelSelector)
@@ -262,6 +273,13 @@ func registerEngine(ctx context.Context, mgr manager.Manager, cfg *rest.Config, 
 			return err
 		}
 	}
+	if o.servesAlerts() {
+		d := &alerts.Dispatcher{Client: mgr.GetClient(), Direct: direct, Events: mgr.GetEventRecorder("strata-alerts"),
+			Hosts: o.AlertHosts, NoCrossNamespaceRefs: o.NoCrossNamespaceRefs, Log: mgr.GetLogger().WithName("alerts")}
+		if err := mgr.Add(httpServer(o.AlertsAddr, d)); err != nil {
+			return err
+		}
+	}
 	if o.ReceiverAddr != "" && o.ReceiverAddr != "0" {
 		mux := http.NewServeMux()
 		mux.Handle("/hook/", &receiver.Handler{Reader: mgr.GetClient(), Writer: direct})
@@ -270,6 +288,13 @@ func registerEngine(ctx context.Context, mgr manager.Manager, cfg *rest.Config, 
 		}
 	}
 	return nil
+}
+
+// servesAlerts reports whether strata serves Alerts and Providers: with
+// its engine (beside Flux, Flux's notification-controller does), at an
+// address.
+func (o Options) servesAlerts() bool {
+	return o.Engine && o.AlertsAddr != "" && o.AlertsAddr != "0"
 }
 
 // registerSources registers the reconcilers of the source kinds strata

@@ -57,9 +57,15 @@ func AssetsDir() string {
 
 // StartAPIServer starts kube-apiserver and etcd with strata's CRDs.
 func StartAPIServer(apiserverFlags map[string]string) (*Env, error) {
+	return StartAPIServerWithCRDs(apiserverFlags, filepath.Join(RepoRoot(), "charts", "strata", "crds"))
+}
+
+// StartAPIServerWithCRDs starts kube-apiserver and etcd with the CRDs of
+// the directories named, such as a cluster Flux installed (FluxCRDDir).
+func StartAPIServerWithCRDs(apiserverFlags map[string]string, crdDirs ...string) (*Env, error) {
 	cp, err := controlplane.Start(controlplane.Options{
 		AssetsDir:      AssetsDir(),
-		CRDDirs:        []string{filepath.Join(RepoRoot(), "charts", "strata", "crds")},
+		CRDDirs:        crdDirs,
 		APIServerFlags: apiserverFlags,
 	})
 	if err != nil {

@@ -135,11 +135,7 @@ func runFluxController(t testing.TB, env *Env, name string, args ...string) {
 // Alert, Provider, HelmRelease): Flux's controllers watch them.
 func installFluxCRDs(t testing.TB, env *Env) {
 	t.Helper()
-	dir := filepath.Join(RepoRoot(), "bin", "flux", "crds")
-	entries, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	if err != nil || len(entries) == 0 {
-		Unavailable(t, "Flux's CRDs are not in "+dir+": run hack/tools.sh flux-controllers")
-	}
+	entries, _ := filepath.Glob(filepath.Join(FluxCRDDir(t), "*.yaml"))
 	for _, p := range entries {
 		data, err := os.ReadFile(p)
 		if err != nil {
@@ -155,6 +151,18 @@ func installFluxCRDs(t testing.TB, env *Env) {
 			}
 		}
 	}
+}
+
+// FluxCRDDir is the directory of Flux's own CRDs, as Flux's controllers
+// v1.9 install them (bin/flux/crds, which hack/tools.sh flux-controllers
+// fills).
+func FluxCRDDir(t testing.TB) string {
+	t.Helper()
+	dir := filepath.Join(RepoRoot(), "bin", "flux", "crds")
+	if entries, err := filepath.Glob(filepath.Join(dir, "*.yaml")); err != nil || len(entries) == 0 {
+		Unavailable(t, "Flux's CRDs are not in "+dir+": run hack/tools.sh flux-controllers")
+	}
+	return dir
 }
 
 // Flux runs Flux's CLI against the test's API server and returns what it
