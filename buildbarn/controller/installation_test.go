@@ -1,13 +1,17 @@
 package controller_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bbv1 "github.com/strata-gitops/strata/api/buildbarn/v1alpha1"
 	"github.com/strata-gitops/strata/buildbarn/objects"
@@ -85,6 +89,24 @@ func TestAMixOfReleasesIsDegradedUnlessAllowed(t *testing.T) {
 		return contains(conditionMessage(o, bbv1.ConditionDegraded), "BuildbarnStorage/storage runs "+release)
 	})
 	waitComponent(t, c, &bbv1.BuildbarnStorage{ObjectMeta: meta(ns, "storage")}, condition(bbv1.ConditionDegraded, metav1.ConditionTrue, "VersionSkew"))
+	// Told once, as an event an Alert can take, however often it is
+	// reconciled meanwhile.
+	testenv.Eventually(t, 30*time.Second, func() error {
+		var list eventsv1.EventList
+		if err := c.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		n := 0
+		for _, e := range list.Items {
+			if e.Regarding.Kind == "BuildbarnBrowser" && e.Reason == "VersionSkew" {
+				n++
+			}
+		}
+		if n != 1 {
+			return fmt.Errorf("%d VersionSkew events of the browser, want 1", n)
+		}
+		return nil
+	})
 	testenv.Update(t, c, br, func(b *bbv1.BuildbarnBrowser) { b.Spec.AllowVersionSkew = true })
 	waitComponent(t, c, br, condition(bbv1.ConditionDegraded, metav1.ConditionFalse, ""))
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -49,9 +50,25 @@ func (r *Reconciler) report(ctx context.Context, obj Object, s *scope, err error
 		markFailed(obj, "ReconcileFailed", err.Error(), false)
 	default:
 		markProgress(obj, w)
-		markDegraded(obj, s.problems())
+		problems := s.problems()
+		r.tellNewSkew(s, obj, problems)
+		markDegraded(obj, problems)
 	}
 	return nil
+}
+
+// tellNewSkew records a VersionSkew event when the component's Degraded
+// condition turns to it, so an Alert hears of it once, not each
+// reconcile.
+func (r *Reconciler) tellNewSkew(s *scope, obj Object, problems []problem) {
+	for _, p := range problems {
+		if p.reason != "VersionSkew" {
+			continue
+		}
+		if c := apimeta.FindStatusCondition(obj.GetConditions(), bbv1.ConditionDegraded); c == nil || c.Reason != "VersionSkew" {
+			r.warn(s, "VersionSkew", "%s", p.message)
+		}
+	}
 }
 
 func (w workload) rolledOut() bool {

@@ -29,6 +29,7 @@ import (
 	failoverv1alpha1 "github.com/strata-gitops/strata/api/failover/v1alpha1"
 	"github.com/strata-gitops/strata/failover/lease"
 	"github.com/strata-gitops/strata/failover/replication"
+	"github.com/strata-gitops/strata/internal/fluxevents"
 	"github.com/strata-gitops/strata/internal/status"
 	"github.com/strata-gitops/strata/rules"
 	"github.com/strata-gitops/strata/storage/agent/mover"
@@ -259,6 +260,7 @@ func (r *Reconciler) watchPrimary(ctx context.Context, fo *failoverv1alpha1.Fail
 			msg += fmt.Sprintf("; checking whether its volume is fenced failed: %v", err)
 		}
 		status.MarkReady(fo, "Protected", msg)
+		r.checkDataAge(fo, a)
 		// Back when the Lease turns stale, however long the check took.
 		return ctrl.Result{RequeueAfter: max(limit-age-r.Now().Sub(read), time.Millisecond)}, nil
 	}
@@ -266,7 +268,9 @@ func (r *Reconciler) watchPrimary(ctx context.Context, fo *failoverv1alpha1.Fail
 	fo.Status.Phase, fo.Status.Timestamps = failoverv1alpha1.PhaseUnreachable, failoverv1alpha1.PhaseTimestamps{Detected: &now}
 	msg := fmt.Sprintf("node %s's agent has not renewed its Lease for %s (limit %s)", fo.Spec.Primary.Node, age.Round(time.Millisecond), limit)
 	status.MarkReconciling(fo, msg)
-	r.Events.Eventf(fo, nil, corev1.EventTypeWarning, "NodeUnreachable", "Detect", "%s", msg)
+	fluxevents.Eventf(r.Events, map[string]string{"node": fo.Spec.Primary.Node, "leaseAge": age.Round(time.Millisecond).String()},
+		fo, corev1.EventTypeWarning, ReasonFailoverStarted, "Detect", "%s: failing %s %s over to node %s",
+		msg, fo.Spec.Workload.Kind, fo.Spec.Workload.Name, fo.Spec.Backup.Node)
 	return r.fence(ctx, fo, a)
 }
 
@@ -362,7 +366,8 @@ func (r *Reconciler) agentFenced(ctx context.Context, fo *failoverv1alpha1.Failo
 		return ctrl.Result{}, err != nil, err
 	}
 	if c := apimeta.FindStatusCondition(fo.Status.Conditions, meta.ReconcilingCondition); c == nil || !strings.Contains(c.Message, "its kubelet renews") {
-		r.Events.Eventf(fo, nil, corev1.EventTypeWarning, "AgentDownNodeUp", "Fence", "node %s's kubelet renews its Lease while its agent does not: no failover while the node lives", node)
+		r.Events.Eventf(fo, nil, corev1.EventTypeWarning, ReasonNodeLeaseStale, "Fence", "node %s's agent has not renewed its Lease for %s while its kubelet renews the node's: no failover while the node lives; restart the agent, or once the node is off annotate %s=%s",
+			node, age.Round(time.Millisecond), AnnotationFenced, node)
 	}
 	result, err := r.stillFencing(fo, fmt.Sprintf("node %s's agent has not renewed its Lease, but its kubelet renews the node's: the node lives, and the app may be writing there, so the backup does not start; restart the agent (it fences or is back), or once the node is off annotate %s=%s",
 		node, AnnotationFenced, node), nil)

@@ -89,7 +89,7 @@ func (r *Reconciler) runOnBackup(ctx context.Context, fo *failoverv1alpha1.Failo
 	if fo.Status.Timestamps.Started == nil {
 		now := metav1.NewMicroTime(r.Now())
 		fo.Status.Timestamps.Started = &now
-		r.Events.Eventf(fo, nil, corev1.EventTypeNormal, "FailedOver", "Start", "%s %s runs on node %s", fo.Spec.Workload.Kind, fo.Spec.Workload.Name, fo.Spec.Backup.Node)
+		r.completed(fo)
 	}
 	status.MarkReady(fo, "FailedOver", fmt.Sprintf("running on the backup %s since %s, from a replica %s old; %s",
 		fo.Spec.Backup.Node, fo.Status.Timestamps.Started.UTC().Format(time.RFC3339), fo.Status.DataAgeAtPromotion.Duration, fo.Status.FencedBy))

@@ -75,11 +75,27 @@ func (r Recorder) send() {
 
 // Eventf records the event, and posts it.
 func (r Recorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
+	r.eventf(regarding, related, nil, eventtype, reason, action, note, args...)
+}
+
+// Eventf records an event through rec with metadata (keys without an API
+// group: "dataAge") that Flux's payload carries under the object's group
+// ("failover.strata.dev/dataAge"), where Alerts' Providers show it. A
+// recorder that posts nowhere records the event alone.
+func Eventf(rec events.EventRecorder, meta map[string]string, regarding runtime.Object, eventtype, reason, action, note string, args ...any) {
+	if r, ok := rec.(Recorder); ok {
+		r.eventf(regarding, nil, meta, eventtype, reason, action, note, args...)
+		return
+	}
+	rec.Eventf(regarding, nil, eventtype, reason, action, note, args...)
+}
+
+func (r Recorder) eventf(regarding, related runtime.Object, extra map[string]string, eventtype, reason, action, note string, args ...any) {
 	r.kube.Eventf(regarding, related, eventtype, reason, action, note, args...)
 	if r.flux == nil {
 		return
 	}
-	p := post{obj: regarding.DeepCopyObject(), meta: r.metadata(regarding), eventtype: eventtype, reason: reason, messageFmt: note, args: args}
+	p := post{obj: regarding.DeepCopyObject(), meta: r.metadata(regarding, extra), eventtype: eventtype, reason: reason, messageFmt: note, args: args}
 	select {
 	case r.posts <- p:
 	default:
@@ -89,8 +105,9 @@ func (r Recorder) Eventf(regarding, related runtime.Object, eventtype, reason, a
 
 // metadata holds the revision of what has one, under the key Flux's
 // controllers use (the object's API group, then "/revision"): a source's
-// artifact, a Kustomization's attempted revision.
-func (r Recorder) metadata(obj runtime.Object) map[string]string {
+// artifact, a Kustomization's attempted revision; and the extra
+// metadata, under the same group.
+func (r Recorder) metadata(obj runtime.Object, extra map[string]string) map[string]string {
 	rev := ""
 	switch o := obj.(type) {
 	case *kustomizev1.Kustomization:
@@ -101,10 +118,17 @@ func (r Recorder) metadata(obj runtime.Object) map[string]string {
 		}
 	}
 	gvk, err := apiutil.GVKForObject(obj, r.scheme)
-	if rev == "" || err != nil {
+	if err != nil || (rev == "" && len(extra) == 0) {
 		return nil
 	}
-	return map[string]string{gvk.Group + "/" + eventv1.MetaRevisionKey: rev}
+	out := map[string]string{}
+	for k, v := range extra {
+		out[gvk.Group+"/"+k] = v
+	}
+	if rev != "" {
+		out[gvk.Group+"/"+eventv1.MetaRevisionKey] = rev
+	}
+	return out
 }
 
 // discard is the Kubernetes half of Flux's recorder, unused: strata

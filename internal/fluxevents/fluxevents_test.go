@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 
+	failoverv1alpha1 "github.com/strata-gitops/strata/api/failover/v1alpha1"
 	"github.com/strata-gitops/strata/internal/fluxevents"
 	"github.com/strata-gitops/strata/internal/scheme"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
@@ -170,5 +171,32 @@ func TestADownEndpointDoesNotHoldTheCaller(t *testing.T) {
 	}
 	if len(kube.Events) != 20 {
 		t.Fatalf("%d Kubernetes events recorded, want 20", len(kube.Events))
+	}
+}
+
+// Metadata an event carries reaches Flux's payload under the object's
+// API group, as Flux's controllers write theirs; a plain Kubernetes
+// recorder records the event alone.
+func TestMetadataGoesUnderTheObjectsGroup(t *testing.T) {
+	var got collector
+	srv := httptest.NewServer(&got)
+	t.Cleanup(srv.Close)
+	rec, err := fluxevents.New(events.NewFakeRecorder(10), scheme.New(), testr.New(t), srv.URL, "strata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fo := &failoverv1alpha1.Failover{ObjectMeta: metav1.ObjectMeta{Name: "ledger", Namespace: "apps"}}
+	fluxevents.Eventf(rec, map[string]string{"dataAge": "4s"}, fo, corev1.EventTypeNormal, "FailoverCompleted", "Start", "done")
+	testenv.Eventually(t, 10*time.Second, func() error {
+		es := got.received()
+		if len(es) != 1 || es[0].Metadata["failover.strata.dev/dataAge"] != "4s" {
+			return fmt.Errorf("posted %+v", es)
+		}
+		return nil
+	})
+	plain := events.NewFakeRecorder(1)
+	fluxevents.Eventf(plain, map[string]string{"dataAge": "4s"}, fo, corev1.EventTypeNormal, "FailoverCompleted", "Start", "done")
+	if e := <-plain.Events; e != "Normal FailoverCompleted done" {
+		t.Fatalf("plain recorder got %q", e)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/storage/imagepopulator"
+	"github.com/strata-gitops/strata/storage/images/cache"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
@@ -201,17 +202,22 @@ func (w *world) wantFillPod(t *testing.T, key client.ObjectKey, prime string) *c
 	return pod
 }
 
+// mismatch is the error a fill pod ends with when the image's bytes are
+// not the ones its digest names.
+var mismatch = &cache.MismatchError{Want: cache.Digest("sha256:ab"), Got: cache.Digest("sha256:cd")}
+
 // failOnce plays a failed fill: the reason is told on the claim, and the
 // next try's pod is returned.
 func (w *world) failOnce(t *testing.T, pvc *corev1.PersistentVolumeClaim, pod *corev1.Pod, key client.ObjectKey) *corev1.Pod {
 	t.Helper()
 	firstUID := pod.UID
 	pod.Status = corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: "fill",
-		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: "the image's bytes hash to sha256:cd…"}}}}}
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: mismatch.Error()}}}}}
 	if err := w.c.Status().Update(context.Background(), pod); err != nil {
 		t.Fatal(err)
 	}
-	w.wantEvent(t, pvc, "PopulateFailed", "the image's bytes hash to sha256:cd")
+	// A digest mismatch has a reason of its own, for Alerts.
+	w.wantEvent(t, pvc, imagepopulator.ReasonImageDigestMismatch, "the downloaded image is sha256:cd")
 	return eventually(t, w.c, key, &corev1.Pod{}, func(p *corev1.Pod) error {
 		if p.UID == firstUID {
 			return fmt.Errorf("the failed pod is still there")

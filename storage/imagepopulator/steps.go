@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
+	"github.com/strata-gitops/strata/storage/images/cache"
 )
 
 // populate takes the claim through its steps: the prime claim on the
@@ -111,8 +112,9 @@ func (r *Reconciler) failed(ctx context.Context, pvc, prime *corev1.PersistentVo
 	if err := r.Patch(ctx, prime, patch); err != nil {
 		return ctrl.Result{}, err
 	}
-	r.event(pvc, corev1.EventTypeWarning, "PopulateFailed", "filling from VolumeImage %s failed (try %d), tried again in %s: %s",
-		img.Name, failures, wait, terminationMessage(pod))
+	msg := terminationMessage(pod)
+	r.event(pvc, corev1.EventTypeWarning, failureReason(msg), "filling from VolumeImage %s failed (try %d), tried again in %s: %s",
+		img.Name, failures, wait, msg)
 	if err := r.Delete(ctx, pod); client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, err
 	}
@@ -199,6 +201,22 @@ func (r *Reconciler) cleanUp(ctx context.Context, ns, name string) error {
 }
 
 // terminationMessage is what the fill's container said as it ended.
+// Reasons of the events on a claim whose fill failed: the image's bytes
+// are not what its digest says, or anything else (docs/notifications.md).
+const (
+	ReasonImageDigestMismatch = "ImageDigestMismatch"
+	ReasonPopulateFailed      = "PopulateFailed"
+)
+
+// failureReason tells a digest mismatch from the other failures, so an
+// Alert can select it.
+func failureReason(message string) string {
+	if cache.MismatchIn(message) {
+		return ReasonImageDigestMismatch
+	}
+	return ReasonPopulateFailed
+}
+
 func terminationMessage(pod *corev1.Pod) string {
 	for _, s := range pod.Status.ContainerStatuses {
 		if t := s.State.Terminated; t != nil && t.Message != "" {

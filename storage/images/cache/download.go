@@ -48,8 +48,16 @@ func CompressionOf(object string) Compression {
 type MismatchError struct{ Want, Got Digest }
 
 func (e *MismatchError) Error() string {
-	return fmt.Sprintf("the downloaded image is %s, but its source declares %s: nothing was cached; check the object and its digest", e.Got, e.Want)
+	return fmt.Sprintf("the downloaded image is %s, %s %s: nothing was cached; check the object and its digest", e.Got, mismatchPhrase, e.Want)
 }
+
+// mismatchPhrase is in every MismatchError's text, so that a process
+// that sees only the text (a populator pod's termination message) can
+// tell this failure from others.
+const mismatchPhrase = "but its source declares"
+
+// MismatchIn reports whether text holds a MismatchError's.
+func MismatchIn(text string) bool { return strings.Contains(text, mismatchPhrase) }
 
 // download fills a temporary file, locked against removal by another
 // process's Open while it is written, with the object's decompressed

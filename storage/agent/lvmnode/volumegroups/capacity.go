@@ -62,6 +62,25 @@ func (r *Reconciler) fullness(pool lvm.LogicalVolume) string {
 	return ""
 }
 
+// ReasonThinPoolFull is the reason of the event on an LVMCluster when a
+// node's thin pool passes the full threshold (docs/notifications.md).
+const ReasonThinPoolFull = "ThinPoolFull"
+
+// tellNewlyFull records ThinPoolFull on the cluster when the class's pool
+// on this node has just passed the threshold: once, not each resync.
+func (r *Reconciler) tellNewlyFull(cluster *storagev1alpha1.LVMCluster, before []storagev1alpha1.DeviceClassNodeStatus, now storagev1alpha1.DeviceClassNodeStatus) {
+	if now.ThinPool == nil || now.ThinPool.Full == "" {
+		return
+	}
+	for _, b := range before {
+		if b.VolumeGroup == now.VolumeGroup && b.ThinPool != nil && b.ThinPool.Full != "" {
+			return
+		}
+	}
+	r.event(cluster, corev1.EventTypeWarning, ReasonThinPoolFull, "thin pool %s/%s on node %s: %s",
+		now.VolumeGroup, now.ThinPool.Name, r.Node, now.ThinPool.Full)
+}
+
 // thinCapacity is the pool's overprovisioned size less what its volumes
 // were promised.
 func thinCapacity(pool lvm.LogicalVolume, lvs []lvm.LogicalVolume, ratio int32) uint64 {

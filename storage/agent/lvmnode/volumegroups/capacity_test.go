@@ -4,6 +4,9 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/client-go/tools/events"
+
+	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"github.com/strata-gitops/strata/storage/lvm"
 )
 
@@ -36,5 +39,24 @@ func TestFullPoolsTakeNoNewVolume(t *testing.T) {
 	r.FullThreshold = 99
 	if got := r.fullness(lvm.LogicalVolume{DataPercent: 95}); got != "" {
 		t.Errorf("threshold 99%%, 95%% full: %q", got)
+	}
+}
+
+// A pool passing the threshold is told once on its LVMCluster: not again
+// while it stays full, and not for a pool below it.
+func TestANewlyFullPoolIsToldOnce(t *testing.T) {
+	rec := events.NewFakeRecorder(10)
+	r := &Reconciler{Events: rec, Node: "n1"}
+	cluster := &storagev1alpha1.LVMCluster{}
+	full := storagev1alpha1.DeviceClassNodeStatus{VolumeGroup: "vg", ThinPool: &storagev1alpha1.ThinPoolStatus{Name: "pool", Full: "data 91.0% full (threshold 90%)"}}
+	below := storagev1alpha1.DeviceClassNodeStatus{VolumeGroup: "vg", ThinPool: &storagev1alpha1.ThinPoolStatus{Name: "pool"}}
+	r.tellNewlyFull(cluster, []storagev1alpha1.DeviceClassNodeStatus{below}, full)
+	r.tellNewlyFull(cluster, []storagev1alpha1.DeviceClassNodeStatus{full}, full)
+	r.tellNewlyFull(cluster, nil, below)
+	if len(rec.Events) != 1 {
+		t.Fatalf("%d events, want 1", len(rec.Events))
+	}
+	if e := <-rec.Events; !strings.Contains(e, "Warning ThinPoolFull thin pool vg/pool on node n1: data 91.0% full") {
+		t.Fatalf("event %q", e)
 	}
 }

@@ -142,6 +142,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 				continue
 			}
 			st := r.reconcileClass(ctx, &cluster, dc, &state.Status, capacity)
+			r.tellNewlyFull(&cluster, before.Status.DeviceClasses, st)
 			if st.State == storagev1alpha1.StateFailed {
 				failed = append(failed, dc.Name)
 				failing[dc.Name] = r.failingSince[dc.Name]
