@@ -38,6 +38,7 @@ generate:
 # Packages run one after another: each starts its own API server.
 test: control-plane packages sidecars
 	@bash hack/tools.sh csi-sanity helm minio registry cosign sops flux-cli flux-controllers
+	@bash hack/flux.sh
 	@echo "► running tests"
 	$(GO) test -count=1 -p 1 -timeout 20m ./...
 

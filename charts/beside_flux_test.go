@@ -14,13 +14,17 @@ import (
 	notificationv1beta3 "github.com/fluxcd/notification-controller/api/v1beta3"
 	"github.com/fluxcd/pkg/apis/meta"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/strata-gitops/strata/engine/guardwebhook"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 )
 
@@ -163,4 +167,36 @@ func setFlags(set []string) []string {
 		flags = append(flags, "--set", s)
 	}
 	return flags
+}
+
+// The chart's webhook configuration is the one engine/guardwebhook
+// describes and its tests run against Flux: the same rules, the same
+// users; the controller serves it on the port the Service names.
+func TestTheGuardWebhookIsRenderedAsItsPackageDescribes(t *testing.T) {
+	objects := testenv.RenderChart(t, "strata", "strata-system", append(required, "engine.enabled=false")...)
+	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
+	u := find(t, objects, "ValidatingWebhookConfiguration", "strata-guard-flux-prunes")
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &vwc); err != nil {
+		t.Fatal(err)
+	}
+	want := guardwebhook.Configuration("", admissionregistrationv1.WebhookClientConfig{}, guardwebhook.DefaultUsers).Webhooks[0]
+	got := vwc.Webhooks[0]
+	if !equality.Semantic.DeepEqual(got.Rules, want.Rules) || !equality.Semantic.DeepEqual(got.MatchConditions, want.MatchConditions) ||
+		*got.FailurePolicy != *want.FailurePolicy || got.Name != want.Name {
+		t.Fatalf("the chart's webhook:\n%+v\nthe package's:\n%+v", got, want)
+	}
+	if got.ClientConfig.Service == nil || *got.ClientConfig.Service.Path != guardwebhook.Path || len(got.ClientConfig.CABundle) == 0 {
+		t.Fatalf("client config %+v", got.ClientConfig)
+	}
+	args := containerArgs(t, find(t, objects, "Deployment", "strata-controller"), "controller")
+	if flag(args, "--guard-webhook-port") != "9443" || flag(args, "--engine") != "false" {
+		t.Fatalf("controller args %v", args)
+	}
+	// With the engine on there is no webhook: strata's own prunes pass its
+	// engine's guard.
+	for _, o := range testenv.RenderChart(t, "strata", "strata-system", required...) {
+		if o.GetKind() == "ValidatingWebhookConfiguration" {
+			t.Fatalf("rendered %s with the engine on", o.GetName())
+		}
+	}
 }

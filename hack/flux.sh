@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Builds Flux's kustomize-controller from the Go module proxy into bin/flux, as
-# the benchmark's measuring reference; it is never a dependency of strata.
+# Builds Flux's kustomize-controller from the Go module proxy into bin/flux: the
+# benchmark's measuring reference, and the Flux that the guard webhook's test
+# (engine/guardwebhook) prunes with; it is never a dependency of strata.
 # Same scratch-module trick as kube-apiserver: the controller's go.mod
 # replaces its api submodule with ./api, which does not exist in the module
 # cache, so point it at the published version and keep its other replace
-# lines. Idempotent. Flux's source-controller is not built: a module it needs
-# (github.com/fluxcd/pkg/artifact) is refused by the module proxy here, so the
-# benchmark serves Flux's kustomize-controller from strata's GitRepository
-# reconciler instead (docs/benchmarks.md).
+# lines. Idempotent. Flux's source-controller is not built here: a module it
+# needs is refused by the module proxy; its real binary comes from ../shared/flux
+# (hack/tools.sh flux-controllers).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"

@@ -6,6 +6,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/strata-gitops/strata/engine/guardwebhook"
 	"github.com/strata-gitops/strata/internal/app/manager"
 )
 
@@ -55,6 +56,12 @@ func controllerCommand() *cobra.Command {
 		"address of the events endpoint for strata's own Alerts and Providers (Flux's format; agents post here), with the engine; 0 serves none. With no --events-addr, the controller's events go there")
 	f.StringSliceVar(&o.AlertHosts, "alert-hosts", o.AlertHosts,
 		"hosts Providers may send notifications to: a name, or *.domain for any name under it; a Provider addressing another host is refused (an event on its Alert says so)")
+	f.IntVar(&o.GuardWebhook.Port, "guard-webhook-port", 0,
+		"in storage-only mode (--engine=false), serve the data-loss guard for Flux's prunes, a validating admission webhook, on this port (HTTPS); 0 serves none")
+	f.StringVar(&o.GuardWebhook.CertDir, "guard-webhook-cert-dir", "/etc/strata/guard-webhook",
+		"directory holding the guard webhook's tls.crt and tls.key")
+	f.StringSliceVar(&o.GuardWebhook.Users, "guard-flux-users", guardwebhook.DefaultUsers,
+		"users whose deletes the guard webhook checks: Flux's kustomize-controller's service account")
 	f.BoolVar(&o.Engine, "engine", o.Engine,
 		"run the GitOps engine (GitRepository, OCIRepository, Bucket, Kustomization, Receiver); false is storage-only mode beside Flux: strata serves only its own kinds and never touches Flux's objects")
 	f.BoolVar(&o.ServeSources, "serve-sources", o.ServeSources,

@@ -42,3 +42,9 @@ nodeSelector:
   {{ $k | quote }}: {{ $v | toString | quote }}
 {{- end }}
 {{- end }}
+
+{{- /* Non-empty when the controller serves the data-loss guard for Flux's
+prunes: storage-only mode, with guard.fluxPrunes. */ -}}
+{{- define "strata.guardsFluxPrunes" -}}
+{{- if and .Values.controller.enabled (not .Values.engine.enabled) .Values.guard.fluxPrunes }}true{{ end }}
+{{- end }}

@@ -97,6 +97,9 @@ type Options struct {
 	AlertsAddr string
 	// AlertHosts are the hosts Providers may send to (--alert-hosts).
 	AlertHosts []string
+	// GuardWebhook serves the data-loss guard for Flux's prunes in
+	// storage-only mode (engine/guardwebhook).
+	GuardWebhook GuardWebhook
 	// AllowInsecureHTTPAuth lets GitRepositories send credentials to
 	// plain http:// URLs.
 	AllowInsecureHTTPAuth bool
@@ -216,6 +219,8 @@ func register(ctx context.Context, mgr manager.Manager, cfg *rest.Config, o Opti
 		if err := registerEngine(ctx, mgr, cfg, o); err != nil {
 			return err
 		}
+	} else if err := o.GuardWebhook.register(mgr); err != nil {
+		return err
 	}
 	if err := registerStorage(ctx, mgr, o); err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -132,6 +133,30 @@ func Unavailable(t testing.TB, reason string) {
 // in which objects change.
 func (e *Env) Clientset() *kubernetes.Clientset {
 	return kubernetes.NewForConfigOrDie(e.Config)
+}
+
+// KubeconfigFileAs writes a kubeconfig that acts as user (an
+// administrator impersonating it), for a program that must be that user
+// to the API server, as a controller running under its service account
+// is.
+func (e *Env) KubeconfigFileAs(t testing.TB, user string, groups ...string) string {
+	t.Helper()
+	data, err := e.cp.Kubeconfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.Load(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, auth := range cfg.AuthInfos {
+		auth.Impersonate, auth.ImpersonateGroups = user, append(groups, "system:authenticated")
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig-as")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // KubeconfigFile writes an administrator's kubeconfig of the API server

@@ -10,6 +10,10 @@ import (
 	"testing"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -97,20 +101,53 @@ func FluxNotificationController(t testing.TB, env *Env) string {
 	return "http://" + addr + "/"
 }
 
+// FluxKustomizeControllerUser is who Flux's kustomize-controller is to
+// the API server, as Flux installs it.
+const FluxKustomizeControllerUser = "system:serviceaccount:flux-system:kustomize-controller"
+
+// FluxKustomizeController runs Flux's real kustomize-controller (built
+// from the module proxy into bin/flux by hack/flux.sh) against the test's
+// API server, as its service account in flux-system (an administrator
+// impersonating it), so that admission sees its requests as Flux's.
+func FluxKustomizeController(t testing.TB, env *Env) {
+	t.Helper()
+	FluxKustomizeControllerRights(t, env)
+	kubeconfig := env.KubeconfigFileAs(t, FluxKustomizeControllerUser, "system:serviceaccounts", "system:serviceaccounts:flux-system")
+	runFluxControllerAs(t, env, kubeconfig, "kustomize-controller", "--events-addr", "")
+}
+
+// FluxKustomizeControllerRights binds Flux's kustomize-controller's
+// service account to cluster-admin, as Flux's installation does.
+func FluxKustomizeControllerRights(t testing.TB, env *Env) {
+	t.Helper()
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "flux-kustomize-controller"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "flux-system", Name: "kustomize-controller"}}}
+	if err := env.Client.Create(context.Background(), binding); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
 // runFluxController runs one of Flux's controllers from bin/flux until
 // the test ends, its CRDs installed first, its log shown if the test
 // failed.
 func runFluxController(t testing.TB, env *Env, name string, args ...string) {
 	t.Helper()
+	runFluxControllerAs(t, env, env.KubeconfigFile(t), name, args...)
+}
+
+// runFluxControllerAs is runFluxController with the kubeconfig given.
+func runFluxControllerAs(t testing.TB, env *Env, kubeconfig, name string, args ...string) {
+	t.Helper()
 	bin := filepath.Join(RepoRoot(), "bin", "flux", name)
 	if _, err := os.Stat(bin); err != nil {
-		Unavailable(t, "bin/flux/"+name+" is not unpacked: run hack/tools.sh flux-controllers")
+		Unavailable(t, "bin/flux/"+name+" is missing: run hack/tools.sh flux-controllers (and hack/flux.sh for kustomize-controller)")
 	}
 	installFluxCRDs(t, env)
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, bin, append([]string{"--enable-leader-election=false", "--metrics-addr", "0",
 		"--health-addr", FreeAddr(t)}, args...)...)
-	cmd.Env = append(os.Environ(), "RUNTIME_NAMESPACE=flux-system", "KUBECONFIG="+env.KubeconfigFile(t))
+	cmd.Env = append(os.Environ(), "RUNTIME_NAMESPACE=flux-system", "KUBECONFIG="+kubeconfig)
 	logFile, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
 	if err != nil {
 		t.Fatal(err)
