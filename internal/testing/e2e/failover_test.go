@@ -72,8 +72,16 @@ func TestFailoverOnRealNodes(t *testing.T) {
 	// writing on A alone.
 	l.agentDownOnALiveNode(back)
 
-	// A loses power: B serves what the last sync sent.
+	// A loses power: B serves what the last sync sent, and an Alert on
+	// the Failover tells a webhook on the host at the start and the end,
+	// with the data age.
+	hook := alertOnFailovers(t, l.cl, l.ns)
 	loss := l.losePower(c)
+	hook.wantNotified(t, l.cl, l.ns, controller.ReasonFailoverStarted)
+	done := hook.wantNotified(t, l.cl, l.ns, controller.ReasonFailoverCompleted)
+	if age := done.event.Metadata["dataAge"]; age != loss.dataAge.String() {
+		t.Errorf("FailoverCompleted's notification says data age %q, the Failover %s", age, loss.dataAge)
+	}
 	t.Logf("node loss to app on B, from A's last Lease renewal: detected %s, fenced %s, promoted %s, started %s, pod serving %s (data age %s)",
 		loss.detect, loss.fence, loss.promote, loss.started, loss.serving, loss.dataAge)
 }

@@ -187,7 +187,7 @@ func install(ctx context.Context, c *cluster.Cluster, cl client.Client, built *r
 	bin := filepath.Join(testenv.RepoRoot(), "bin")
 	err := release.Install(ctx, cl, release.Options{Release: built, Registry: c.Registry(), RegistryName: cluster.RegistryName,
 		Helm: filepath.Join(bin, "helm"), Kubectl: filepath.Join(testenv.AssetsDir(), "kubectl"), Kubeconfig: c.KubeconfigPath(), Namespace: namespace,
-		Set: append(hosts.Values(), release.ControllersOn(c.Nodes[1].Name())...), Objects: hosts.Secrets(namespace), Progress: progress}, 4*time.Minute)
+		Set: append(append(hosts.Values(), release.ControllersOn(c.Nodes[1].Name())...), alertsToTheHost()), Objects: hosts.Secrets(namespace), Progress: progress}, 4*time.Minute)
 	if err != nil {
 		return fmt.Errorf("%w\n%s", err, c.Nodes[0].Logs(20))
 	}
