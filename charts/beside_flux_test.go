@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -198,5 +199,31 @@ func TestTheGuardWebhookIsRenderedAsItsPackageDescribes(t *testing.T) {
 		if o.GetKind() == "ValidatingWebhookConfiguration" {
 			t.Fatalf("rendered %s with the engine on", o.GetName())
 		}
+	}
+}
+
+// The node agents post their events where the controller's go: the
+// controller's alerts endpoint (its Service's events port) with the
+// engine, Flux's notification-controller when controller.eventsAddr names
+// it, nowhere in storage-only mode without it.
+func TestTheAgentsEventsGoWhereTheControllers(t *testing.T) {
+	for _, c := range []struct {
+		set  []string
+		want string
+	}{
+		{nil, "http://strata-controller.strata-system.svc:9690/"},
+		{[]string{"engine.enabled=false"}, ""},
+		{[]string{"engine.enabled=false", "controller.eventsAddr=http://notification-controller.flux-system.svc.cluster.local./"},
+			"http://notification-controller.flux-system.svc.cluster.local./"},
+	} {
+		objects := testenv.RenderChart(t, "strata", "strata-system", append(append([]string{}, required...), c.set...)...)
+		if got := flag(containerArgs(t, find(t, objects, "DaemonSet", "strata-agent"), "agent"), "--events-addr"); got != c.want {
+			t.Errorf("--set %v: the agent's --events-addr %q, want %q", c.set, got, c.want)
+		}
+	}
+	svc := find(t, testenv.RenderChart(t, "strata", "strata-system", required...), "Service", "strata-controller")
+	ports, _, _ := unstructured.NestedSlice(svc.Object, "spec", "ports")
+	if !strings.Contains(fmt.Sprint(ports), "port:9690") {
+		t.Errorf("the controller's Service does not serve the events port 9690: %v", ports)
 	}
 }

@@ -31,6 +31,8 @@ func agentCommand() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster configuration when empty")
 	f.StringVar(&o.Node, "node-name", o.Node, "this node's name (default: $NODE_NAME)")
+	f.StringVar(&o.EventsAddr, "events-addr", o.EventsAddr,
+		"where the agent's events (a full thin pool, a volume group's failures) are also posted in Flux's format: the controller's alerts endpoint or Flux's notification-controller; empty: Kubernetes events only")
 	f.StringVar(&o.Namespace, "namespace", o.Namespace, "namespace of the LVMClusters and of this node's LVMVolumeGroupNodeStatus")
 	f.StringVar(&o.LVM.Backend, "backend", o.LVM.Backend, "volume manager: lvm2, or loopback (logical volumes as loop-device files, for development machines whose kernel lacks device-mapper; only when named)")
 	f.StringVar(&o.LVM.LoopbackDir, "loopback-dir", o.LVM.LoopbackDir, "where the loopback backend keeps volume files")

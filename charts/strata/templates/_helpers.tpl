@@ -48,3 +48,12 @@ prunes: storage-only mode, with guard.fluxPrunes. */ -}}
 {{- define "strata.guardsFluxPrunes" -}}
 {{- if and .Values.controller.enabled (not .Values.engine.enabled) .Values.guard.fluxPrunes }}true{{ end }}
 {{- end }}
+
+{{- /* Where strata's events go in Flux's format: controller.eventsAddr
+(Flux's notification-controller), else, with the engine, the controller's
+own alerts endpoint; empty otherwise. */ -}}
+{{- define "strata.eventsAddr" -}}
+{{- if .Values.controller.eventsAddr }}{{ .Values.controller.eventsAddr }}
+{{- else if and .Values.controller.enabled .Values.engine.enabled }}http://{{ include "strata.name" . }}-controller.{{ .Release.Namespace }}.svc:9690/
+{{- end }}
+{{- end }}

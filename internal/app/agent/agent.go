@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/strata-gitops/strata/internal/fluxevents"
 	"github.com/strata-gitops/strata/internal/scheme"
 	"github.com/strata-gitops/strata/storage/agent/contract"
 )
@@ -51,6 +52,10 @@ type Options struct {
 	// SelfFenceAfter fences the replicated volumes once the Lease has
 	// gone this long past its last RenewTime; 0 never fences.
 	SelfFenceAfter time.Duration
+	// EventsAddr is where the agent's events are also posted in Flux's
+	// format (the controller's alerts endpoint, or Flux's
+	// notification-controller); empty: Kubernetes events only.
+	EventsAddr string
 }
 
 // Defaults are the agent's flag defaults. The agent runs on the host's
@@ -149,7 +154,11 @@ func (a *Agent) connect(cfg *rest.Config, o Options) error {
 			return err
 		}
 	}
-	a.mgr, a.client, a.reader, a.events = mgr, mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder("strata-agent")
+	rec, err := fluxevents.New(mgr.GetEventRecorder("strata-agent"), mgr.GetScheme(), mgr.GetLogger(), o.EventsAddr, "strata-agent")
+	if err != nil {
+		return err
+	}
+	a.mgr, a.client, a.reader, a.events = mgr, mgr.GetClient(), mgr.GetAPIReader(), rec
 	return nil
 }
 
