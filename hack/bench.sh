@@ -48,6 +48,8 @@ if [ "$(id -u)" = 0 ]; then
 else
   echo "csibench skipped: it attaches loop devices and mounts, which needs root"
 fi
+# What the data-loss guard for Flux's prunes adds to a prune of 1000 ConfigMaps (issue #44).
+go run ./hack/guardbench -rounds 10
 # The Buildbarn controllers: 50 installations (250 components) to Ready.
 go run ./hack/bbbench -installations 50 -strata bin/strata
 # The engine renders the chart's finalizer policy with bin/helm.

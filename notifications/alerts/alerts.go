@@ -19,6 +19,7 @@ import (
 
 	eventv1 "github.com/fluxcd/pkg/apis/event/v1beta1"
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -40,6 +41,9 @@ type Dispatcher struct {
 	// NoCrossNamespaceRefs refuses event sources in other namespaces than
 	// the Alert's.
 	NoCrossNamespaceRefs bool
+	// Selector, when set, takes only the Alerts it matches (sharding
+	// beside Flux, --watch-label-selector); the others are Flux's.
+	Selector labels.Selector
 	// Transport sends the requests; nil takes http.DefaultTransport's
 	// settings. Tests set it to trust their servers.
 	Transport http.RoundTripper

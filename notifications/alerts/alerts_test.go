@@ -21,6 +21,7 @@ import (
 	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -259,5 +260,21 @@ func TestMatchLabelsSelectsObjects(t *testing.T) {
 	got := s.waitFor(t, 1)
 	if got[0].InvolvedObject.Name != "db" {
 		t.Fatalf("notified %s", got[0].InvolvedObject.Name)
+	}
+}
+
+// Sharded beside Flux, strata takes only the Alerts its selector
+// matches; the others are Flux's notification-controller's.
+func TestAShardTakesOnlyItsAlerts(t *testing.T) {
+	s := newSetup(t, "alert-shard", true)
+	s.d.Selector = labels.SelectorFromSet(labels.Set{"sharding.fluxcd.io/key": "strata"})
+	mine := alert("mine", "hook", source("Failover", "ledger"))
+	mine.Labels = map[string]string{"sharding.fluxcd.io/key": "strata"}
+	s.create(t, provider("hook", "generic", s.hookURL, ""), alert("fluxs", "hook", source("Failover", "*")), mine)
+	s.rec.Eventf(s.failover("other"), nil, corev1.EventTypeWarning, "FailoverStarted", "Failover", "Flux's Alert only")
+	s.rec.Eventf(s.failover("ledger"), nil, corev1.EventTypeWarning, "FailoverStarted", "Failover", "both Alerts")
+	got := s.waitFor(t, 1)
+	if got[0].Message != "both Alerts" {
+		t.Fatalf("notified %q", got[0].Message)
 	}
 }

@@ -17,7 +17,11 @@ import (
 // inclusion and exclusion lists let e's message through.
 func (d *Dispatcher) matchingAlerts(ctx context.Context, e eventv1.Event) ([]notificationv1beta3.Alert, error) {
 	var all notificationv1beta3.AlertList
-	if err := d.Client.List(ctx, &all); err != nil {
+	var opts []client.ListOption
+	if d.Selector != nil {
+		opts = append(opts, client.MatchingLabelsSelector{Selector: d.Selector})
+	}
+	if err := d.Client.List(ctx, &all, opts...); err != nil {
 		return nil, err
 	}
 	var out []notificationv1beta3.Alert

@@ -218,6 +218,12 @@ func (w *world) failOnce(t *testing.T, pvc *corev1.PersistentVolumeClaim, pod *c
 	}
 	// A digest mismatch has a reason of its own, for Alerts.
 	w.wantEvent(t, pvc, imagepopulator.ReasonImageDigestMismatch, "the downloaded image is sha256:cd")
+	// And on the VolumeImage, a kind an Alert's event sources may name.
+	img := &storagev1alpha1.VolumeImage{}
+	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: pvc.Namespace, Name: pvc.Spec.DataSourceRef.Name}, img); err != nil {
+		t.Fatal(err)
+	}
+	w.wantEvent(t, img, imagepopulator.ReasonImageDigestMismatch, "claim "+pvc.Namespace+"/"+pvc.Name)
 	return eventually(t, w.c, key, &corev1.Pod{}, func(p *corev1.Pod) error {
 		if p.UID == firstUID {
 			return fmt.Errorf("the failed pod is still there")
@@ -254,25 +260,25 @@ func TestOtherClaimsAreLeftAlone(t *testing.T) {
 }
 
 // wantEvent waits for an event on the claim with the reason, saying says.
-func (w *world) wantEvent(t *testing.T, pvc *corev1.PersistentVolumeClaim, reason, says string) {
+func (w *world) wantEvent(t *testing.T, obj client.Object, reason, says string) {
 	t.Helper()
 	testenv.Eventually(t, timeout, func() error {
 		list := &corev1.EventList{}
-		if err := w.c.List(context.Background(), list, client.InNamespace(pvc.Namespace)); err != nil {
+		if err := w.c.List(context.Background(), list, client.InNamespace(obj.GetNamespace())); err != nil {
 			return err
 		}
 		if slices.ContainsFunc(list.Items, func(e corev1.Event) bool {
-			return e.InvolvedObject.UID == pvc.UID && e.Reason == reason && strings.Contains(e.Message, says)
+			return e.InvolvedObject.UID == obj.GetUID() && e.Reason == reason && strings.Contains(e.Message, says)
 		}) {
 			return nil
 		}
 		var seen []string
 		for _, e := range list.Items {
-			if e.InvolvedObject.UID == pvc.UID {
+			if e.InvolvedObject.UID == obj.GetUID() {
 				seen = append(seen, e.Reason+": "+e.Message)
 			}
 		}
-		return fmt.Errorf("no %s event on claim %s saying %q yet; its events: %q", reason, pvc.Name, says, seen)
+		return fmt.Errorf("no %s event on %s saying %q yet; its events: %q", reason, obj.GetName(), says, seen)
 	})
 }
 

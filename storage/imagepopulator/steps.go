@@ -113,8 +113,14 @@ func (r *Reconciler) failed(ctx context.Context, pvc, prime *corev1.PersistentVo
 		return ctrl.Result{}, err
 	}
 	msg := terminationMessage(pod)
-	r.event(pvc, corev1.EventTypeWarning, failureReason(msg), "filling from VolumeImage %s failed (try %d), tried again in %s: %s",
+	reason := failureReason(msg)
+	r.event(pvc, corev1.EventTypeWarning, reason, "filling from VolumeImage %s failed (try %d), tried again in %s: %s",
 		img.Name, failures, wait, msg)
+	if reason == ReasonImageDigestMismatch {
+		// Also on the VolumeImage, a kind Alerts may select: the image,
+		// not the claim, is what is wrong.
+		r.event(img, corev1.EventTypeWarning, reason, "claim %s/%s: %s", pvc.Namespace, pvc.Name, msg)
+	}
 	if err := r.Delete(ctx, pod); client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, err
 	}

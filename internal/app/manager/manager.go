@@ -281,6 +281,10 @@ func registerEngine(ctx context.Context, mgr manager.Manager, cfg *rest.Config, 
 	if o.servesAlerts() {
 		d := &alerts.Dispatcher{Client: mgr.GetClient(), Direct: direct, Events: mgr.GetEventRecorder("strata-alerts"),
 			Hosts: o.AlertHosts, NoCrossNamespaceRefs: o.NoCrossNamespaceRefs, Log: mgr.GetLogger().WithName("alerts")}
+		if o.WatchLabelSelector != "" {
+			// Checked by shardCache when the manager was made.
+			d.Selector, _ = labels.Parse(o.WatchLabelSelector)
+		}
 		if err := mgr.Add(httpServer(o.AlertsAddr, d)); err != nil {
 			return err
 		}
