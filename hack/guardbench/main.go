@@ -135,7 +135,7 @@ func prune(ctx context.Context, admin, flux client.Client, ns string, n int, obj
 	for _, o := range objs {
 		one := time.Now()
 		if err := flux.Delete(ctx, o); err != nil {
-			return timing{}, fmt.Errorf("Flux's delete of %s/%s: %w", ns, o.GetName(), err)
+			return timing{}, fmt.Errorf("the delete of %s/%s as Flux: %w", ns, o.GetName(), err)
 		}
 		t.each = append(t.each, time.Since(one))
 	}
