@@ -221,6 +221,10 @@ func TestTheAgentsEventsGoWhereTheControllers(t *testing.T) {
 			t.Errorf("--set %v: the agent's --events-addr %q, want %q", c.set, got, c.want)
 		}
 	}
+	host := find(t, testenv.RenderChart(t, "strata", "strata-system", everything...), "DaemonSet", "strata-btrfs-host")
+	if got := flag(containerArgs(t, host, "agent"), "--events-addr"); got != "http://strata-controller.strata-system.svc:9690/" {
+		t.Errorf("the btrfs host's --events-addr %q", got)
+	}
 	svc := find(t, testenv.RenderChart(t, "strata", "strata-system", required...), "Service", "strata-controller")
 	ports, _, _ := unstructured.NestedSlice(svc.Object, "spec", "ports")
 	if !strings.Contains(fmt.Sprint(ports), "port:9690") {

@@ -31,7 +31,7 @@ done
   paths=github.com/fluxcd/notification-controller/api/v1beta3 \
   output:crd:dir="$TMP/v1beta3"
 cp "$TMP/v1beta3/notification.toolkit.fluxcd.io_providers.yaml" "$OUT/"
-STRATA_KINDS="Failover ReplicationSource ReplicationDestination LVMCluster LogicalVolume VolumeImage BuildbarnStorage BuildbarnScheduler BuildbarnWorker BuildbarnFrontend BuildbarnBrowser"
+STRATA_KINDS="Failover ReplicationSource ReplicationDestination LVMCluster LogicalVolume VolumeImage BuildbarnStorage BuildbarnScheduler BuildbarnWorker BuildbarnFrontend BuildbarnBrowser Node"
 awk -v kinds="$STRATA_KINDS" '
   { print }
   /^ *- ExternalArtifact$/ {

@@ -51,6 +51,7 @@ func agentCommand() *cobra.Command {
 	f.StringVar(&o.LVM.PairsTenant, "pairs-tenant", o.LVM.PairsTenant, "with --pairs-controller: the tenant the controller's pair calls act as")
 	f.BoolVar(&o.LVM.Enabled, "lvm", o.LVM.Enabled, "reconcile LVMClusters and LogicalVolumes for this node; false on a host that serves only btrfs volumes")
 	f.StringVar(&o.Btrfs.Base, "btrfs-base", o.Btrfs.Base, "directory on btrfs that holds the tenants' volumes; empty serves no btrfs volume API")
+	f.Float64Var(&o.Btrfs.FullPercent, "btrfs-full-percent", 90, "with --btrfs-base: the used space (percent of the filesystem) past which a BtrfsHostFull event on the node says writes will fail, once per crossing")
 	f.StringVar(&o.Btrfs.Listen, "volume-api-listen", o.Btrfs.Listen, "address of the btrfs volume HTTP API")
 	f.StringVar(&o.API.TLS.Cert, "volume-api-tls-cert", o.API.TLS.Cert, "TLS certificate of the volume API (with --volume-api-tls-key)")
 	f.StringVar(&o.API.TLS.Key, "volume-api-tls-key", o.API.TLS.Key, "TLS key of the volume API")

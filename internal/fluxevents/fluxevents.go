@@ -8,7 +8,9 @@
 package fluxevents
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	eventv1 "github.com/fluxcd/pkg/apis/event/v1beta1"
@@ -16,9 +18,12 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	fluxevents "github.com/fluxcd/pkg/runtime/events"
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/reference"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 )
 
@@ -69,7 +74,34 @@ func New(kube events.EventRecorder, scheme *runtime.Scheme, log logr.Logger, add
 // process.
 func (r Recorder) send() {
 	for p := range r.posts {
+		if ref, err := reference.GetReference(r.scheme, p.obj); err == nil && ref.Namespace == "" {
+			r.postClusterScoped(ref, p)
+			continue
+		}
 		r.flux.AnnotatedEventf(p.obj, p.meta, p.eventtype, p.reason, p.messageFmt, p.args...)
+	}
+}
+
+// postClusterScoped posts the event of an object in no namespace (a
+// Node: a btrfs host full, an image job), which Flux's recorder refuses
+// to post since Flux's kinds are all namespaced. The payload is the same
+// eventv1.Event, sent with the recorder's own retrying client; strata's
+// Alerts take it (an Alert naming kind Node), Flux's notification-
+// controller matches it to none.
+func (r Recorder) postClusterScoped(ref *corev1.ObjectReference, p post) {
+	severity := eventv1.EventSeverityInfo
+	if p.eventtype == corev1.EventTypeWarning {
+		severity = eventv1.EventSeverityError
+	}
+	host, _ := os.Hostname()
+	body, err := json.Marshal(eventv1.Event{InvolvedObject: *ref, Severity: severity, Timestamp: metav1.Now(),
+		Message: fmt.Sprintf(p.messageFmt, p.args...), Reason: p.reason, Metadata: p.meta,
+		ReportingController: r.flux.ReportingController, ReportingInstance: host})
+	if err == nil {
+		_, err = r.flux.Client.Post(r.flux.Webhook, "application/json", body)
+	}
+	if err != nil {
+		r.log.Error(err, "event not posted", "kind", ref.Kind, "name", ref.Name, "reason", p.reason)
 	}
 }
 

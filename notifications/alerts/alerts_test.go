@@ -278,3 +278,17 @@ func TestAShardTakesOnlyItsAlerts(t *testing.T) {
 		t.Fatalf("notified %q", got[0].Message)
 	}
 }
+
+// A node's event (a btrfs host full, as its agent records it on the
+// Node) reaches an Alert naming kind Node, though the Node is in no
+// namespace.
+func TestANodesEventReachesAnAlertForNodes(t *testing.T) {
+	s := newSetup(t, "alert-node", true)
+	s.create(t, provider("hook", "generic", s.hookURL, ""), alert("nodes", "hook", source("Node", "*")))
+	node := &corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: "storage-1"}
+	s.rec.Eventf(node, nil, corev1.EventTypeWarning, "BtrfsHostFull", "BtrfsHostFull", "the btrfs filesystem under /srv/strata is 93.0% full")
+	got := s.waitFor(t, 1)
+	if got[0].InvolvedObject.Name != "storage-1" || got[0].Reason != "BtrfsHostFull" {
+		t.Fatalf("notified %+v", got[0])
+	}
+}

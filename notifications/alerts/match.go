@@ -79,7 +79,11 @@ func (d *Dispatcher) sourceMatches(ctx context.Context, a *notificationv1beta3.A
 	if ns == "" {
 		ns = a.Namespace
 	}
-	if src.Kind != obj.Kind || ns != obj.Namespace {
+	// A cluster-scoped object (a Node, whose events say a btrfs host is
+	// full) is in no namespace: any Alert naming its kind may take it,
+	// but not under the multi-tenancy lockdown.
+	clusterScoped := obj.Namespace == ""
+	if src.Kind != obj.Kind || (!clusterScoped && ns != obj.Namespace) {
 		return false
 	}
 	if d.NoCrossNamespaceRefs && obj.Namespace != a.Namespace {

@@ -138,8 +138,11 @@ func (a *Agent) connect(cfg *rest.Config, o Options) error {
 		return nil
 	case !o.LVM.Enabled:
 		c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+		if err != nil {
+			return err
+		}
 		a.client, a.reader = c, c
-		return err
+		return a.recordEvents(cfg, o)
 	}
 	mgr, err := ctrl.NewManager(cfg, manager.Options{
 		Scheme:                 scheme.New(),

@@ -30,6 +30,9 @@ type BtrfsOptions struct {
 	Exporter       string
 	GaneshaExports string
 	GaneshaPID     string
+	// FullPercent is the used space past which the filesystem is told
+	// full (btrfsnode.Fullness); 0 takes 90.
+	FullPercent float64
 }
 
 // exporter returns the NFS exporter the options name.
@@ -89,6 +92,8 @@ func (a *Agent) serveVolumes(ctx context.Context, o Options, opened *openedStore
 		return fmt.Errorf("--tenant-quotas: %w", err)
 	}
 	store.Notice = a.notice(o, logger, warningEventType)
+	full := &btrfsnode.Fullness{Base: store.Base, Percent: o.Btrfs.FullPercent, Notice: store.Notice}
+	go func() { _ = full.Run(ctx) }()
 	opened.Store(store)
 	go store.Run(ctx, o.API.SyncInterval, slices.Sorted(maps.Keys(served.byTenant)), logger)
 	go reloadTenants(ctx, served.tenants, served.load, o.API.SyncInterval, logger)
