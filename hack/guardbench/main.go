@@ -11,23 +11,17 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"net/http"
 	"os"
 	"slices"
 	"strings"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/strata-gitops/strata/engine/guard"
-	"github.com/strata-gitops/strata/engine/guardwebhook"
-	"github.com/strata-gitops/strata/internal/scheme"
-	"github.com/strata-gitops/strata/internal/testing/agenttls"
+	"github.com/strata-gitops/strata/internal/testing/guardtest"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 )
 
@@ -60,19 +54,15 @@ func run(configMaps, claims, rounds int) error {
 	}
 	defer func() { _ = env.Stop() }()
 	ctx := context.Background()
-	probeConfig = env.Config
-	flux, err := client.New(testenv.ServiceAccountConfig(env.Config, "flux-system", "kustomize-controller"), client.Options{Scheme: scheme.New()})
+	if err := env.Client.Create(ctx, testenv.FluxKustomizeControllerBinding()); err != nil {
+		return err
+	}
+	hook, err := guardtest.Serve(env.Client, env.Config, "strata-guard-bench", "default")
 	if err != nil {
 		return err
 	}
-	if err := grantFlux(ctx, env.Client); err != nil {
-		return err
-	}
-	hook, err := newWebhook(env.Client)
-	if err != nil {
-		return err
-	}
-	defer hook.close()
+	defer hook.Close()
+	flux := hook.Flux()
 	results := map[string][]timing{}
 	for r := range rounds {
 		// Each round swaps which goes first, so that neither gains from
@@ -82,7 +72,7 @@ func run(configMaps, claims, rounds int) error {
 			order = []bool{true, false}
 		}
 		for _, on := range order {
-			if err := hook.set(ctx, on); err != nil {
+			if err := hook.Register(ctx, on); err != nil {
 				return err
 			}
 			label := map[bool]string{false: "without", true: "with"}[on]
@@ -148,54 +138,5 @@ func configMap(ns string, i int) client.Object {
 }
 
 func optedInClaim(ns string, i int) client.Object {
-	return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("data-%04d", i),
-		Annotations: map[string]string{guard.OptInAnnotation: "true"}},
-		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+	return guardtest.Claim(ns, fmt.Sprintf("data-%04d", i), map[string]string{guard.OptInAnnotation: "true"})
 }
-
-// grantFlux binds Flux's service account to cluster-admin, as Flux's
-// installation does.
-func grantFlux(ctx context.Context, c client.Client) error {
-	return c.Create(ctx, fluxBinding())
-}
-
-// webhook is the guard served over TLS, registered or not.
-type webhook struct {
-	admin  client.Client
-	served agenttls.Served
-	config *admissionregistrationv1.ValidatingWebhookConfiguration
-}
-
-func newWebhook(admin client.Client) (*webhook, error) {
-	mux := http.NewServeMux()
-	mux.Handle(guardwebhook.Path, &admission.Webhook{Handler: &guardwebhook.Handler{Reader: admin}})
-	served, err := agenttls.Serve(mux)
-	if err != nil {
-		return nil, err
-	}
-	url := served.Srv.URL + guardwebhook.Path
-	return &webhook{admin: admin, served: served, config: guardwebhook.Configuration("strata-guard-bench",
-		admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: served.CAPEM}, guardwebhook.DefaultUsers)}, nil
-}
-
-// set registers the webhook or removes it, and waits until the API
-// server acts on it: a dry-run delete of an unannotated claim by Flux is
-// refused exactly when it is registered.
-func (w *webhook) set(ctx context.Context, on bool) error {
-	cfg := w.config.DeepCopy()
-	var err error
-	if on {
-		err = client.IgnoreAlreadyExists(w.admin.Create(ctx, cfg))
-	} else {
-		err = client.IgnoreNotFound(w.admin.Delete(ctx, cfg))
-	}
-	if err != nil {
-		return err
-	}
-	return waitFor(ctx, w.admin, on)
-}
-
-func (w *webhook) close() { w.served.Srv.Close() }
-
-func init() { log.SetOutput(os.Stderr) }

@@ -120,12 +120,17 @@ func FluxKustomizeController(t testing.TB, env *Env) {
 // service account to cluster-admin, as Flux's installation does.
 func FluxKustomizeControllerRights(t testing.TB, env *Env) {
 	t.Helper()
-	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "flux-kustomize-controller"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cluster-admin"},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "flux-system", Name: "kustomize-controller"}}}
-	if err := env.Client.Create(context.Background(), binding); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := env.Client.Create(context.Background(), FluxKustomizeControllerBinding()); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
+}
+
+// FluxKustomizeControllerBinding binds Flux's kustomize-controller's
+// service account to cluster-admin, as Flux's installation does.
+func FluxKustomizeControllerBinding() *rbacv1.ClusterRoleBinding {
+	return &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "flux-kustomize-controller"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "flux-system", Name: "kustomize-controller"}}}
 }
 
 // runFluxController runs one of Flux's controllers from bin/flux until
