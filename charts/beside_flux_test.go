@@ -17,6 +17,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -25,7 +26,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"github.com/strata-gitops/strata/engine/guardwebhook"
+	"github.com/strata-gitops/strata/internal/app/manager"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 )
 
@@ -114,7 +117,7 @@ func fluxState(t *testing.T, c client.Client) map[string]string {
 
 // Storage-only mode installs where Flux runs and changes nothing of
 // Flux's: not a CRD (Helm creates only the CRDs a cluster lacks) and not
-// an object.
+// an object, neither at install nor once its controller runs.
 func TestStorageOnlyInstallsBesideFluxAndTouchesNothingOfIts(t *testing.T) {
 	env := fluxCluster(t)
 	before := fluxState(t, env.Client)
@@ -131,6 +134,23 @@ func TestStorageOnlyInstallsBesideFluxAndTouchesNothingOfIts(t *testing.T) {
 	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: "lvmclusters.storage.strata.dev"}, &lvmCRD); err != nil {
 		t.Fatalf("strata's own CRDs were not installed: %v", err)
 	}
+	// The controller as the chart runs it, storage-only, against that
+	// cluster: it serves strata's kinds (an LVMCluster's StorageClass
+	// appears) and leaves Flux's as they were.
+	o := manager.Defaults()
+	o.Engine, o.MetricsAddr, o.HealthProbeAddr, o.SkipNameValidation = false, "0", "0", true
+	o.ArtifactDir = t.TempDir()
+	testenv.RunManagerFrom(t, func(ctx context.Context) (testenv.Manager, error) { return manager.New(ctx, env.Config, o) })
+	ns := testenv.Namespace(t, env.Client, "storage")
+	class := "beside-flux"
+	lvm := &storagev1alpha1.LVMCluster{ObjectMeta: metav1.ObjectMeta{Name: "local", Namespace: ns},
+		Spec: storagev1alpha1.LVMClusterSpec{Storage: storagev1alpha1.Storage{DeviceClasses: []storagev1alpha1.DeviceClass{{Name: class}}}}}
+	if err := env.Client.Create(context.Background(), lvm); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, func() error {
+		return env.Client.Get(context.Background(), client.ObjectKey{Name: storagev1alpha1.StorageClassName(class)}, &storagev1.StorageClass{})
+	})
 	after := fluxState(t, env.Client)
 	for k, v := range before {
 		if after[k] != v {
