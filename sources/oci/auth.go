@@ -26,7 +26,7 @@ func (r *Reconciler) registry(ctx context.Context, obj *sourcev1.OCIRepository, 
 		opts = append(opts, remote.WithTransport(r.Transport))
 	}
 	if obj.Spec.SecretRef == nil {
-		return &registry{repo: repo, opts: opts}, nil
+		return &registry{repo: repo, opts: opts, base: r.Transport}, nil
 	}
 	key := obj.Namespace + "/" + obj.Spec.SecretRef.Name
 	secret, err := outcome.Secret(ctx, r, obj.Namespace, obj.Spec.SecretRef.Name, "spec.secretRef", "the registry's credentials (kubectl create secret docker-registry)")
@@ -37,7 +37,7 @@ func (r *Reconciler) registry(ctx context.Context, obj *sourcev1.OCIRepository, 
 	if err != nil {
 		return nil, fmt.Errorf("secret '%s' named in spec.secretRef: %w", key, err)
 	}
-	return &registry{repo: repo, opts: append(opts, remote.WithAuth(auth))}, nil
+	return &registry{repo: repo, opts: append(opts, remote.WithAuth(auth)), base: r.Transport}, nil
 }
 
 // dockerConfig is the part of a .dockerconfigjson that holds credentials.

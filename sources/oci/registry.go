@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 
@@ -25,6 +26,17 @@ const maxTags = 10000
 type registry struct {
 	repo name.Repository
 	opts []remote.Option
+	// base is the transport the options name, nil for the default.
+	base http.RoundTripper
+}
+
+// transport is the registry's transport, or go-containerregistry's
+// default one.
+func (g *registry) transport() http.RoundTripper {
+	if g.base != nil {
+		return g.base
+	}
+	return remote.DefaultTransport
 }
 
 // wanted is the artifact a reference resolved to.
@@ -74,12 +86,9 @@ func (g *registry) semverTag(ctx context.Context, rng, filter string) (string, e
 			return "", fmt.Errorf("spec.ref.semverFilter '%s' is not a regular expression: %w", filter, err)
 		}
 	}
-	tags, err := remote.List(g.repo, append(g.opts, remote.WithContext(ctx), remote.WithPageSize(1000))...)
+	tags, err := g.tags(ctx)
 	if err != nil {
-		return "", fmt.Errorf("listing the tags of '%s': %w", g.repo, err)
-	}
-	if len(tags) > maxTags {
-		return "", fmt.Errorf("'%s' has %d tags, over the limit of %d a semver range is resolved among", g.repo, len(tags), maxTags)
+		return "", err
 	}
 	var best *semver.Version
 	bestTag := ""
@@ -99,6 +108,73 @@ func (g *registry) semverTag(ctx context.Context, rng, filter string) (string, e
 		return "", fmt.Errorf("no tag of '%s' is in the range '%s'", g.repo, rng)
 	}
 	return bestTag, nil
+}
+
+// tagPageLimit bounds one page of the tag list as read: a thousand tags
+// take some tens of KiB; a registry that ignores the page size and sends
+// everything, or without end, is cut here.
+const tagPageLimit = 4 << 20
+
+// tags lists the repository's tags page by page, and stops with an error
+// once there are more than maxTags, before reading further.
+func (g *registry) tags(ctx context.Context) ([]string, error) {
+	opts := append(slices.Clone(g.opts), remote.WithContext(ctx), remote.WithPageSize(1000),
+		remote.WithTransport(boundedBodies{next: g.transport(), limit: tagPageLimit}))
+	p, err := remote.NewPuller(opts...)
+	if err == nil {
+		var l *remote.Lister
+		if l, err = p.Lister(ctx, g.repo); err == nil {
+			var tags []string
+			for l.HasNext() {
+				page, err := l.Next(ctx)
+				if err != nil {
+					return nil, fmt.Errorf("listing the tags of '%s': %w", g.repo, err)
+				}
+				if tags = append(tags, page.Tags...); len(tags) > maxTags {
+					return nil, fmt.Errorf("'%s' has more than %d tags, the limit a semver range is resolved among", g.repo, maxTags)
+				}
+			}
+			return tags, nil
+		}
+	}
+	return nil, fmt.Errorf("listing the tags of '%s': %w", g.repo, err)
+}
+
+// boundedBodies cuts every answer's body at limit bytes: reading past it
+// is an error, never more memory.
+type boundedBodies struct {
+	next  http.RoundTripper
+	limit int64
+}
+
+func (b boundedBodies) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := b.next.RoundTrip(req)
+	if err == nil {
+		resp.Body = &limitedBody{ReadCloser: resp.Body, left: b.limit}
+	}
+	return resp, err
+}
+
+// limitedBody fails a read past its limit, so a decoder sees an error
+// rather than a truncated, valid-looking list, and closes the answer
+// then: go-containerregistry does not close a body it failed to decode,
+// and the connection would stay open with the registry still sending.
+type limitedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (l *limitedBody) Read(p []byte) (int, error) {
+	if l.left <= 0 {
+		_ = l.Close()
+		return 0, fmt.Errorf("the registry's answer is larger than %d bytes", tagPageLimit)
+	}
+	if int64(len(p)) > l.left {
+		p = p[:l.left]
+	}
+	n, err := l.ReadCloser.Read(p)
+	l.left -= int64(n)
+	return n, err
 }
 
 // errNoLayers says an artifact has nothing to extract.
