@@ -7,13 +7,10 @@ package objectstore
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"time"
-
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/strata-gitops/strata/internal/local/process"
 )
@@ -39,17 +36,8 @@ func Start(ctx context.Context, program, dir, addr, consoleAddr, logPath, access
 		return nil, err
 	}
 	s := &Server{Endpoint: "http://" + addr, AccessKey: accessKey, SecretKey: secretKey, cmd: cmd}
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.Endpoint+"/minio/health/ready", nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return false, nil
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	})
+	err := process.WaitAnswers(ctx, cmd, s.Endpoint+"/minio/health/ready", 30*time.Second)
 	if err != nil {
-		s.Stop()
 		return nil, fmt.Errorf("MinIO at %s not ready after 30s (see %s): %w", s.Endpoint, logPath, err)
 	}
 	return s, nil

@@ -3,11 +3,16 @@
 package process
 
 import (
+	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // OpenLog opens a log file for appending, making its directory.
@@ -32,4 +37,23 @@ func Start(cmd *exec.Cmd, logPath string) error {
 		return fmt.Errorf("starting %s: %w", cmd.Path, err)
 	}
 	return nil
+}
+
+// WaitAnswers waits up to timeout for url to answer 200 OK, as a program
+// just started becomes ready; it kills and reaps cmd when it does not.
+func WaitAnswers(ctx context.Context, cmd *exec.Cmd, url string, timeout time.Duration) error {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, nil
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}
+	return err
 }

@@ -7,13 +7,10 @@ package registry
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"time"
-
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/strata-gitops/strata/internal/local/process"
 )
@@ -55,18 +52,7 @@ func Start(ctx context.Context, program, dir, addr, logPath string) (*exec.Cmd, 
 		return nil, err
 	}
 	url := "http://" + addr + "/v2/"
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return false, nil
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	})
-	if err != nil {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+	if err := process.WaitAnswers(ctx, cmd, url, 30*time.Second); err != nil {
 		return nil, fmt.Errorf("the registry at %s did not answer (see %s): %w", url, logPath, err)
 	}
 	return cmd, nil
