@@ -80,6 +80,8 @@ type Reconciler struct {
 
 	// memo is the skip-apply layer's memory (engine/skipapply).
 	memo *skipapply.Memo
+	// remote keeps the clients of remote clusters (spec.kubeConfig).
+	remote remoteClients
 }
 
 // SetupWithManager registers the reconciler and the watches that make

@@ -33,14 +33,16 @@ func (r *Reconciler) engine(ctx context.Context, obj *kustomizev1.Kustomization)
 	if err != nil {
 		return nil, err
 	}
-	if err := cluster.reachable(); err != nil {
-		return nil, err
-	}
 	targetClient := r.Direct
 	if cluster.server != "" {
-		if targetClient, err = client.New(cluster.config, client.Options{Scheme: r.Direct.Scheme()}); err != nil {
+		remote, err := r.remote.get(cluster.key, cluster.config, r.Direct.Scheme())
+		if err != nil {
 			return nil, fmt.Errorf("the cluster at %s (spec.kubeConfig): %w", cluster.server, err)
 		}
+		if err := cluster.reachable(remote.discovery); err != nil {
+			return nil, err
+		}
+		targetClient = remote.client
 	}
 	c, err := r.clientFor(obj, cluster, targetClient)
 	if err != nil {

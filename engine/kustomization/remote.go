@@ -2,6 +2,8 @@ package kustomization
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -35,6 +37,8 @@ type target struct {
 	server string
 	// from names the Secret, for messages.
 	from string
+	// key is the kubeconfig's digest, under which its clients are kept.
+	key string
 }
 
 // targetOf reads spec.kubeConfig: a Secret of the Kustomization's
@@ -71,20 +75,17 @@ func (r *Reconciler) targetOf(ctx context.Context, obj *kustomizev1.Kustomizatio
 			return nil, fmt.Errorf("secret '%s' key %s is not a kubeconfig: %w", key, k, err)
 		}
 		cfg.Timeout = remoteTimeout
-		return &target{config: cfg, server: cfg.Host, from: fmt.Sprintf("secret %s key %s", key, k)}, nil
+		sum := sha256.Sum256(data)
+		return &target{config: cfg, server: cfg.Host, from: fmt.Sprintf("secret %s key %s", key, k), key: hex.EncodeToString(sum[:])}, nil
 	}
 	return nil, fmt.Errorf("secret '%s' named in spec.kubeConfig.secretRef has no key %v holding a kubeconfig", key, keys)
 }
 
 // reachable asks the remote cluster for its version: one that cannot be
 // reached fails the reconcile before anything is applied or pruned.
-func (t *target) reachable() error {
+func (t *target) reachable(dc discovery.DiscoveryInterface) error {
 	if t.server == "" {
 		return nil
-	}
-	dc, err := discovery.NewDiscoveryClientForConfig(t.config)
-	if err != nil {
-		return err
 	}
 	if _, err := dc.ServerVersion(); err != nil {
 		return fmt.Errorf("the cluster at %s (spec.kubeConfig, %s) cannot be reached: %w; nothing was applied or pruned", t.server, t.from, err)
