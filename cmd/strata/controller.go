@@ -62,6 +62,10 @@ func controllerCommand() *cobra.Command {
 		"directory holding the guard webhook's tls.crt and tls.key")
 	f.StringSliceVar(&o.GuardWebhook.Users, "guard-flux-users", guardwebhook.DefaultUsers,
 		"users whose deletes the guard webhook checks: Flux's kustomize-controller's service account")
+	f.StringVar(&o.Dashboard.Addr, "dashboard-bind-address", "0",
+		"address of the read-only web dashboard (docs/dashboard.md); 0 serves none")
+	f.StringVar(&o.Dashboard.Auth, "dashboard-auth", "kubernetes",
+		"how the dashboard's callers are authenticated: kubernetes (a bearer token, checked with a TokenReview; each view asks a SubjectAccessReview) or none (whoever reaches the port: only behind kubectl port-forward)")
 	f.BoolVar(&o.Engine, "engine", o.Engine,
 		"run the GitOps engine (GitRepository, OCIRepository, Bucket, Kustomization, Receiver); false is storage-only mode beside Flux: strata serves only its own kinds and never touches Flux's objects")
 	f.BoolVar(&o.ServeSources, "serve-sources", o.ServeSources,

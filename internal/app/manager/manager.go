@@ -100,6 +100,8 @@ type Options struct {
 	// GuardWebhook serves the data-loss guard for Flux's prunes in
 	// storage-only mode (engine/guardwebhook).
 	GuardWebhook GuardWebhook
+	// Dashboard serves the read-only web dashboard (package dashboard).
+	Dashboard Dashboard
 	// AllowInsecureHTTPAuth lets GitRepositories send credentials to
 	// plain http:// URLs.
 	AllowInsecureHTTPAuth bool
@@ -223,6 +225,9 @@ func register(ctx context.Context, mgr manager.Manager, cfg *rest.Config, o Opti
 		return err
 	}
 	if err := registerStorage(ctx, mgr, o); err != nil {
+		return err
+	}
+	if err := registerDashboard(mgr, cfg, o); err != nil {
 		return err
 	}
 	if o.HealthProbeAddr != "" && o.HealthProbeAddr != "0" {

@@ -1,0 +1,91 @@
+// Package dashboard serves strata's read-only web dashboard: what the
+// controller's caches hold about disks, pools, nodes and claims, drawn by
+// the server (html/template, embedded), kept live with server-sent
+// events, behind an authentication of the caller (docs/dashboard.md).
+package dashboard
+
+import (
+	"context"
+	"embed"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+//go:embed web
+var web embed.FS
+
+var pages = template.Must(template.New("").Funcs(template.FuncMap{
+	"age": func(d time.Duration) string { return d.Round(time.Second).String() },
+}).ParseFS(web, "web/*.html"))
+
+// Server is the dashboard.
+type Server struct {
+	// Reader reads the controller's caches: no view lists the API server.
+	Reader client.Reader
+	// Auth decides who sees what.
+	Auth Authorizer
+	// Live tells open pages that something they show changed.
+	Live *Broker
+	// LeaseNamespace holds the agents' node Leases (the controller's
+	// --lease-namespace); empty is DefaultLeaseNamespace.
+	LeaseNamespace string
+	// Now is the clock; nil is time.Now.
+	Now func() time.Time
+	Log logr.Logger
+}
+
+// Handler routes the dashboard's pages, its assets and its live stream,
+// each with the security headers.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	static, _ := fs.Sub(web, "web/static")
+	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	mux.Handle("GET /events", s.authenticated(s.Live))
+	mux.Handle("GET /{$}", s.authenticated(http.HandlerFunc(s.overview)))
+	return secure(mux)
+}
+
+// secure sets the headers every answer carries: no script but the
+// dashboard's own file, no framing, no sniffing, no referrer.
+func secure(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Cache-Control", "no-store")
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// render writes a page, or, asked with ?fragment=1 (the live update),
+// only its main part.
+func (s *Server) render(w http.ResponseWriter, r *http.Request, page string, data any) {
+	name := page
+	if r.URL.Query().Get("fragment") == "1" {
+		name = page + "-main"
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if err := pages.ExecuteTemplate(w, name, data); err != nil {
+		s.Log.Error(err, "rendering the dashboard", "page", page)
+	}
+}
+
+// Start keeps the live stream's broker running until ctx ends.
+func (s *Server) Start(ctx context.Context) error {
+	s.Live.Run(ctx)
+	return nil
+}

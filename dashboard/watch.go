@@ -1,0 +1,37 @@
+package dashboard
+
+import (
+	"context"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
+)
+
+// shown are the kinds the pages show: a change to any is told to the
+// open pages.
+var shown = []client.Object{&corev1.Node{}, &coordinationv1.Lease{}, &corev1.PersistentVolumeClaim{}, &storagev1alpha1.LVMCluster{}}
+
+// Watch tells the broker of every change to what the pages show, from
+// the informers of c (the controller's cache, which the pages read).
+func Watch(ctx context.Context, c cache.Cache, live *Broker) error {
+	changed := toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { live.Changed() },
+		UpdateFunc: func(any, any) { live.Changed() },
+		DeleteFunc: func(any) { live.Changed() },
+	}
+	for _, obj := range shown {
+		inf, err := c.GetInformer(ctx, obj)
+		if err != nil {
+			return err
+		}
+		if _, err := inf.AddEventHandler(changed); err != nil {
+			return err
+		}
+	}
+	return nil
+}
