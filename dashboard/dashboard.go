@@ -47,6 +47,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	mux.Handle("GET /events", s.authenticated(s.Live))
 	mux.Handle("GET /{$}", s.authenticated(http.HandlerFunc(s.overview)))
+	mux.Handle("GET /failovers", s.authenticated(http.HandlerFunc(s.failovers)))
 	return secure(mux)
 }
 

@@ -9,12 +9,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	failoverv1alpha1 "github.com/strata-gitops/strata/api/failover/v1alpha1"
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
+	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
 )
 
 // shown are the kinds the pages show: a change to any is told to the
 // open pages.
-var shown = []client.Object{&corev1.Node{}, &coordinationv1.Lease{}, &corev1.PersistentVolumeClaim{}, &storagev1alpha1.LVMCluster{}}
+var shown = []client.Object{&corev1.Node{}, &coordinationv1.Lease{}, &corev1.PersistentVolumeClaim{}, &storagev1alpha1.LVMCluster{},
+	&failoverv1alpha1.Failover{}, &volsyncv1alpha1.ReplicationDestination{}}
 
 // Watch tells the broker of every change to what the pages show, from
 // the informers of c (the controller's cache, which the pages read).

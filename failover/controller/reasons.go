@@ -59,10 +59,10 @@ func (r *Reconciler) completed(fo *failoverv1alpha1.Failover) {
 // DataAgeExceeded when the newest replica passes maxDataAge (once, when
 // the condition turns).
 func (r *Reconciler) checkDataAge(fo *failoverv1alpha1.Failover, a *app) {
-	last := a.destination.Status.LastSyncTime
-	if last == nil {
-		return
+	if a.destination.Status == nil || a.destination.Status.LastSyncTime == nil {
+		return // no sync yet: the Failover says so while it waits for one
 	}
+	last := a.destination.Status.LastSyncTime
 	age, limit := r.Now().Sub(last.Time).Round(time.Second), policy(fo).MaxDataAge.Duration
 	if age <= limit {
 		status.Set(fo, ConditionDataFresh, metav1.ConditionTrue, "WithinMaxDataAge",
