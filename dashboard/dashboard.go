@@ -46,8 +46,8 @@ func (s *Server) Handler() http.Handler {
 	static, _ := fs.Sub(web, "web/static")
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	mux.Handle("GET /events", s.authenticated(s.Live))
-	mux.Handle("GET /{$}", s.authenticated(http.HandlerFunc(s.overview)))
-	mux.Handle("GET /failovers", s.authenticated(http.HandlerFunc(s.failovers)))
+	mux.Handle("GET /{$}", s.page("overview", func(ctx context.Context, u User) (any, error) { return s.overviewOf(ctx, u) }))
+	mux.Handle("GET /failovers", s.page("failovers", func(ctx context.Context, u User) (any, error) { return s.failoversOf(ctx, u) }))
 	return secure(mux)
 }
 
@@ -72,17 +72,25 @@ func (s *Server) now() time.Time {
 	return time.Now()
 }
 
-// render writes a page, or, asked with ?fragment=1 (the live update),
-// only its main part.
-func (s *Server) render(w http.ResponseWriter, r *http.Request, page string, data any) {
-	name := page
-	if r.URL.Query().Get("fragment") == "1" {
-		name = page + "-main"
-	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if err := pages.ExecuteTemplate(w, name, data); err != nil {
-		s.Log.Error(err, "rendering the dashboard", "page", page)
-	}
+// page serves one page to an authenticated caller: build reads what the
+// caller may see, from the caches; the template named page draws it, or,
+// asked with ?fragment=1 (the live update), its main part only.
+func (s *Server) page(page string, build func(context.Context, User) (any, error)) http.Handler {
+	return s.authenticated(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		data, err := build(r.Context(), userOf(r.Context()))
+		if err != nil {
+			http.Error(w, "reading the cluster: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		name := page
+		if r.URL.Query().Get("fragment") == "1" {
+			name = page + "-main"
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		if err := pages.ExecuteTemplate(w, name, data); err != nil {
+			s.Log.Error(err, "rendering the dashboard", "page", page)
+		}
+	}))
 }
 
 // Start keeps the live stream's broker running until ctx ends.

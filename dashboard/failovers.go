@@ -2,7 +2,6 @@ package dashboard
 
 import (
 	"context"
-	"net/http"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,15 +37,6 @@ type FailoverView struct {
 type Step struct {
 	Name  string
 	After time.Duration
-}
-
-func (s *Server) failovers(w http.ResponseWriter, r *http.Request) {
-	f, err := s.failoversOf(r.Context(), userOf(r.Context()))
-	if err != nil {
-		http.Error(w, "reading the cluster: "+err.Error(), http.StatusServiceUnavailable)
-		return
-	}
-	s.render(w, r, "failovers", f)
 }
 
 func (s *Server) failoversOf(ctx context.Context, u User) (Failovers, error) {

@@ -2,7 +2,6 @@ package dashboard
 
 import (
 	"context"
-	"net/http"
 	"slices"
 	"time"
 
@@ -63,15 +62,6 @@ const pendingTooLong = time.Minute
 // DefaultLeaseNamespace is where the agents renew their nodes' Leases
 // unless Server.LeaseNamespace says otherwise.
 const DefaultLeaseNamespace = "strata-system"
-
-func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
-	o, err := s.overviewOf(r.Context(), userOf(r.Context()))
-	if err != nil {
-		http.Error(w, "reading the cluster: "+err.Error(), http.StatusServiceUnavailable)
-		return
-	}
-	s.render(w, r, "overview", o)
-}
 
 // overviewOf builds the overview u may see, from the caches.
 func (s *Server) overviewOf(ctx context.Context, u User) (Overview, error) {

@@ -53,18 +53,25 @@ func (c *collector) received() []eventv1.Event {
 	return append([]eventv1.Event(nil), c.events...)
 }
 
-// The payload is Flux's, field by field, as kustomize-controller sends it
-// for a Kustomization: the object's reference with its kind and API
-// version, the severity, reason and message, the revision under
-// kustomize.toolkit.fluxcd.io/revision, and the reporting controller.
-func TestThePayloadIsFluxs(t *testing.T) {
-	var got collector
-	srv := httptest.NewServer(&got)
+// collecting is a recorder posting to a collector of its own.
+func collecting(t *testing.T) (*collector, fluxevents.Recorder) {
+	t.Helper()
+	got := &collector{}
+	srv := httptest.NewServer(got)
 	t.Cleanup(srv.Close)
 	rec, err := fluxevents.New(events.NewFakeRecorder(10), scheme.New(), testr.New(t), srv.URL, "strata")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return got, rec
+}
+
+// The payload is Flux's, field by field, as kustomize-controller sends it
+// for a Kustomization: the object's reference with its kind and API
+// version, the severity, reason and message, the revision under
+// kustomize.toolkit.fluxcd.io/revision, and the reporting controller.
+func TestThePayloadIsFluxs(t *testing.T) {
+	got, rec := collecting(t)
 	ks := &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Name: "apps", Namespace: "flux-system", UID: "u-1", ResourceVersion: "7"}}
 	ks.Status.LastAttemptedRevision = "main@sha1:0123456789abcdef0123456789abcdef01234567"
 	rec.Eventf(ks, nil, corev1.EventTypeWarning, "DeletionBlocked", "Prune", "%d deletion(s) blocked", 1)
@@ -178,13 +185,7 @@ func TestADownEndpointDoesNotHoldTheCaller(t *testing.T) {
 // API group, as Flux's controllers write theirs; a plain Kubernetes
 // recorder records the event alone.
 func TestMetadataGoesUnderTheObjectsGroup(t *testing.T) {
-	var got collector
-	srv := httptest.NewServer(&got)
-	t.Cleanup(srv.Close)
-	rec, err := fluxevents.New(events.NewFakeRecorder(10), scheme.New(), testr.New(t), srv.URL, "strata")
-	if err != nil {
-		t.Fatal(err)
-	}
+	got, rec := collecting(t)
 	fo := &failoverv1alpha1.Failover{ObjectMeta: metav1.ObjectMeta{Name: "ledger", Namespace: "apps"}}
 	fluxevents.Eventf(rec, map[string]string{"dataAge": "4s"}, fo, corev1.EventTypeNormal, "FailoverCompleted", "Start", "done")
 	testenv.Eventually(t, 10*time.Second, func() error {
