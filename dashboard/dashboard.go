@@ -31,6 +31,10 @@ type Server struct {
 	Auth Authorizer
 	// Live tells open pages that something they show changed.
 	Live *Broker
+	// GitOps serves the engine's page (Kustomizations, GitRepositories):
+	// only with strata's engine, since in storage-only mode the
+	// controller reads none of Flux's objects.
+	GitOps bool
 	// LeaseNamespace holds the agents' node Leases (the controller's
 	// --lease-namespace); empty is DefaultLeaseNamespace.
 	LeaseNamespace string
@@ -47,6 +51,9 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	mux.Handle("GET /events", s.authenticated(s.Live))
 	mux.Handle("GET /{$}", s.page("overview", func(ctx context.Context, u User) (any, error) { return s.overviewOf(ctx, u) }))
+	if s.GitOps {
+		mux.Handle("GET /gitops", s.page("gitops", func(ctx context.Context, u User) (any, error) { return s.gitOpsOf(ctx, u) }))
+	}
 	mux.Handle("GET /failovers", s.page("failovers", func(ctx context.Context, u User) (any, error) { return s.failoversOf(ctx, u) }))
 	return secure(mux)
 }

@@ -88,7 +88,7 @@ func (f *fixture) serve(t *testing.T, auth dashboard.Authorizer) (*httptest.Serv
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go live.Run(ctx)
-	s := &dashboard.Server{Reader: f.env.Client, Auth: auth, Live: live, Now: func() time.Time { return time.Now().Add(2 * time.Minute) }}
+	s := &dashboard.Server{Reader: f.env.Client, Auth: auth, Live: live, GitOps: true, Now: func() time.Time { return time.Now().Add(2 * time.Minute) }}
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
 	return srv, live

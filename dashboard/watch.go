@@ -2,6 +2,10 @@ package dashboard
 
 import (
 	"context"
+	"slices"
+
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -19,15 +23,23 @@ import (
 var shown = []client.Object{&corev1.Node{}, &coordinationv1.Lease{}, &corev1.PersistentVolumeClaim{}, &storagev1alpha1.LVMCluster{},
 	&failoverv1alpha1.Failover{}, &volsyncv1alpha1.ReplicationDestination{}}
 
+// gitOps are the engine's kinds, watched only with the engine.
+var gitOps = []client.Object{&kustomizev1.Kustomization{}, &sourcev1.GitRepository{}}
+
 // Watch tells the broker of every change to what the pages show, from
-// the informers of c (the controller's cache, which the pages read).
-func Watch(ctx context.Context, c cache.Cache, live *Broker) error {
+// the informers of c (the controller's cache, which the pages read);
+// with engine, the Kustomizations' and GitRepositories' too.
+func Watch(ctx context.Context, c cache.Cache, live *Broker, engine bool) error {
 	changed := toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { live.Changed() },
 		UpdateFunc: func(any, any) { live.Changed() },
 		DeleteFunc: func(any) { live.Changed() },
 	}
-	for _, obj := range shown {
+	kinds := shown
+	if engine {
+		kinds = append(slices.Clone(shown), gitOps...)
+	}
+	for _, obj := range kinds {
 		inf, err := c.GetInformer(ctx, obj)
 		if err != nil {
 			return err

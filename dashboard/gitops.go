@@ -1,0 +1,147 @@
+package dashboard
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/fluxcd/pkg/apis/meta"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/strata-gitops/strata/engine/graph"
+	"github.com/strata-gitops/strata/engine/kustomization"
+)
+
+// GitOps is the engine's page: the Kustomizations' dependency graph,
+// each Kustomization's state, and the GitRepositories.
+type GitOps struct {
+	Graph          GraphView
+	Kustomizations []KustomizationView
+	Repositories   []RepositoryView
+	Hidden         bool
+	At             time.Time
+}
+
+// KustomizationView is one Kustomization.
+type KustomizationView struct {
+	Key                     string
+	State, Reason, Message  string
+	Revision                string
+	LastApplied             time.Time
+	Inventory               int
+	Protected               string
+	Suspended, Cycle, Stuck bool
+}
+
+// RepositoryView is one GitRepository.
+type RepositoryView struct {
+	Key, URL, Revision, Ready string
+	Size                      int64
+}
+
+// kustomizationState names how a Kustomization stands, as the graph
+// colours it: Ready, Reconciling, Failed, or Suspended.
+func kustomizationState(ks *kustomizev1.Kustomization) (state, reason, message string) {
+	if ks.Spec.Suspend {
+		return "Suspended", "", "suspended"
+	}
+	if c := apimeta.FindStatusCondition(ks.Status.Conditions, meta.ReconcilingCondition); c != nil && c.Status == metav1.ConditionTrue {
+		return "Reconciling", c.Reason, c.Message
+	}
+	c := apimeta.FindStatusCondition(ks.Status.Conditions, meta.ReadyCondition)
+	switch {
+	case c == nil:
+		return "Reconciling", "", "not reconciled yet"
+	case c.Status == metav1.ConditionTrue:
+		return "Ready", c.Reason, c.Message
+	}
+	return "Failed", c.Reason, c.Message
+}
+
+func (s *Server) gitOpsOf(ctx context.Context, u User) (GitOps, error) {
+	out := GitOps{At: s.now()}
+	var list kustomizev1.KustomizationList
+	if err := s.Reader.List(ctx, &list); err != nil {
+		return out, err
+	}
+	var visible []kustomizev1.Kustomization
+	allowed := map[string]bool{}
+	for _, ks := range list.Items {
+		ok, seen := allowed[ks.Namespace]
+		if !seen {
+			ok = s.Auth.CanList(ctx, u, kustomizev1.GroupVersion.Group, "kustomizations", ks.Namespace)
+			allowed[ks.Namespace] = ok
+		}
+		if ok {
+			visible = append(visible, ks)
+		} else {
+			out.Hidden = true
+		}
+	}
+	g := graph.Of(visible)
+	_, blocked := g.Waves()
+	for i := range visible {
+		out.Kustomizations = append(out.Kustomizations, kustomizationView(&visible[i], g, blocked))
+	}
+	slices.SortFunc(out.Kustomizations, func(a, b KustomizationView) int { return strings.Compare(a.Key, b.Key) })
+	out.Graph = drawGraph(g, out.Kustomizations)
+	repos, err := s.repositories(ctx, u, allowed)
+	out.Repositories = repos
+	return out, err
+}
+
+func kustomizationView(ks *kustomizev1.Kustomization, g graph.Graph, blocked map[graph.Key]string) KustomizationView {
+	key := graph.Key{Namespace: ks.Namespace, Name: ks.Name}
+	v := KustomizationView{Key: key.String(), Revision: ks.Status.LastAppliedRevision, Suspended: ks.Spec.Suspend}
+	v.State, v.Reason, v.Message = kustomizationState(ks)
+	if c := apimeta.FindStatusCondition(ks.Status.Conditions, meta.ReadyCondition); c != nil && c.Status == metav1.ConditionTrue {
+		v.LastApplied = c.LastTransitionTime.Time
+	}
+	if ks.Status.Inventory != nil {
+		v.Inventory = len(ks.Status.Inventory.Entries)
+	}
+	if c := apimeta.FindStatusCondition(ks.Status.Conditions, kustomization.DataProtectedCondition); c != nil && c.Status == metav1.ConditionTrue {
+		v.Protected = c.Message
+	}
+	v.Cycle = g.CycleThrough(key) != nil
+	_, v.Stuck = blocked[key]
+	return v
+}
+
+// repositories are the GitRepositories of the namespaces u may list
+// Kustomizations in (a source is read with the Kustomizations it feeds).
+func (s *Server) repositories(ctx context.Context, u User, allowed map[string]bool) ([]RepositoryView, error) {
+	var repos sourcev1.GitRepositoryList
+	if err := s.Reader.List(ctx, &repos); err != nil {
+		return nil, err
+	}
+	var out []RepositoryView
+	for _, r := range repos.Items {
+		ok, seen := allowed[r.Namespace]
+		if !seen {
+			ok = s.Auth.CanList(ctx, u, sourcev1.GroupVersion.Group, "gitrepositories", r.Namespace)
+			allowed[r.Namespace] = ok
+		}
+		if !ok {
+			continue
+		}
+		v := RepositoryView{Key: r.Namespace + "/" + r.Name, URL: r.Spec.URL, Ready: "Unknown"}
+		if a := r.Status.Artifact; a != nil {
+			v.Revision = a.Revision
+			if a.Size != nil {
+				v.Size = *a.Size
+			}
+		}
+		if c := apimeta.FindStatusCondition(r.Status.Conditions, meta.ReadyCondition); c != nil {
+			v.Ready = fmt.Sprintf("%s: %s", c.Status, c.Reason)
+		}
+		out = append(out, v)
+	}
+	slices.SortFunc(out, func(a, b RepositoryView) int { return strings.Compare(a.Key, b.Key) })
+	return out, nil
+}
