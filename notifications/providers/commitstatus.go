@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 
 	eventv1 "github.com/fluxcd/pkg/apis/event/v1beta1"
@@ -30,6 +31,11 @@ func commitStatusRequest(ctx context.Context, t Target, e eventv1.Event) (*http.
 		return nil, errors.New("the event has no revision to set a commit status on")
 	}
 	sha := commitOf(revision)
+	if !commitHash.MatchString(sha) {
+		// The revision comes with the event, which anything reaching the
+		// events endpoint can post: it must not steer the request's path.
+		return nil, fmt.Errorf("the event's revision %q names no commit hash", revision)
+	}
 	host, owner, repo, err := repository(t.Address)
 	if err != nil {
 		return nil, err
@@ -57,6 +63,9 @@ func commitStatusRequest(ctx context.Context, t Target, e eventv1.Event) (*http.
 	}
 	return req, err
 }
+
+// commitHash is a git commit's hash, SHA-1 or SHA-256, whole or short.
+var commitHash = regexp.MustCompile(`^[0-9a-f]{7,64}$`)
 
 // statusContext names the status: the object's kind and name and the
 // first part of the Provider's UID, in lower case.

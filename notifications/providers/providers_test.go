@@ -223,3 +223,18 @@ func TestAServiceThatRefusesIsAnError(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 }
+
+// A revision is the event's, which anything reaching the events endpoint
+// can post: one that is no commit hash never becomes part of the path a
+// commit-status provider calls with its token.
+func TestACommitStatusTakesOnlyACommitHash(t *testing.T) {
+	e := failover(eventv1.EventSeverityInfo)
+	for _, rev := range []string{"main@sha1:../../../user/keys", "main@sha1:abc/def", "sha1:ZZZZZZZ"} {
+		e.Metadata["revision"] = rev
+		for _, typ := range []string{"github", "gitea"} {
+			if req, err := providers.Request(context.Background(), providers.Target{Type: typ, Address: "https://github.com/org/cluster", Token: "t"}, e); err == nil {
+				t.Errorf("%s with revision %q: requested %s", typ, rev, req.URL)
+			}
+		}
+	}
+}
