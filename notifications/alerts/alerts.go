@@ -53,6 +53,8 @@ type Dispatcher struct {
 	seen map[string]time.Time
 	// sends tracks notifications in flight, for Wait.
 	sends sync.WaitGroup
+	// once makes the shared transport when none was given.
+	once sync.Once
 }
 
 // bodyLimit bounds an event's request body: Flux caps a message at

@@ -91,6 +91,9 @@ func (d *Dispatcher) send(ctx context.Context, t providers.Target, caPool *x509.
 		Transport:     d.transport(caPool),
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
+	if caPool != nil {
+		defer c.CloseIdleConnections() // a Provider's own transport is not kept
+	}
 	return providers.Send(c, req)
 }
 
@@ -106,11 +109,22 @@ func (d *Dispatcher) allowed(host string) bool {
 	return false
 }
 
-// transport is the Dispatcher's transport, or a new one trusting caPool.
+// transport is the Dispatcher's transport (one for every send, so that
+// connections are reused), or, for a Provider's own CA, one trusting it.
 func (d *Dispatcher) transport(caPool *x509.CertPool) http.RoundTripper {
-	if caPool == nil && d.Transport != nil {
-		return d.Transport
+	if caPool != nil {
+		return newTransport(caPool)
 	}
+	d.once.Do(func() {
+		if d.Transport == nil {
+			d.Transport = newTransport(nil)
+		}
+	})
+	return d.Transport
+}
+
+// newTransport bounds each step of a send; with a pool, it trusts it.
+func newTransport(caPool *x509.CertPool) *http.Transport {
 	t := &http.Transport{
 		DialContext:           (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
 		TLSHandshakeTimeout:   10 * time.Second,
