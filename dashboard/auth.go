@@ -122,6 +122,20 @@ func (k *Kubernetes) CanList(ctx context.Context, u User, group, resource, names
 	}).allowed
 }
 
+// listable answers, for one page view, whether u may list resource (of
+// group) in a namespace, asking the Authorizer once per namespace.
+func (s *Server) listable(ctx context.Context, u User, group, resource string) func(namespace string) bool {
+	seen := map[string]bool{}
+	return func(ns string) bool {
+		ok, asked := seen[ns]
+		if !asked {
+			ok = s.Auth.CanList(ctx, u, group, resource, ns)
+			seen[ns] = ok
+		}
+		return ok
+	}
+}
+
 // userKey carries the caller through a request's context.
 type userKey struct{}
 

@@ -46,14 +46,9 @@ func (s *Server) failoversOf(ctx context.Context, u User) (Failovers, error) {
 	if err := s.Reader.List(ctx, &fos); err != nil {
 		return out, err
 	}
-	allowed := map[string]bool{}
+	may := s.listable(ctx, u, failoverv1alpha1.GroupVersion.Group, "failovers")
 	for _, fo := range fos.Items {
-		ok, seen := allowed[fo.Namespace]
-		if !seen {
-			ok = s.Auth.CanList(ctx, u, failoverv1alpha1.GroupVersion.Group, "failovers", fo.Namespace)
-			allowed[fo.Namespace] = ok
-		}
-		if !ok {
+		if !may(fo.Namespace) {
 			out.Hidden = true
 			continue
 		}

@@ -70,14 +70,9 @@ func (s *Server) gitOpsOf(ctx context.Context, u User) (GitOps, error) {
 		return out, err
 	}
 	var visible []kustomizev1.Kustomization
-	allowed := map[string]bool{}
+	may := s.listable(ctx, u, kustomizev1.GroupVersion.Group, "kustomizations")
 	for _, ks := range list.Items {
-		ok, seen := allowed[ks.Namespace]
-		if !seen {
-			ok = s.Auth.CanList(ctx, u, kustomizev1.GroupVersion.Group, "kustomizations", ks.Namespace)
-			allowed[ks.Namespace] = ok
-		}
-		if ok {
+		if may(ks.Namespace) {
 			visible = append(visible, ks)
 		} else {
 			out.Hidden = true
@@ -90,7 +85,7 @@ func (s *Server) gitOpsOf(ctx context.Context, u User) (GitOps, error) {
 	}
 	slices.SortFunc(out.Kustomizations, func(a, b KustomizationView) int { return strings.Compare(a.Key, b.Key) })
 	out.Graph = drawGraph(g, out.Kustomizations)
-	repos, err := s.repositories(ctx, u, allowed)
+	repos, err := s.repositories(ctx, u)
 	out.Repositories = repos
 	return out, err
 }
@@ -114,20 +109,16 @@ func kustomizationView(ks *kustomizev1.Kustomization, g graph.Graph, blocked map
 }
 
 // repositories are the GitRepositories of the namespaces u may list
-// Kustomizations in (a source is read with the Kustomizations it feeds).
-func (s *Server) repositories(ctx context.Context, u User, allowed map[string]bool) ([]RepositoryView, error) {
+// GitRepositories in.
+func (s *Server) repositories(ctx context.Context, u User) ([]RepositoryView, error) {
 	var repos sourcev1.GitRepositoryList
 	if err := s.Reader.List(ctx, &repos); err != nil {
 		return nil, err
 	}
 	var out []RepositoryView
+	may := s.listable(ctx, u, sourcev1.GroupVersion.Group, "gitrepositories")
 	for _, r := range repos.Items {
-		ok, seen := allowed[r.Namespace]
-		if !seen {
-			ok = s.Auth.CanList(ctx, u, sourcev1.GroupVersion.Group, "gitrepositories", r.Namespace)
-			allowed[r.Namespace] = ok
-		}
-		if !ok {
+		if !may(r.Namespace) {
 			continue
 		}
 		v := RepositoryView{Key: r.Namespace + "/" + r.Name, URL: r.Spec.URL, Ready: "Unknown"}

@@ -126,17 +126,12 @@ func (s *Server) classesOn(ctx context.Context, u User, node string, clusters []
 // pendingClaims are the claims Pending too long in namespaces u may list
 // claims in, oldest first; hidden says some namespace was left out.
 func (s *Server) pendingClaims(ctx context.Context, u User, claims []corev1.PersistentVolumeClaim, now time.Time) (out []ClaimView, hidden bool) {
-	allowed := map[string]bool{}
+	may := s.listable(ctx, u, "", "persistentvolumeclaims")
 	for _, c := range claims {
 		if c.Status.Phase != corev1.ClaimPending || now.Sub(c.CreationTimestamp.Time) < pendingTooLong {
 			continue
 		}
-		ok, seen := allowed[c.Namespace]
-		if !seen {
-			ok = s.Auth.CanList(ctx, u, "", "persistentvolumeclaims", c.Namespace)
-			allowed[c.Namespace] = ok
-		}
-		if !ok {
+		if !may(c.Namespace) {
 			hidden = true
 			continue
 		}

@@ -29,11 +29,20 @@ var gitOps = []client.Object{&kustomizev1.Kustomization{}, &sourcev1.GitReposito
 // Watch tells the broker of every change to what the pages show, from
 // the informers of c (the controller's cache, which the pages read);
 // with engine, the Kustomizations' and GitRepositories' too.
-func Watch(ctx context.Context, c cache.Cache, live *Broker, engine bool) error {
-	changed := toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { live.Changed() },
-		UpdateFunc: func(any, any) { live.Changed() },
-		DeleteFunc: func(any) { live.Changed() },
+// Leases are the exception: every kubelet renews one in kube-node-lease
+// every ten seconds, which the pages do not show, so only the agents'
+// Leases, in leaseNamespace, count.
+func Watch(ctx context.Context, c cache.Cache, live *Broker, engine bool, leaseNamespace string) error {
+	changed := toolscache.FilteringResourceEventHandler{
+		FilterFunc: func(obj any) bool {
+			l, isLease := obj.(*coordinationv1.Lease)
+			return !isLease || l.Namespace == leaseNamespace
+		},
+		Handler: toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { live.Changed() },
+			UpdateFunc: func(any, any) { live.Changed() },
+			DeleteFunc: func(any) { live.Changed() },
+		},
 	}
 	kinds := shown
 	if engine {
