@@ -3,10 +3,10 @@ package agent
 import (
 	"context"
 
-	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/strata-gitops/strata/internal/fluxevents"
 	"github.com/strata-gitops/strata/internal/scheme"
@@ -23,7 +23,7 @@ func (a *Agent) recordEvents(cfg *rest.Config, o Options) error {
 	}
 	b := events.NewBroadcaster(&events.EventSinkImpl{Interface: cs.EventsV1()})
 	sch := scheme.New()
-	rec, err := fluxevents.New(b.NewRecorder(sch, "strata-agent"), sch, logr.Discard(), o.EventsAddr, "strata-agent")
+	rec, err := fluxevents.New(b.NewRecorder(sch, "strata-agent"), sch, ctrl.Log.WithName("events"), o.EventsAddr, "strata-agent")
 	if err != nil {
 		return err
 	}
