@@ -274,8 +274,8 @@ func (r *Reconciler) watchPrimary(ctx context.Context, fo *failoverv1alpha1.Fail
 	msg := fmt.Sprintf("node %s's agent has not renewed its Lease for %s (limit %s)", fo.Spec.Primary.Node, age.Round(time.Millisecond), limit)
 	status.MarkReconciling(fo, msg)
 	fluxevents.Eventf(r.Events, map[string]string{"node": fo.Spec.Primary.Node, "leaseAge": age.Round(time.Millisecond).String()},
-		fo, corev1.EventTypeWarning, ReasonFailoverStarted, "Detect", "%s: failing %s %s over to node %s",
-		msg, fo.Spec.Workload.Kind, fo.Spec.Workload.Name, fo.Spec.Backup.Node)
+		fo, corev1.EventTypeWarning, ReasonFailoverStarted, "Detect", "%s: failing %s %s over to node %s (detected %s)",
+		msg, fo.Spec.Workload.Kind, fo.Spec.Workload.Name, fo.Spec.Backup.Node, detectedAt(fo))
 	return r.fence(ctx, fo, a)
 }
 

@@ -51,8 +51,19 @@ func (r *Reconciler) completed(fo *failoverv1alpha1.Failover) {
 	}
 	meta := map[string]string{"dataAge": age.String(), "duration": took.String(), "node": fo.Spec.Backup.Node}
 	fluxevents.Eventf(r.Events, meta, fo, corev1.EventTypeNormal, ReasonFailoverCompleted, "Start",
-		"%s %s runs on node %s: failed over in %s from detection, serving data %s old", fo.Spec.Workload.Kind, fo.Spec.Workload.Name,
-		fo.Spec.Backup.Node, took, age)
+		"%s %s runs on node %s: failed over in %s from detection (%s), serving data %s old", fo.Spec.Workload.Kind, fo.Spec.Workload.Name,
+		fo.Spec.Backup.Node, took, detectedAt(fo), age)
+}
+
+// detectedAt names the failover by when it was detected. Alerts drop an
+// event equal to one sent within five minutes (as Flux's do), so two
+// failovers of one app whose messages happen to read the same (a Lease
+// 15.012 s old both times) must still differ.
+func detectedAt(fo *failoverv1alpha1.Failover) string {
+	if fo.Status.Timestamps.Detected == nil {
+		return "just now"
+	}
+	return fo.Status.Timestamps.Detected.UTC().Format("2006-01-02T15:04:05.000Z")
 }
 
 // checkDataAge sets DataFresh from the backup's last sync, and records

@@ -48,7 +48,7 @@ func TestAFailoverIsToldAtItsStartAndEnd(t *testing.T) {
 	w := protected(t, failoverv1alpha1.FencingAgentSelfFence)
 	w.lose()
 	started := wantEvent(t, w, controller.ReasonFailoverStarted)
-	if !strings.Contains(started, "has not renewed its Lease") || !strings.Contains(started, "over to node "+w.fb.Name) {
+	if !strings.Contains(started, "has not renewed its Lease") || !strings.Contains(started, "over to node "+w.fb.Name) || !strings.Contains(started, "(detected 20") {
 		t.Fatalf("FailoverStarted says %q", started)
 	}
 	w.runDeployment(t, "db-backup")
