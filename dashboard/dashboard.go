@@ -20,7 +20,8 @@ import (
 var web embed.FS
 
 var pages = template.Must(template.New("").Funcs(template.FuncMap{
-	"age": func(d time.Duration) string { return d.Round(time.Second).String() },
+	"age":     func(d time.Duration) string { return d.Round(time.Second).String() },
+	"columns": func() []string { return []string{"name", "class", "backend", "node", "size", "phase"} },
 }).ParseFS(web, "web/*.html"))
 
 // Server is the dashboard.
@@ -50,11 +51,15 @@ func (s *Server) Handler() http.Handler {
 	static, _ := fs.Sub(web, "web/static")
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	mux.Handle("GET /events", s.authenticated(s.Live))
-	mux.Handle("GET /{$}", s.page("overview", func(ctx context.Context, u User) (any, error) { return s.overviewOf(ctx, u) }))
+	mux.Handle("GET /{$}", s.page("overview", func(r *http.Request, u User) (any, error) { return s.overviewOf(r.Context(), u) }))
 	if s.GitOps {
-		mux.Handle("GET /gitops", s.page("gitops", func(ctx context.Context, u User) (any, error) { return s.gitOpsOf(ctx, u) }))
+		mux.Handle("GET /gitops", s.page("gitops", func(r *http.Request, u User) (any, error) { return s.gitOpsOf(r.Context(), u) }))
 	}
-	mux.Handle("GET /failovers", s.page("failovers", func(ctx context.Context, u User) (any, error) { return s.failoversOf(ctx, u) }))
+	mux.Handle("GET /volumes", s.page("volumes", func(r *http.Request, u User) (any, error) {
+		return s.volumesOf(r.Context(), u, volumeQueryOf(r.URL.Query()))
+	}))
+	mux.Handle("GET /failovers", s.page("failovers", func(r *http.Request, u User) (any, error) { return s.failoversOf(r.Context(), u) }))
+	mux.Handle("GET /buildbarn", s.page("buildbarn", func(r *http.Request, u User) (any, error) { return s.buildbarnOf(r.Context(), u) }))
 	return secure(mux)
 }
 
@@ -63,7 +68,7 @@ func (s *Server) Handler() http.Handler {
 func secure(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
-		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
+		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Referrer-Policy", "no-referrer")
@@ -82,9 +87,9 @@ func (s *Server) now() time.Time {
 // page serves one page to an authenticated caller: build reads what the
 // caller may see, from the caches; the template named page draws it, or,
 // asked with ?fragment=1 (the live update), its main part only.
-func (s *Server) page(page string, build func(context.Context, User) (any, error)) http.Handler {
+func (s *Server) page(page string, build func(*http.Request, User) (any, error)) http.Handler {
 	return s.authenticated(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		data, err := build(r.Context(), userOf(r.Context()))
+		data, err := build(r, userOf(r.Context()))
 		if err != nil {
 			http.Error(w, "reading the cluster: "+err.Error(), http.StatusServiceUnavailable)
 			return

@@ -14,6 +14,7 @@ import (
 // Failovers is the replication and failover page.
 type Failovers struct {
 	Items  []FailoverView
+	Pairs  []PairView
 	Hidden bool
 	At     time.Time
 }
@@ -54,6 +55,8 @@ func (s *Server) failoversOf(ctx context.Context, u User) (Failovers, error) {
 		}
 		out.Items = append(out.Items, s.failoverView(ctx, &fo, now))
 	}
+	pairs, hidden := s.pairsOf(ctx, u, fos.Items, now)
+	out.Pairs, out.Hidden = pairs, out.Hidden || hidden
 	return out, nil
 }
 

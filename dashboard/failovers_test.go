@@ -25,8 +25,18 @@ func TestAFailoversTimelineIsShown(t *testing.T) {
 		t.Fatal(err)
 	}
 	synced := metav1.NewTime(time.Now().Add(-2 * time.Hour))
-	dest.Status = &volsyncv1alpha1.ReplicationDestinationStatus{LastSyncTime: &synced}
+	dest.Status = &volsyncv1alpha1.ReplicationDestinationStatus{LastSyncTime: &synced, External: map[string]string{"replica": "7"}}
 	if err := c.Status().Update(ctx, dest); err != nil {
+		t.Fatal(err)
+	}
+	source := &volsyncv1alpha1.ReplicationSource{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: f.mine},
+		Spec: volsyncv1alpha1.ReplicationSourceSpec{SourcePVC: "db", External: &volsyncv1alpha1.ExternalSpec{
+			Provider: "strata.dev/btrfs", Parameters: map[string]string{"destination": "db-backup"}}}}
+	if err := c.Create(ctx, source); err != nil {
+		t.Fatal(err)
+	}
+	source.Status = &volsyncv1alpha1.ReplicationSourceStatus{External: map[string]string{"replica": "8", "streamBytes": "1572864"}}
+	if err := c.Status().Update(ctx, source); err != nil {
 		t.Fatal(err)
 	}
 	fo := &failoverv1alpha1.Failover{ObjectMeta: metav1.ObjectMeta{Name: "ledger", Namespace: f.mine}, Spec: failoverv1alpha1.FailoverSpec{
@@ -54,6 +64,7 @@ func TestAFailoversTimelineIsShown(t *testing.T) {
 		`<li data-step="detected">detected <span class="after">+0s</span>`, `<li data-step="fenced">fenced <span class="after">+5ms</span>`,
 		`<li data-step="promoted">promoted <span class="after">+33ms</span>`, `<li data-step="ready">ready <span class="after">+3.975s</span>`,
 		"<span data-age-at-promotion>15.044s</span>", `data-mark="data-age"`,
+		`data-pair="` + f.mine + `/db" class="needs-person"`, "db → db-backup", "<td>1.5 MiB</td><td>8 / 7</td>", "of 1h0m0s <span class=\"mark\" data-mark=\"data-age\">",
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the failovers page lacks %s", want)

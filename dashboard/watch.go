@@ -9,10 +9,12 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	bbv1 "github.com/strata-gitops/strata/api/buildbarn/v1alpha1"
 	failoverv1alpha1 "github.com/strata-gitops/strata/api/failover/v1alpha1"
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
@@ -20,8 +22,9 @@ import (
 
 // shown are the kinds the pages show: a change to any is told to the
 // open pages.
-var shown = []client.Object{&corev1.Node{}, &coordinationv1.Lease{}, &corev1.PersistentVolumeClaim{}, &storagev1alpha1.LVMCluster{},
-	&failoverv1alpha1.Failover{}, &volsyncv1alpha1.ReplicationDestination{}}
+var shown = []client.Object{&corev1.Node{}, &coordinationv1.Lease{}, &corev1.PersistentVolumeClaim{}, &corev1.Pod{},
+	&storagev1alpha1.LVMCluster{}, &failoverv1alpha1.Failover{}, &volsyncv1alpha1.ReplicationSource{}, &volsyncv1alpha1.ReplicationDestination{},
+	&bbv1.BuildbarnStorage{}, &bbv1.BuildbarnScheduler{}, &bbv1.BuildbarnFrontend{}, &bbv1.BuildbarnWorker{}, &bbv1.BuildbarnBrowser{}}
 
 // gitOps are the engine's kinds, watched only with the engine.
 var gitOps = []client.Object{&kustomizev1.Kustomization{}, &sourcev1.GitRepository{}}
@@ -50,6 +53,9 @@ func Watch(ctx context.Context, c cache.Cache, live *Broker, engine bool, leaseN
 	}
 	for _, obj := range kinds {
 		inf, err := c.GetInformer(ctx, obj)
+		if meta.IsNoMatchError(err) {
+			continue // a kind this cluster does not serve, as Buildbarn's where it is off
+		}
 		if err != nil {
 			return err
 		}

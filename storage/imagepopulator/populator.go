@@ -44,8 +44,8 @@ type Reconciler struct {
 
 // Labels on the populator's objects: the claim they fill.
 const (
-	labelClaimNamespace = "populator.strata.dev/claim-namespace"
-	labelClaimName      = "populator.strata.dev/claim-name"
+	labelClaimNamespace = storagev1alpha1.PopulatorClaimNamespaceLabel
+	labelClaimName      = storagev1alpha1.PopulatorClaimNameLabel
 )
 
 // selectedNode is the annotation the scheduler puts on a claim of a

@@ -64,8 +64,8 @@ func (r *Reconciler) populate(ctx context.Context, pvc *corev1.PersistentVolumeC
 // next may start. They live on the API server, so a restart, or the
 // failed pod's deletion waking the claim at once, keeps the backoff.
 const (
-	annotationFailures  = "populator.strata.dev/failures"
-	annotationRetryAt   = "populator.strata.dev/retry-at"
+	annotationFailures  = storagev1alpha1.PopulatorFailuresAnnotation
+	annotationRetryAt   = storagev1alpha1.PopulatorRetryAtAnnotation
 	annotationFailedPod = "populator.strata.dev/failed-pod"
 )
 

@@ -48,3 +48,13 @@ const (
 	StateReady  = "Ready"
 	StateFailed = "Failed"
 )
+
+// Labels and annotations on the image populator's prime claims and pods
+// (docs/images.md): the claim they fill, how many fills failed, and when
+// the next may start. The dashboard reads them to show a fill's stage.
+const (
+	PopulatorClaimNamespaceLabel = "populator.strata.dev/claim-namespace"
+	PopulatorClaimNameLabel      = "populator.strata.dev/claim-name"
+	PopulatorFailuresAnnotation  = "populator.strata.dev/failures"
+	PopulatorRetryAtAnnotation   = "populator.strata.dev/retry-at"
+)
