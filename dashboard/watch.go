@@ -52,7 +52,9 @@ func Watch(ctx context.Context, c cache.Cache, live *Broker, engine bool, leaseN
 		kinds = append(slices.Clone(shown), gitOps...)
 	}
 	for _, obj := range kinds {
-		inf, err := c.GetInformer(ctx, obj)
+		// Not waiting for each to sync: the pages read them as they
+		// come, and a change before the sync is told all the same.
+		inf, err := c.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
 		if meta.IsNoMatchError(err) {
 			continue // a kind this cluster does not serve, as Buildbarn's where it is off
 		}
