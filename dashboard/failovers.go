@@ -28,8 +28,9 @@ type FailoverView struct {
 	// ReplicationDestination's last sync); Late marks one past MaxDataAge.
 	DataAge, MaxDataAge time.Duration
 	Synced, Late        bool
-	// Steps are the latest failover's, from detection.
+	// Steps are the latest failover's, from detection, at Detected.
 	Steps              []Step
+	Detected           time.Time
 	DataAgeAtPromotion time.Duration
 	FencedBy           string
 }
@@ -73,6 +74,9 @@ func (s *Server) failoverView(ctx context.Context, fo *failoverv1alpha1.Failover
 		v.Late = v.DataAge > v.MaxDataAge
 	}
 	v.Steps = timeline(fo.Status.Timestamps)
+	if d := fo.Status.Timestamps.Detected; d != nil {
+		v.Detected = d.Time
+	}
 	if fo.Status.DataAgeAtPromotion != nil {
 		v.DataAgeAtPromotion = fo.Status.DataAgeAtPromotion.Duration
 	}

@@ -45,5 +45,6 @@ Run it from strata's source tree (make up); the state is kept for the next run.`
 	f.StringVar(&o.Root, "source-dir", o.Root, "strata's source tree: its release is built from it (hack/release), and the example repository copied")
 	f.StringVar(&o.Bin, "bin-dir", o.Bin, "the built binaries: strata, k8s/, sidecars/, helm")
 	f.IntVar(&o.GitPort, "git-port", o.GitPort, "port of the git server, on the host's address on the nodes' network")
+	f.IntVar(&o.DashboardPort, "dashboard-port", o.DashboardPort, "port on 127.0.0.1 forwarded to the controller's dashboard (0: any free one)")
 	return cmd
 }

@@ -220,9 +220,11 @@ func show(out io.Writer, kubectl []string, args ...string) {
 	}
 }
 
-func printNextSteps(out io.Writer, work, kubeconfig, kubectlDir string) {
+func printNextSteps(out io.Writer, work, kubeconfig, kubectlDir, dashboard string) {
 	fmt.Fprintf(out, `
 Everything in Git is applied, every claim is Bound and every app runs.
+The dashboard (nodes, pools, volumes, pairs, failovers, Buildbarn, the Kustomization graph):
+  %[4]s
 Use the cluster with:
   export KUBECONFIG=%[2]s PATH=%[3]s:$PATH
   kubectl get pods -A -o wide -w        # which pod runs on which node
@@ -240,5 +242,5 @@ The push calls the Receiver and the change lands within seconds. Watch it with:
   flux get ks                           # the flux CLI works against strata too
 docs/development.md ("The local cluster") shows how to stop, freeze or cut off a node.
 Press Ctrl-C to stop; run 'make up' again to resume with the same state.
-`, work, kubeconfig, kubectlDir)
+`, work, kubeconfig, kubectlDir, dashboard)
 }

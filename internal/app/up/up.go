@@ -42,6 +42,9 @@ type Options struct {
 	// GitPort is where the git server listens, on the host's address on
 	// the nodes' network.
 	GitPort int
+	// DashboardPort is the host port (on 127.0.0.1) forwarded to the
+	// controller's dashboard; 0 takes any free one.
+	DashboardPort int
 	// Cluster are the nodes and networks; up fills in the rest.
 	Cluster cluster.Options
 	Out     io.Writer
@@ -52,7 +55,7 @@ func Defaults(root string) Options {
 	bin := filepath.Join(root, "bin")
 	return Options{
 		StateDir: filepath.Join(root, ".strata"), ClusterDir: filepath.Join(root, "clusters", "homelab"),
-		Root: root, Bin: bin, GitPort: 8480,
+		Root: root, Bin: bin, GitPort: 8480, DashboardPort: 9080,
 		Cluster: cluster.Defaults("", filepath.Join(bin, "k8s")),
 	}
 }
@@ -138,7 +141,11 @@ func Run(ctx context.Context, o Options) error {
 	show(o.Out, kubectl, "get", "pods", "-A", "-o", "wide")
 	fmt.Fprintln(o.Out, "The example app's volumes hold:")
 	show(o.Out, kubectl, "-n", "apps", "logs", "deployment/example-app")
-	printNextSteps(o.Out, repo.work, c.KubeconfigPath(), filepath.Join(o.Bin, "k8s"))
+	dashboardURL, err := forwardDashboard(ctx, c.Config, o)
+	if err != nil {
+		return err
+	}
+	printNextSteps(o.Out, repo.work, c.KubeconfigPath(), filepath.Join(o.Bin, "k8s"), dashboardURL)
 	<-ctx.Done()
 	return nil
 }

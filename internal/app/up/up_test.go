@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -45,6 +47,7 @@ func TestUpRunsTheHomelab(t *testing.T) {
 	o.Cluster.Network = kubenode.Network{Bridge: "strata-u0", Prefix: netip.MustParsePrefix("10.80.0.0/24"),
 		PodPrefix: netip.MustParsePrefix("10.247.0.0/16")}
 	o.Cluster.ServiceCIDR = netip.MustParsePrefix("10.99.0.0/16")
+	o.DashboardPort = 0
 
 	run := startUp(t, o)
 	c := kubeClient(t, run.kubeconfig)
@@ -67,6 +70,7 @@ func TestUpRunsTheHomelab(t *testing.T) {
 		}
 	}
 	waitProtected(t, c, "ledger")
+	checkDashboard(t, run)
 	// apps/notes-credentials.yaml is kept in Git encrypted with SOPS; the
 	// apps Kustomization applied it decrypted with strata up's age key.
 	creds := &corev1.Secret{}
@@ -114,6 +118,43 @@ func TestUpRunsTheHomelab(t *testing.T) {
 	c = kubeClient(t, again.kubeconfig)
 	waitAppReads(t, c, again, first, "after up started again the app")
 	again.stop(t)
+}
+
+// checkDashboard reads every view of the dashboard at the address up
+// printed, forwarded to the controller: the two nodes with their pools,
+// the ledger pair's data age, the Buildbarn installation, the
+// Kustomization graph.
+func checkDashboard(t *testing.T, run *upRun) {
+	t.Helper()
+	out := run.out.String()
+	i := strings.Index(out, "the Kustomization graph):\n")
+	if i < 0 {
+		t.Fatalf("strata up printed no dashboard address:\n%s", out)
+	}
+	base := strings.TrimSpace(strings.SplitN(out[i:], "\n", 3)[1])
+	views := map[string][]string{
+		"":          {`data-node="up-a"`, `data-node="up-b"`, `data-class="`, "thin pool"},
+		"failovers": {`data-failover="apps/ledger"`, `data-pair="apps/ledger"`, "<td data-age>"},
+		"buildbarn": {`data-installation="buildbarn"`, `data-component="BuildbarnStorage/storage"`, `data-shard="storage-0"`},
+		"gitops":    {`data-ks="flux-system/apps"`, `data-ks="flux-system/buildbarn"`, `<line class="edge`},
+		"volumes":   {`data-claim="apps/`, `data-claim="buildbarn/`},
+	}
+	for view, wants := range views {
+		testenv.Eventually(t, time.Minute, func() error {
+			resp, err := http.Get(base + view)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			for _, want := range wants {
+				if !strings.Contains(string(body), want) {
+					return fmt.Errorf("the dashboard's %q view lacks %s:\n%s", "/"+view, want, body)
+				}
+			}
+			return nil
+		})
+	}
 }
 
 // waitProtected waits for the app's Failover to protect it: its pair

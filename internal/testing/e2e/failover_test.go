@@ -76,7 +76,13 @@ func TestFailoverOnRealNodes(t *testing.T) {
 	// the Failover tells a webhook on the host at the start and the end,
 	// with the data age.
 	hook := alertOnFailovers(t, l.cl, l.ns)
+	page := watchTimeline(t, c, l.ns, "ledger")
 	loss := l.losePower(c)
+	if shown := page.shownAfter(t, loss.detectedAt); shown > 2*time.Second {
+		t.Errorf("the dashboard showed the failover %s after the controller detected it; want within 2 s", shown)
+	} else {
+		t.Logf("the dashboard's failovers page showed the detection %s after it", shown)
+	}
 	hook.wantNotified(t, l.cl, l.ns, controller.ReasonFailoverStarted)
 	done := hook.wantNotified(t, l.cl, l.ns, controller.ReasonFailoverCompleted)
 	if age := done.event.Metadata["dataAge"]; age != loss.dataAge.String() {
@@ -152,6 +158,8 @@ func BenchmarkNodeLossOnRealNodes(b *testing.B) {
 // agent last renewed its Lease.
 type nodeLoss struct {
 	detect, fence, promote, started, serving, dataAge time.Duration
+	// detectedAt is when the controller saw the loss.
+	detectedAt time.Time
 }
 
 // losePower syncs the pair, stops node A hard and waits for B to serve
@@ -181,7 +189,7 @@ func (l *ledger) losePower(c *cluster.Cluster) nodeLoss {
 		l.t.Fatal(err)
 	}
 	last, ts := renewal.Spec.RenewTime.Time, fo.Status.Timestamps
-	return nodeLoss{detect: ts.Detected.Sub(last), fence: ts.Fenced.Sub(last), promote: ts.Promoted.Sub(last),
+	return nodeLoss{detectedAt: ts.Detected.Time, detect: ts.Detected.Sub(last), fence: ts.Fenced.Sub(last), promote: ts.Promoted.Sub(last),
 		started: ts.Started.Sub(last), serving: serving.Sub(last), dataAge: fo.Status.DataAgeAtPromotion.Duration}
 }
 
