@@ -8,7 +8,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 RELEASE_VERSION := $(if $(filter command line,$(origin VERSION)),$(VERSION))
 export KUBEBUILDER_ASSETS := $(BIN)/k8s
 
-.PHONY: all build test e2e conformance lint generate bench up sanity tools control-plane control-plane-cluster kubelet packages sidecars helm registry minio clean release release-lock verify-release
+.PHONY: all build test screenshots e2e conformance lint generate bench up sanity tools control-plane control-plane-cluster kubelet packages sidecars helm registry minio clean release release-lock verify-release
 
 all: build
 
@@ -41,6 +41,12 @@ test: control-plane packages sidecars
 	@bash hack/flux.sh
 	@echo "► running tests"
 	$(GO) test -count=1 -p 1 -timeout 20m ./...
+
+# Screenshots of every dashboard view, taken by the browser test in
+# headless Chromium, into docs/dashboard/ (docs/dashboard.md shows them).
+screenshots: control-plane packages
+	@mkdir -p docs/dashboard
+	STRATA_SCREENSHOTS=$(CURDIR)/docs/dashboard $(GO) test -count=1 -run TestTheDashboardInABrowser ./dashboard
 
 # The end-to-end suite alone: strata installed with its chart into the local
 # cluster (two nodes with kubelets), exercised through real pods.

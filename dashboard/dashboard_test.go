@@ -12,10 +12,8 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -137,24 +135,8 @@ func TestTheOverviewMarksWhatNeedsAPerson(t *testing.T) {
 // sees that namespace's.
 func TestARestrictedUserSeesOnlyItsNamespaces(t *testing.T) {
 	f := newFixture(t)
-	ctx := context.Background()
 	c := f.env.Client
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "viewer", Namespace: f.mine}}
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "view-storage", Namespace: f.mine}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"list"}},
-		{APIGroups: []string{storagev1alpha1.GroupVersion.Group}, Resources: []string{"lvmclusters"}, Verbs: []string{"list"}}}}
-	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "view-storage", Namespace: f.mine},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "view-storage"},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "viewer", Namespace: f.mine}}}
-	for _, o := range []client.Object{sa, role, binding} {
-		if err := c.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}
-	if err := c.SubResource("token").Create(ctx, sa, tr); err != nil {
-		t.Fatal(err)
-	}
+	token := viewerToken(t, c, f.mine)
 	srv, _ := f.serve(t, &dashboard.Kubernetes{Client: c})
 	if resp, _ := get(t, srv.URL+"/", ""); resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("without a token: %s", resp.Status)
@@ -162,7 +144,7 @@ func TestARestrictedUserSeesOnlyItsNamespaces(t *testing.T) {
 	if resp, _ := get(t, srv.URL+"/", "not-a-token"); resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("with a bad token: %s", resp.Status)
 	}
-	resp, body := get(t, srv.URL+"/", tr.Status.Token)
+	resp, body := get(t, srv.URL+"/", token)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %s: %s", resp.Status, body)
 	}

@@ -18,6 +18,29 @@ import (
 // promotion, and marks a backup older than maxDataAge.
 func TestAFailoversTimelineIsShown(t *testing.T) {
 	f := newFixture(t)
+	makeFailover(t, f)
+	srv, _ := f.serve(t, dashboard.Open{})
+	_, body := get(t, srv.URL+"/failovers", "")
+	for _, want := range []string{
+		`data-failover="` + f.mine + `/ledger"`, `data-phase="FailedOver"`, "runs on the backup, " + f.nodeB,
+		`<li data-step="detected">detected <span class="after">+0s</span>`, `<li data-step="fenced">fenced <span class="after">+5ms</span>`,
+		`<li data-step="promoted">promoted <span class="after">+33ms</span>`, `<li data-step="ready">ready <span class="after">+3.975s</span>`,
+		"<span data-age-at-promotion>15.044s</span>", `data-mark="data-age"`,
+		`data-pair="` + f.mine + `/db" class="needs-person"`, "db → db-backup", "<td>1.5 MiB</td><td>8 / 7</td>", "of 1h0m0s <span class=\"mark\" data-mark=\"data-age\">",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the failovers page lacks %s", want)
+		}
+	}
+	if strings.Contains(body, `data-step="failed back"`) {
+		t.Error("a failback step shown before one happened")
+	}
+}
+
+// makeFailover makes the Failover ledger in f.mine, failed over from
+// node a to b a minute ago, its pair's backup two hours old.
+func makeFailover(t *testing.T, f *fixture) {
+	t.Helper()
 	ctx := context.Background()
 	c := f.env.Client
 	dest := &volsyncv1alpha1.ReplicationDestination{ObjectMeta: metav1.ObjectMeta{Name: "db-backup", Namespace: f.mine}}
@@ -56,21 +79,5 @@ func TestAFailoversTimelineIsShown(t *testing.T) {
 			Started: at(3975 * time.Millisecond)}}
 	if err := c.Status().Update(ctx, fo); err != nil {
 		t.Fatal(err)
-	}
-	srv, _ := f.serve(t, dashboard.Open{})
-	_, body := get(t, srv.URL+"/failovers", "")
-	for _, want := range []string{
-		`data-failover="` + f.mine + `/ledger"`, `data-phase="FailedOver"`, "runs on the backup, " + f.nodeB,
-		`<li data-step="detected">detected <span class="after">+0s</span>`, `<li data-step="fenced">fenced <span class="after">+5ms</span>`,
-		`<li data-step="promoted">promoted <span class="after">+33ms</span>`, `<li data-step="ready">ready <span class="after">+3.975s</span>`,
-		"<span data-age-at-promotion>15.044s</span>", `data-mark="data-age"`,
-		`data-pair="` + f.mine + `/db" class="needs-person"`, "db → db-backup", "<td>1.5 MiB</td><td>8 / 7</td>", "of 1h0m0s <span class=\"mark\" data-mark=\"data-age\">",
-	} {
-		if !strings.Contains(body, want) {
-			t.Errorf("the failovers page lacks %s", want)
-		}
-	}
-	if strings.Contains(body, `data-step="failed back"`) {
-		t.Error("a failback step shown before one happened")
 	}
 }

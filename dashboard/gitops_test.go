@@ -18,6 +18,31 @@ import (
 // drawn as one, the guard's kept deletions on their Kustomization.
 func TestTheGitOpsPageDrawsTheGraphAndACycle(t *testing.T) {
 	f := newFixture(t)
+	makeGraph(t, f)
+	srv, _ := f.serve(t, dashboard.Open{})
+	_, body := get(t, srv.URL+"/gitops", "")
+	key := func(name string) string { return `data-ks="` + f.mine + "/" + name + `"` }
+	for _, want := range []string{
+		key("infra") + ` data-state="Ready"`, key("apps"), key("left") + ` data-state="Reconciling" data-cycle="true"`,
+		key("right") + ` data-state="Reconciling" data-cycle="true"`, `class="edge cycle"`, `data-mark="cycle"`,
+		`data-mark="protected"`, "deletion of PersistentVolumeClaim/apps/data blocked", "<td>2</td>",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the GitOps page lacks %s", want)
+		}
+	}
+	if n := strings.Count(body, `<line class="edge`); n != 3 {
+		t.Errorf("%d edges drawn, want 3 (apps on infra, left and right on each other)", n)
+	}
+	if strings.Contains(body, key("apps")+` data-state="Reconciling" data-cycle`) {
+		t.Error("a Kustomization outside the cycle is drawn in it")
+	}
+}
+
+// makeGraph makes Kustomizations in f.mine: infra Ready with two objects
+// and a kept deletion, apps on infra, and left and right on each other.
+func makeGraph(t *testing.T, f *fixture) {
+	t.Helper()
 	ctx := context.Background()
 	c := f.env.Client
 	ks := func(name string, deps ...string) *kustomizev1.Kustomization {
@@ -46,23 +71,5 @@ func TestTheGitOpsPageDrawsTheGraphAndACycle(t *testing.T) {
 	}
 	if err := c.Status().Update(ctx, infra); err != nil {
 		t.Fatal(err)
-	}
-	srv, _ := f.serve(t, dashboard.Open{})
-	_, body := get(t, srv.URL+"/gitops", "")
-	key := func(name string) string { return `data-ks="` + f.mine + "/" + name + `"` }
-	for _, want := range []string{
-		key("infra") + ` data-state="Ready"`, key("apps"), key("left") + ` data-state="Reconciling" data-cycle="true"`,
-		key("right") + ` data-state="Reconciling" data-cycle="true"`, `class="edge cycle"`, `data-mark="cycle"`,
-		`data-mark="protected"`, "deletion of PersistentVolumeClaim/apps/data blocked", "<td>2</td>",
-	} {
-		if !strings.Contains(body, want) {
-			t.Errorf("the GitOps page lacks %s", want)
-		}
-	}
-	if n := strings.Count(body, `<line class="edge`); n != 3 {
-		t.Errorf("%d edges drawn, want 3 (apps on infra, left and right on each other)", n)
-	}
-	if strings.Contains(body, key("apps")+` data-state="Reconciling" data-cycle`) {
-		t.Error("a Kustomization outside the cycle is drawn in it")
 	}
 }

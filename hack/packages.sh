@@ -7,7 +7,8 @@
 # through) and libnfs-utils (a userspace NFS client the tests read
 # exports with), and what the local cluster's nodes run (docs/development.md,
 # "The local cluster"): containerd with runc, the CNI plugins, iptables for
-# kube-proxy and nsenter; qemu-utils, which converts VM images. Idempotent: installed commands are not installed
+# kube-proxy and nsenter; qemu-utils, which converts VM images; chromium,
+# the browser the dashboard's tests drive headless. Idempotent: installed commands are not installed
 # again.
 set -euo pipefail
 
@@ -46,6 +47,8 @@ declare -A wanted=(
   [xz]=xz-utils
   # Running the release's arm64 tools on this amd64 machine (hack/release).
   [qemu-aarch64-static]=qemu-user-static
+  # The dashboard's tests, screenshots and benchmark drive headless Chromium (dashboard/).
+  [chromium]=chromium
   # The busybox image of Kubernetes' storage e2e (make conformance).
   [/bin/busybox]=busybox-static
 )
