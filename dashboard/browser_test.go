@@ -104,8 +104,9 @@ func TestTheDashboardInABrowser(t *testing.T) {
 		t.Error("the overview does not mark node a's full pool and node b's missing Lease")
 	}
 	open(t, tab, url+"/gitops", "gitops")
-	if count(t, tab, `svg.graph g.ks[data-cycle="true"]`) != 2 || count(t, tab, "svg.graph line.edge.cycle") != 2 ||
-		count(t, tab, "svg.graph g.ks") != 4 {
+	mine := fmt.Sprintf(`[data-ks^=%q]`, f.mine+"/")
+	if count(t, tab, `svg.graph g.ks[data-cycle="true"]`+mine) != 2 || count(t, tab, fmt.Sprintf(`svg.graph line.edge.cycle[data-to^=%q]`, f.mine+"/")) != 2 ||
+		count(t, tab, "svg.graph g.ks"+mine) != 4 {
 		t.Error("the graph does not draw four Kustomizations with a cycle of two")
 	}
 	open(t, tab, url+"/failovers", "failovers")

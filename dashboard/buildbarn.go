@@ -78,8 +78,8 @@ var componentKinds = []componentKind{
 
 func (s *Server) buildbarnOf(ctx context.Context, u User) (BuildbarnPage, error) {
 	out := BuildbarnPage{At: s.now()}
-	var claims corev1.PersistentVolumeClaimList
-	if err := s.Reader.List(ctx, &claims, readOnly); err != nil {
+	claims, err := s.claims(ctx)
+	if err != nil {
 		return out, err
 	}
 	byNamespace := map[string]*Installation{}
@@ -98,11 +98,11 @@ func (s *Server) buildbarnOf(ctx context.Context, u User) (BuildbarnPage, error)
 	}
 	for _, in := range byNamespace {
 		in.Skew = markSkew(in.Components)
-		in.Shards = shardsOf(in, claims.Items)
+		in.Shards = shardsOf(in, claims)
 		out.Installations = append(out.Installations, *in)
 	}
 	slices.SortFunc(out.Installations, func(a, b Installation) int { return strings.Compare(a.Namespace, b.Namespace) })
-	fills, hidden := s.fillsOf(ctx, u, claims.Items)
+	fills, hidden := s.fillsOf(ctx, u, claims)
 	out.Fills, out.Hidden = fills, out.Hidden || hidden
 	return out, nil
 }
@@ -158,7 +158,7 @@ func markSkew(cs []ComponentView) bool {
 
 // shardsOf are the installation's storage shards, each with the claims
 // its StatefulSet made for it (cas-NAME-N, ac-NAME-N, fsac-NAME-N).
-func shardsOf(in *Installation, claims []corev1.PersistentVolumeClaim) []Shard {
+func shardsOf(in *Installation, claims []*corev1.PersistentVolumeClaim) []Shard {
 	var shards []Shard
 	for _, c := range in.Components {
 		if c.Kind != "BuildbarnStorage" {
@@ -193,11 +193,11 @@ func shardsOf(in *Installation, claims []corev1.PersistentVolumeClaim) []Shard {
 // fillsOf are the claims filled from VolumeImages in namespaces u may
 // list claims in, with their stage read from the populator's prime claim
 // and pod.
-func (s *Server) fillsOf(ctx context.Context, u User, claims []corev1.PersistentVolumeClaim) (fills []FillView, hidden bool) {
+func (s *Server) fillsOf(ctx context.Context, u User, claims []*corev1.PersistentVolumeClaim) (fills []FillView, hidden bool) {
 	primes := map[string]*corev1.PersistentVolumeClaim{}
-	for i, c := range claims {
+	for _, c := range claims {
 		if ns, name := c.Labels[storagev1alpha1.PopulatorClaimNamespaceLabel], c.Labels[storagev1alpha1.PopulatorClaimNameLabel]; ns != "" {
-			primes[ns+"/"+name] = &claims[i]
+			primes[ns+"/"+name] = c
 		}
 	}
 	pods := map[string]corev1.PodPhase{}
@@ -219,7 +219,7 @@ func (s *Server) fillsOf(ctx context.Context, u User, claims []corev1.Persistent
 		}
 		key := c.Namespace + "/" + c.Name
 		f := FillView{Namespace: c.Namespace, Name: c.Name, Image: ref.Name, Node: c.Annotations[selectedNodeAnnotation]}
-		f.Stage = fillStage(&c, primes[key], pods[key])
+		f.Stage = fillStage(c, primes[key], pods[key])
 		if p := primes[key]; p != nil {
 			f.Failures, _ = strconv.Atoi(p.Annotations[storagev1alpha1.PopulatorFailuresAnnotation])
 			f.RetryAt = p.Annotations[storagev1alpha1.PopulatorRetryAtAnnotation]

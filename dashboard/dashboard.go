@@ -5,8 +5,10 @@
 package dashboard
 
 import (
+	"bytes"
 	"context"
 	"embed"
+	"fmt"
 	"html/template"
 	"io/fs"
 	"net/http"
@@ -42,6 +44,8 @@ type Server struct {
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
 	Log logr.Logger
+
+	built memo
 }
 
 // Handler routes the dashboard's pages, its assets and its live stream,
@@ -89,20 +93,46 @@ func (s *Server) now() time.Time {
 // asked with ?fragment=1 (the live update), its main part only.
 func (s *Server) page(page string, build func(*http.Request, User) (any, error)) http.Handler {
 	return s.authenticated(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		data, err := build(r, userOf(r.Context()))
+		html, err := s.drawn(page, r, build)
 		if err != nil {
 			http.Error(w, "reading the cluster: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
-		name := page
-		if r.URL.Query().Get("fragment") == "1" {
-			name = page + "-main"
-		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		if err := pages.ExecuteTemplate(w, name, data); err != nil {
-			s.Log.Error(err, "rendering the dashboard", "page", page)
-		}
+		_, _ = w.Write(html)
 	}))
+}
+
+// drawn is the page drawn for the request's user: kept from before when
+// nothing changed since (memo), else built and drawn now.
+func (s *Server) drawn(page string, r *http.Request, build func(*http.Request, User) (any, error)) ([]byte, error) {
+	u := userOf(r.Context())
+	remember := s.Live != nil && s.Live.fed.Load()
+	var key string
+	var gen uint64
+	now := time.Now()
+	if remember {
+		key, gen = memoKey(page, u, r), s.Live.gen.Load()
+		if html, ok := s.built.get(key, gen, now); ok {
+			return html, nil
+		}
+	}
+	data, err := build(r, u)
+	if err != nil {
+		return nil, err
+	}
+	name := page
+	if r.URL.Query().Get("fragment") == "1" {
+		name = page + "-main"
+	}
+	var html bytes.Buffer
+	if err := pages.ExecuteTemplate(&html, name, data); err != nil {
+		return nil, fmt.Errorf("drawing the %s page: %w", page, err)
+	}
+	if remember {
+		s.built.put(key, gen, now, html.Bytes())
+	}
+	return html.Bytes(), nil
 }
 
 // Start keeps the live stream's broker running until ctx ends.

@@ -45,7 +45,7 @@ func (s *Server) failoversOf(ctx context.Context, u User) (Failovers, error) {
 	now := s.now()
 	out := Failovers{At: now}
 	var fos failoverv1alpha1.FailoverList
-	if err := s.Reader.List(ctx, &fos); err != nil {
+	if err := s.Reader.List(ctx, &fos, readOnly); err != nil {
 		return out, err
 	}
 	may := s.listable(ctx, u, failoverv1alpha1.GroupVersion.Group, "failovers")

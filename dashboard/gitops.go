@@ -66,7 +66,7 @@ func kustomizationState(ks *kustomizev1.Kustomization) (state, reason, message s
 func (s *Server) gitOpsOf(ctx context.Context, u User) (GitOps, error) {
 	out := GitOps{At: s.now()}
 	var list kustomizev1.KustomizationList
-	if err := s.Reader.List(ctx, &list); err != nil {
+	if err := s.Reader.List(ctx, &list, readOnly); err != nil {
 		return out, err
 	}
 	var visible []kustomizev1.Kustomization
@@ -112,7 +112,7 @@ func kustomizationView(ks *kustomizev1.Kustomization, g graph.Graph, blocked map
 // GitRepositories in.
 func (s *Server) repositories(ctx context.Context, u User) ([]RepositoryView, error) {
 	var repos sourcev1.GitRepositoryList
-	if err := s.Reader.List(ctx, &repos); err != nil {
+	if err := s.Reader.List(ctx, &repos, readOnly); err != nil {
 		return nil, err
 	}
 	var out []RepositoryView

@@ -31,7 +31,7 @@ func TestTheGitOpsPageDrawsTheGraphAndACycle(t *testing.T) {
 			t.Errorf("the GitOps page lacks %s", want)
 		}
 	}
-	if n := strings.Count(body, `<line class="edge`); n != 3 {
+	if n := strings.Count(body, `data-to="`+f.mine+"/"); n != 3 {
 		t.Errorf("%d edges drawn, want 3 (apps on infra, left and right on each other)", n)
 	}
 	if strings.Contains(body, key("apps")+` data-state="Reconciling" data-cycle`) {

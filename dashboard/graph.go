@@ -27,6 +27,7 @@ type GraphNode struct {
 // GraphEdge is a dependsOn: from the dependency to its dependent; Cycle
 // marks one inside a cycle.
 type GraphEdge struct {
+	From, To       string
 	X1, Y1, X2, Y2 int
 	Cycle          bool
 }
@@ -70,7 +71,7 @@ func drawGraph(g graph.Graph, views []KustomizationView) GraphView {
 			if !ok {
 				continue // a missing dependency has no box
 			}
-			out.Edges = append(out.Edges, GraphEdge{X1: from[0] + boxWidth, Y1: from[1] + boxHeight/2, X2: to[0], Y2: to[1] + boxHeight/2,
+			out.Edges = append(out.Edges, GraphEdge{From: d.String(), To: k.String(), X1: from[0] + boxWidth, Y1: from[1] + boxHeight/2, X2: to[0], Y2: to[1] + boxHeight/2,
 				Cycle: byKey[k.String()].Cycle && byKey[d.String()].Cycle})
 		}
 	}

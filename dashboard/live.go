@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -16,6 +17,10 @@ const maxWatchers = 100
 // they show changed; the page then fetches its main part again. Changes
 // that come together are sent as one.
 type Broker struct {
+	// gen counts the changes told; fed says Watch feeds the broker, so
+	// that a page built at a generation stays right until it moves.
+	gen      atomic.Uint64
+	fed      atomic.Bool
 	mu       sync.Mutex
 	watchers map[chan struct{}]struct{}
 	changed  chan struct{}
@@ -28,6 +33,7 @@ func NewBroker() *Broker {
 
 // Changed says something shown changed; it never blocks.
 func (b *Broker) Changed() {
+	b.gen.Add(1)
 	select {
 	case b.changed <- struct{}{}:
 	default: // one is already waiting to go out

@@ -18,9 +18,11 @@ import (
 // and what needs a person.
 type Overview struct {
 	Nodes []NodeView
-	// Pending are claims Pending for over a minute, in the namespaces the
-	// user may list claims in.
-	Pending []ClaimView
+	// Pending are the claims Pending for over a minute, in the namespaces
+	// the user may list claims in, the oldest maxPending of them;
+	// PendingCount counts them all.
+	Pending      []ClaimView
+	PendingCount int
 	// Hidden says some namespaces were left out for the user.
 	Hidden bool
 	At     time.Time
@@ -55,6 +57,10 @@ type ClaimView struct {
 // default unreachableAfter.
 const staleLease = 15 * time.Second
 
+// maxPending is how many waiting claims the overview lists; the volumes
+// page has them all.
+const maxPending = 50
+
 // pendingTooLong is how long a claim may wait for its volume before a
 // person should look.
 const pendingTooLong = time.Minute
@@ -70,12 +76,11 @@ func (s *Server) overviewOf(ctx context.Context, u User) (Overview, error) {
 	var nodes corev1.NodeList
 	var clusters storagev1alpha1.LVMClusterList
 	var leases coordinationv1.LeaseList
-	var claims corev1.PersistentVolumeClaimList
 	for _, l := range []struct {
 		list client.ObjectList
 		opts []client.ListOption
-	}{{&nodes, nil}, {&clusters, nil}, {&leases, []client.ListOption{client.InNamespace(s.leaseNamespace())}}, {&claims, nil}} {
-		if err := s.Reader.List(ctx, l.list, l.opts...); err != nil {
+	}{{&nodes, nil}, {&clusters, nil}, {&leases, []client.ListOption{client.InNamespace(s.leaseNamespace())}}} {
+		if err := s.Reader.List(ctx, l.list, append(l.opts, readOnly)...); err != nil {
 			return o, err
 		}
 	}
@@ -96,7 +101,13 @@ func (s *Server) overviewOf(ctx context.Context, u User) (Overview, error) {
 		v.Classes = s.classesOn(ctx, u, n.Name, clusters.Items)
 		o.Nodes = append(o.Nodes, v)
 	}
-	o.Pending, o.Hidden = s.pendingClaims(ctx, u, claims.Items, now)
+	claims, err := s.claims(ctx)
+	if err != nil {
+		return o, err
+	}
+	o.Pending, o.Hidden = s.pendingClaims(ctx, u, claims, now)
+	o.PendingCount = len(o.Pending)
+	o.Pending = o.Pending[:min(len(o.Pending), maxPending)]
 	return o, nil
 }
 
@@ -125,7 +136,7 @@ func (s *Server) classesOn(ctx context.Context, u User, node string, clusters []
 
 // pendingClaims are the claims Pending too long in namespaces u may list
 // claims in, oldest first; hidden says some namespace was left out.
-func (s *Server) pendingClaims(ctx context.Context, u User, claims []corev1.PersistentVolumeClaim, now time.Time) (out []ClaimView, hidden bool) {
+func (s *Server) pendingClaims(ctx context.Context, u User, claims []*corev1.PersistentVolumeClaim, now time.Time) (out []ClaimView, hidden bool) {
 	may := s.listable(ctx, u, "", "persistentvolumeclaims")
 	for _, c := range claims {
 		if c.Status.Phase != corev1.ClaimPending || now.Sub(c.CreationTimestamp.Time) < pendingTooLong {

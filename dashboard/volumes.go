@@ -12,6 +12,7 @@ import (
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
@@ -39,8 +40,10 @@ type Volumes struct {
 // VolumeRow is one claim.
 type VolumeRow struct {
 	Namespace, Name, Class, Backend, Node, Phase string
-	Size                                         string
-	size                                         int64
+	// Size is written only for the rows on the page; size sorts.
+	Size     string
+	size     int64
+	quantity resource.Quantity
 	// Pods are the pods mounting it; Snapshots its VolumeSnapshots.
 	Pods, Snapshots []string
 	// Pair is the ReplicationSource replicating it; Image the
@@ -63,15 +66,15 @@ type PageLink struct {
 }
 
 // volumeSorts are the columns a volumes page sorts by.
-var volumeSorts = map[string]func(a, b VolumeRow) int{
-	"name": func(a, b VolumeRow) int {
+var volumeSorts = map[string]func(a, b *VolumeRow) int{
+	"name": func(a, b *VolumeRow) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	},
-	"class":   func(a, b VolumeRow) int { return cmp.Compare(a.Class, b.Class) },
-	"backend": func(a, b VolumeRow) int { return cmp.Compare(a.Backend, b.Backend) },
-	"node":    func(a, b VolumeRow) int { return cmp.Compare(a.Node, b.Node) },
-	"size":    func(a, b VolumeRow) int { return cmp.Compare(a.size, b.size) },
-	"phase":   func(a, b VolumeRow) int { return cmp.Compare(a.Phase, b.Phase) },
+	"class":   func(a, b *VolumeRow) int { return cmp.Compare(a.Class, b.Class) },
+	"backend": func(a, b *VolumeRow) int { return cmp.Compare(a.Backend, b.Backend) },
+	"node":    func(a, b *VolumeRow) int { return cmp.Compare(a.Node, b.Node) },
+	"size":    func(a, b *VolumeRow) int { return cmp.Compare(a.size, b.size) },
+	"phase":   func(a, b *VolumeRow) int { return cmp.Compare(a.Phase, b.Phase) },
 }
 
 // volumeQueryOf reads the query from the URL, an unknown sort as by name.
@@ -112,13 +115,13 @@ var readOnly = client.UnsafeDisableDeepCopy
 
 func (s *Server) volumesOf(ctx context.Context, u User, q VolumeQuery) (Volumes, error) {
 	out := Volumes{At: s.now(), Query: q}
-	var claims corev1.PersistentVolumeClaimList
 	var classes storagev1.StorageClassList
-	var pvs corev1.PersistentVolumeList
-	for _, l := range []client.ObjectList{&claims, &classes, &pvs} {
-		if err := s.Reader.List(ctx, l, readOnly); err != nil {
-			return out, err
-		}
+	if err := s.Reader.List(ctx, &classes, readOnly); err != nil {
+		return out, err
+	}
+	claims, err := s.claims(ctx)
+	if err != nil {
+		return out, err
 	}
 	strataClasses := map[string]*storagev1.StorageClass{}
 	for i, sc := range classes.Items {
@@ -126,14 +129,15 @@ func (s *Server) volumesOf(ctx context.Context, u User, q VolumeQuery) (Volumes,
 			strataClasses[sc.Name] = &classes.Items[i]
 		}
 	}
-	volumes := map[string]*corev1.PersistentVolume{}
-	for i := range pvs.Items {
-		volumes[pvs.Items[i].Name] = &pvs.Items[i]
+	volumes, err := s.volumesWithoutNode(ctx, claims)
+	if err != nil {
+		return out, err
 	}
 	around := s.aroundClaims(ctx)
 	may := s.listable(ctx, u, "", "persistentvolumeclaims")
 	search := strings.ToLower(q.Search)
-	for _, c := range claims.Items {
+	var rows []VolumeRow
+	for _, c := range claims {
 		sc := strataClasses[ptrValue(c.Spec.StorageClassName)]
 		if sc == nil {
 			continue
@@ -143,26 +147,55 @@ func (s *Server) volumesOf(ctx context.Context, u User, q VolumeQuery) (Volumes,
 			continue
 		}
 		out.Total++
-		row := volumeRow(&c, sc, volumes[c.Spec.VolumeName], around)
+		row := volumeRow(c, sc, volumes[c.Spec.VolumeName], around)
 		if search != "" && !row.matches(search) {
 			continue
 		}
-		out.Rows = append(out.Rows, row)
+		rows = append(rows, row)
 	}
-	out.Matched = len(out.Rows)
+	out.Matched = len(rows)
+	// Sorted by pointer: 10,000 rows are not moved about, only pointers.
+	order := make([]*VolumeRow, len(rows))
+	for i := range rows {
+		order[i] = &rows[i]
+	}
 	by := volumeSorts[q.Sort]
-	slices.SortFunc(out.Rows, func(a, b VolumeRow) int {
+	slices.SortFunc(order, func(a, b *VolumeRow) int {
 		if q.Desc {
 			a, b = b, a
 		}
 		return cmp.Or(by(a, b), volumeSorts["name"](a, b))
 	})
-	out.Rows, out.Pages = pageOf(out.Rows, q)
+	out.Rows, out.Pages = pageOf(order, q)
 	return out, nil
 }
 
+// volumesWithoutNode reads the PVs of the bound claims that do not say
+// their node: the scheduler's selected-node annotation names it on every
+// claim of a WaitForFirstConsumer class (strata's LVM classes), so the
+// PVs, the largest objects here, are read only for claims bound
+// otherwise (static PVs, Immediate classes).
+func (s *Server) volumesWithoutNode(ctx context.Context, claims []*corev1.PersistentVolumeClaim) (map[string]*corev1.PersistentVolume, error) {
+	needed := false
+	for _, c := range claims {
+		needed = needed || (c.Spec.VolumeName != "" && c.Annotations[selectedNodeAnnotation] == "")
+	}
+	if !needed {
+		return nil, nil
+	}
+	var pvs corev1.PersistentVolumeList
+	if err := s.Reader.List(ctx, &pvs, readOnly); err != nil {
+		return nil, err
+	}
+	volumes := make(map[string]*corev1.PersistentVolume, len(pvs.Items))
+	for i := range pvs.Items {
+		volumes[pvs.Items[i].Name] = &pvs.Items[i]
+	}
+	return volumes, nil
+}
+
 // pageOf cuts the rows to the query's page and links every page.
-func pageOf(rows []VolumeRow, q VolumeQuery) ([]VolumeRow, []PageLink) {
+func pageOf(rows []*VolumeRow, q VolumeQuery) ([]VolumeRow, []PageLink) {
 	pages := max(1, (len(rows)+pageSize-1)/pageSize)
 	var links []PageLink
 	if pages > 1 {
@@ -171,7 +204,14 @@ func pageOf(rows []VolumeRow, q VolumeQuery) ([]VolumeRow, []PageLink) {
 		}
 	}
 	from := min((q.Page-1)*pageSize, len(rows))
-	return rows[from:min(from+pageSize, len(rows))], links
+	// A copy, so that what is kept of the page is its rows, not all.
+	page := make([]VolumeRow, 0, min(from+pageSize, len(rows))-from)
+	for _, r := range rows[from:min(from+pageSize, len(rows))] {
+		row := *r
+		row.Size = row.quantity.String()
+		page = append(page, row)
+	}
+	return page, links
 }
 
 func (r VolumeRow) matches(search string) bool {
@@ -183,23 +223,26 @@ func (r VolumeRow) matches(search string) bool {
 	return false
 }
 
-// claimsAround are, per claim ("namespace/name"), what refers to it: the
+// claimsAround are, per claim, what refers to it: the
 // pods mounting it, its snapshots and its ReplicationSource.
 type claimsAround struct {
-	pods, snapshots map[string][]string
-	pairs           map[string]string
+	pods, snapshots map[claimKey][]string
+	pairs           map[claimKey]string
 }
+
+// claimKey names a claim without building a string for it.
+type claimKey struct{ namespace, name string }
 
 // aroundClaims reads what refers to claims. Snapshots are left out where
 // their CRD is not installed.
 func (s *Server) aroundClaims(ctx context.Context) claimsAround {
-	a := claimsAround{pods: map[string][]string{}, snapshots: map[string][]string{}, pairs: map[string]string{}}
+	a := claimsAround{pods: map[claimKey][]string{}, snapshots: map[claimKey][]string{}, pairs: map[claimKey]string{}}
 	var pods corev1.PodList
 	if s.Reader.List(ctx, &pods, readOnly) == nil {
 		for _, p := range pods.Items {
 			for _, v := range p.Spec.Volumes {
 				if v.PersistentVolumeClaim != nil {
-					key := p.Namespace + "/" + v.PersistentVolumeClaim.ClaimName
+					key := claimKey{p.Namespace, v.PersistentVolumeClaim.ClaimName}
 					a.pods[key] = append(a.pods[key], p.Name)
 				}
 			}
@@ -209,14 +252,15 @@ func (s *Server) aroundClaims(ctx context.Context) claimsAround {
 	if s.Reader.List(ctx, &snaps, readOnly) == nil {
 		for _, sn := range snaps.Items {
 			if c := sn.Spec.Source.PersistentVolumeClaimName; c != nil {
-				a.snapshots[sn.Namespace+"/"+*c] = append(a.snapshots[sn.Namespace+"/"+*c], sn.Name)
+				key := claimKey{sn.Namespace, *c}
+				a.snapshots[key] = append(a.snapshots[key], sn.Name)
 			}
 		}
 	}
 	var sources volsyncv1alpha1.ReplicationSourceList
 	if s.Reader.List(ctx, &sources, readOnly) == nil {
 		for _, rs := range sources.Items {
-			a.pairs[rs.Namespace+"/"+rs.Spec.SourcePVC] = rs.Name
+			a.pairs[claimKey{rs.Namespace, rs.Spec.SourcePVC}] = rs.Name
 		}
 	}
 	return a
@@ -224,7 +268,7 @@ func (s *Server) aroundClaims(ctx context.Context) claimsAround {
 
 // volumeRow is one claim with its volume and what refers to it.
 func volumeRow(c *corev1.PersistentVolumeClaim, sc *storagev1.StorageClass, pv *corev1.PersistentVolume, a claimsAround) VolumeRow {
-	key := c.Namespace + "/" + c.Name
+	key := claimKey{c.Namespace, c.Name}
 	r := VolumeRow{Namespace: c.Namespace, Name: c.Name, Class: sc.Name, Phase: string(c.Status.Phase),
 		Pods: a.pods[key], Snapshots: a.snapshots[key], Pair: a.pairs[key], Backend: "lvm", Node: c.Annotations[selectedNodeAnnotation]}
 	if rules.IsBtrfsClass(sc.Parameters) {
@@ -237,7 +281,7 @@ func volumeRow(c *corev1.PersistentVolumeClaim, sc *storagev1.StorageClass, pv *
 	if got, ok := c.Status.Capacity[corev1.ResourceStorage]; ok {
 		size = got
 	}
-	r.Size, r.size = size.String(), size.Value()
+	r.quantity, r.size = size, size.Value()
 	if n := nodeOf(pv); n != "" {
 		r.Node = n
 	}

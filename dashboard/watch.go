@@ -51,6 +51,7 @@ func Watch(ctx context.Context, c cache.Cache, live *Broker, engine bool, leaseN
 	if engine {
 		kinds = append(slices.Clone(shown), gitOps...)
 	}
+	live.fed.Store(true)
 	for _, obj := range kinds {
 		// Not waiting for each to sync: the pages read them as they
 		// come, and a change before the sync is told all the same.

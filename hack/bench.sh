@@ -8,7 +8,7 @@
 # a download plus qemu-img convert alone (hack/imagebench, root only); node loss to the app
 # on the backup, against an API server and on the local cluster's nodes
 # (root only); the Buildbarn controllers reconciling 50 installations
-# (hack/bbbench); then the engine on a local control plane,
+# (hack/bbbench); the dashboard's pages with 10,000 claims (hack/dashbench); then the engine on a local control plane,
 # strata first, then Flux's kustomize-controller as the reference.
 # Extra arguments go to hack/bench (see its flags); results are printed, and
 # recorded by hand in docs/benchmarks.md with the command.
@@ -50,6 +50,9 @@ else
 fi
 # What the data-loss guard for Flux's prunes adds to a prune of 1000 ConfigMaps (issue #44).
 go run ./hack/guardbench -rounds 10
+# The dashboard with 1000 Kustomizations and 10,000 claims in the controller's caches (issue #45).
+bash hack/packages.sh
+go run ./hack/dashbench
 # The Buildbarn controllers: 50 installations (250 components) to Ready.
 go run ./hack/bbbench -installations 50 -strata bin/strata
 # The engine renders the chart's finalizer policy with bin/helm.
