@@ -30,8 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bbv1 "github.com/strata-gitops/strata/api/buildbarn/v1alpha1"
-	"github.com/strata-gitops/strata/internal/local/controlplane"
-	"github.com/strata-gitops/strata/internal/scheme"
+	"github.com/strata-gitops/strata/internal/testing/benchenv"
 	"github.com/strata-gitops/strata/internal/testing/benchstat"
 )
 
@@ -52,27 +51,13 @@ func run(installs int, strata string, limit time.Duration) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	cp, err := controlplane.Start(controlplane.Options{
-		AssetsDir: filepath.Join("bin", "k8s"), CRDDirs: []string{filepath.Join("charts", "strata", "crds")},
-		// envtest's default service range holds only ~250 Services.
-		APIServerFlags: map[string]string{"service-cluster-ip-range": "10.96.0.0/12"},
-	})
+	// envtest's default service range holds only ~250 Services.
+	env, err := benchenv.Start(dir, map[string]string{"service-cluster-ip-range": "10.96.0.0/12"})
 	if err != nil {
 		return err
 	}
-	defer func() { _ = cp.Stop() }()
-	c, err := client.New(cp.Config, client.Options{Scheme: scheme.New()})
-	if err != nil {
-		return err
-	}
-	kubeconfig, err := cp.Kubeconfig()
-	if err != nil {
-		return err
-	}
-	kcPath := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kcPath, kubeconfig, 0o600); err != nil {
-		return err
-	}
+	defer func() { _ = env.Stop() }()
+	c, kcPath := env.Client, env.Kubeconfig
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go rollOutWorkloads(ctx, c)

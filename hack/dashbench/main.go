@@ -34,8 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
-	"github.com/strata-gitops/strata/internal/local/controlplane"
-	"github.com/strata-gitops/strata/internal/scheme"
+	"github.com/strata-gitops/strata/internal/testing/benchenv"
 	"github.com/strata-gitops/strata/internal/testing/benchstat"
 	"github.com/strata-gitops/strata/internal/testing/browser"
 )
@@ -66,23 +65,12 @@ func run(o options) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	cp, err := controlplane.Start(controlplane.Options{AssetsDir: filepath.Join("bin", "k8s"), CRDDirs: []string{filepath.Join("charts", "strata", "crds")}})
+	env, err := benchenv.Start(dir, nil)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = cp.Stop() }()
-	c, err := client.New(cp.Config, client.Options{Scheme: scheme.New()})
-	if err != nil {
-		return err
-	}
-	kubeconfig, err := cp.Kubeconfig()
-	if err != nil {
-		return err
-	}
-	kcPath := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kcPath, kubeconfig, 0o600); err != nil {
-		return err
-	}
+	defer func() { _ = env.Stop() }()
+	c, kcPath := env.Client, env.Kubeconfig
 	ctx := context.Background()
 	start := time.Now()
 	if err := populate(ctx, c, o); err != nil {
