@@ -10,6 +10,7 @@ import (
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -36,6 +37,8 @@ type KustomizationView struct {
 	Inventory               int
 	Protected               string
 	Suspended, Cycle, Stuck bool
+	// Events are its latest, newest first.
+	Events []EventView
 }
 
 // RepositoryView is one GitRepository.
@@ -80,8 +83,15 @@ func (s *Server) gitOpsOf(ctx context.Context, u User) (GitOps, error) {
 	}
 	g := graph.Of(visible)
 	_, blocked := g.Waves()
+	var events corev1.EventList
+	if err := s.Reader.List(ctx, &events, readOnly); err != nil {
+		return out, err
+	}
+	latest := latestEvents(events.Items)
 	for i := range visible {
-		out.Kustomizations = append(out.Kustomizations, kustomizationView(&visible[i], g, blocked))
+		v := kustomizationView(&visible[i], g, blocked)
+		v.Events = latest[v.Key]
+		out.Kustomizations = append(out.Kustomizations, v)
 	}
 	slices.SortFunc(out.Kustomizations, func(a, b KustomizationView) int { return strings.Compare(a.Key, b.Key) })
 	out.Graph = drawGraph(g, out.Kustomizations)

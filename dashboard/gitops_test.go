@@ -2,12 +2,14 @@ package dashboard_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/strata-gitops/strata/dashboard"
@@ -19,6 +21,15 @@ import (
 func TestTheGitOpsPageDrawsTheGraphAndACycle(t *testing.T) {
 	f := newFixture(t)
 	makeGraph(t, f)
+	for i, reason := range []string{"Progressing", "ReconciliationSucceeded", "DependencyNotReady", "DeletionBlocked"} {
+		at := metav1.NewTime(time.Now().Add(time.Duration(i-10) * time.Minute))
+		e := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("infra.%d", i), Namespace: f.mine},
+			InvolvedObject: corev1.ObjectReference{Kind: "Kustomization", APIVersion: "kustomize.toolkit.fluxcd.io/v1", Namespace: f.mine, Name: "infra"},
+			Reason:         reason, Message: "event " + reason, Type: corev1.EventTypeNormal, FirstTimestamp: at, LastTimestamp: at}
+		if err := f.env.Client.Create(context.Background(), e); err != nil {
+			t.Fatal(err)
+		}
+	}
 	srv, _ := f.serve(t, dashboard.Open{})
 	_, body := get(t, srv.URL+"/gitops", "")
 	key := func(name string) string { return `data-ks="` + f.mine + "/" + name + `"` }
@@ -26,6 +37,7 @@ func TestTheGitOpsPageDrawsTheGraphAndACycle(t *testing.T) {
 		key("infra") + ` data-state="Ready"`, key("apps"), key("left") + ` data-state="Reconciling" data-cycle="true"`,
 		key("right") + ` data-state="Reconciling" data-cycle="true"`, `class="edge cycle"`, `data-mark="cycle"`,
 		`data-mark="protected"`, "deletion of PersistentVolumeClaim/apps/data blocked", "<td>2</td>",
+		`data-reason="DeletionBlocked"`, `data-reason="DependencyNotReady"`, `data-reason="ReconciliationSucceeded"`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the GitOps page lacks %s", want)
@@ -33,6 +45,9 @@ func TestTheGitOpsPageDrawsTheGraphAndACycle(t *testing.T) {
 	}
 	if n := strings.Count(body, `data-to="`+f.mine+"/"); n != 3 {
 		t.Errorf("%d edges drawn, want 3 (apps on infra, left and right on each other)", n)
+	}
+	if strings.Contains(body, `data-reason="Progressing"`) {
+		t.Error("more than the latest three events shown")
 	}
 	if strings.Contains(body, key("apps")+` data-state="Reconciling" data-cycle`) {
 		t.Error("a Kustomization outside the cycle is drawn in it")

@@ -27,7 +27,7 @@ var shown = []client.Object{&corev1.Node{}, &coordinationv1.Lease{}, &corev1.Per
 	&bbv1.BuildbarnStorage{}, &bbv1.BuildbarnScheduler{}, &bbv1.BuildbarnFrontend{}, &bbv1.BuildbarnWorker{}, &bbv1.BuildbarnBrowser{}}
 
 // gitOps are the engine's kinds, watched only with the engine.
-var gitOps = []client.Object{&kustomizev1.Kustomization{}, &sourcev1.GitRepository{}}
+var gitOps = []client.Object{&kustomizev1.Kustomization{}, &sourcev1.GitRepository{}, &corev1.Event{}}
 
 // Watch tells the broker of every change to what the pages show, from
 // the informers of c (the controller's cache, which the pages read);

@@ -19,6 +19,9 @@ type Dashboard struct {
 	Addr, Auth string
 }
 
+// on says the dashboard is served.
+func (d Dashboard) on() bool { return d.Addr != "" && d.Addr != "0" }
+
 func (d Dashboard) authorizer(cfg *rest.Config, mgr manager.Manager) (dashboard.Authorizer, error) {
 	switch d.Auth {
 	case "none":
@@ -34,7 +37,7 @@ func (d Dashboard) authorizer(cfg *rest.Config, mgr manager.Manager) (dashboard.
 // open pages told of every change the caches see.
 func registerDashboard(mgr manager.Manager, cfg *rest.Config, o Options) error {
 	d := o.Dashboard
-	if d.Addr == "" || d.Addr == "0" {
+	if !d.on() {
 		return nil
 	}
 	auth, err := d.authorizer(cfg, mgr)

@@ -23,8 +23,8 @@ import (
 func TestTheControllerServesTheDashboardLive(t *testing.T) {
 	env := testenv.Get(t)
 	o := Defaults()
-	o.ArtifactDir, o.SkipNameValidation, o.Engine = t.TempDir(), true, false
-	o.MetricsAddr, o.HealthProbeAddr = "0", "0"
+	o.ArtifactDir, o.SkipNameValidation = t.TempDir(), true
+	o.MetricsAddr, o.HealthProbeAddr, o.ArtifactAddr, o.ReceiverAddr, o.AlertsAddr = "0", "0", "0", "0", "0"
 	addr := testenv.FreeAddr(t)
 	o.Dashboard = Dashboard{Addr: addr, Auth: "none"}
 	testenv.RunManagerFrom(t, func(ctx context.Context) (testenv.Manager, error) { return New(ctx, env.Config, o) })
@@ -74,5 +74,16 @@ func TestTheControllerServesTheDashboardLive(t *testing.T) {
 	body, _ := io.ReadAll(page.Body)
 	if !strings.Contains(string(body), `data-node="`+node.Name+`"`) {
 		t.Fatalf("the overview does not show the new Node:\n%s", body)
+	}
+	// The GitOps page reads the Kustomizations' Events from a cache that
+	// keeps only theirs.
+	gitops, err := http.Get(url + "/gitops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gitops.Body.Close()
+	if gitops.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(gitops.Body)
+		t.Fatalf("the GitOps page: %s %s", gitops.Status, body)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	notificationv1 "github.com/fluxcd/notification-controller/api/v1"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
@@ -35,6 +36,7 @@ import (
 	failoverv1alpha1 "github.com/strata-gitops/strata/api/failover/v1alpha1"
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
 	buildbarn "github.com/strata-gitops/strata/buildbarn/controller"
+	"github.com/strata-gitops/strata/dashboard"
 	"github.com/strata-gitops/strata/engine/kustomization"
 	"github.com/strata-gitops/strata/engine/skipapply"
 	failovercontroller "github.com/strata-gitops/strata/failover/controller"
@@ -177,6 +179,14 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	cacheOpts, err := shardCache(o.WatchLabelSelector)
 	if err != nil {
 		return nil, err
+	}
+	if o.Engine && o.Dashboard.on() {
+		// The GitOps page's events: only the Kustomizations', not every
+		// Event of the cluster.
+		if cacheOpts.ByObject == nil {
+			cacheOpts.ByObject = map[client.Object]cache.ByObject{}
+		}
+		cacheOpts.ByObject[&corev1.Event{}] = cache.ByObject{Field: dashboard.KustomizationEventsSelector}
 	}
 	mgr, err := ctrl.NewManager(cfg, manager.Options{
 		Scheme:                 scheme.New(),
