@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -56,7 +57,14 @@ type answer struct {
 	allowed bool
 	err     error
 	at      time.Time
+	// unreachable marks an answer the API server did not give (it could
+	// not be asked): never kept, so the next request asks again.
+	unreachable bool
 }
+
+// errReviewFailed is a token the API server could not be asked about:
+// the caller is told to come back, not that its token is bad.
+var errReviewFailed = errors.New("the API server could not review the token; try again")
 
 // errNoToken is a request without a bearer token.
 var errNoToken = errors.New("no bearer token: send Authorization: Bearer <token> (an authenticating proxy in front of the dashboard does), or reach it through kubectl port-forward with --dashboard-auth=none")
@@ -77,6 +85,9 @@ func (k *Kubernetes) remembered(key string, compute func() answer) answer {
 	}
 	k.mu.Unlock()
 	a := compute()
+	if a.unreachable {
+		return a
+	}
 	a.at = time.Now()
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -97,7 +108,7 @@ func (k *Kubernetes) Authenticate(r *http.Request) (User, error) {
 	a := k.remembered("token/"+string(sum[:]), func() answer {
 		review := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}
 		if err := k.Client.Create(r.Context(), review); err != nil {
-			return answer{err: err}
+			return answer{err: fmt.Errorf("%w: %w", errReviewFailed, err), unreachable: true}
 		}
 		if !review.Status.Authenticated {
 			return answer{err: errors.New("the token is not valid: " + review.Status.Error)}
@@ -116,7 +127,7 @@ func (k *Kubernetes) CanList(ctx context.Context, u User, group, resource, names
 			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "list", Group: group, Resource: resource, Namespace: namespace},
 		}}
 		if err := k.Client.Create(ctx, review); err != nil {
-			return answer{}
+			return answer{unreachable: true}
 		}
 		return answer{allowed: review.Status.Allowed}
 	}).allowed
@@ -143,6 +154,10 @@ type userKey struct{}
 func (s *Server) authenticated(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u, err := s.Auth.Authenticate(r)
+		if errors.Is(err, errReviewFailed) {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusUnauthorized)
 			return

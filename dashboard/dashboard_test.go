@@ -3,6 +3,7 @@ package dashboard_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,12 +13,14 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"github.com/strata-gitops/strata/dashboard"
@@ -186,5 +189,33 @@ func TestAChangeReachesAnOpenPage(t *testing.T) {
 		}
 	case <-time.After(2 * time.Second):
 		t.Fatal("no change event within 2 s")
+	}
+}
+
+// A token the API server could not review is answered 503, and the
+// failure is not kept: once the API server answers, the same token is
+// let in.
+func TestAFailedReviewIsNotKept(t *testing.T) {
+	f := newFixture(t)
+	token := viewerToken(t, f.env.Client, f.mine)
+	down := true
+	real, err := client.NewWithWatch(f.env.Config, client.Options{Scheme: f.env.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := interceptor.NewClient(real, interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if _, isReview := obj.(*authenticationv1.TokenReview); isReview && down {
+				return errors.New("connection refused")
+			}
+			return c.Create(ctx, obj, opts...)
+		}})
+	srv, _ := f.serve(t, &dashboard.Kubernetes{Client: c})
+	if resp, body := get(t, srv.URL+"/", token); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("with the API server unreachable: %s %s", resp.Status, body)
+	}
+	down = false
+	if resp, body := get(t, srv.URL+"/", token); resp.StatusCode != http.StatusOK {
+		t.Fatalf("once the API server answers: %s %s", resp.Status, body)
 	}
 }
