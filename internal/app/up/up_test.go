@@ -134,7 +134,8 @@ func checkDashboard(t *testing.T, run *upRun) {
 	base := strings.TrimSpace(strings.SplitN(out[i:], "\n", 3)[1])
 	views := map[string][]string{
 		"":          {`data-node="up-a"`, `data-node="up-b"`, `data-class="`, "thin pool"},
-		"failovers": {`data-failover="apps/ledger"`, `data-pair="apps/ledger"`, "<td data-age>"},
+		// The pair synced: its data age is shown against the Failover's maxDataAge.
+		"failovers": {`data-failover="apps/ledger"`, `data-pair="apps/ledger"`, "s of "},
 		"buildbarn": {`data-installation="buildbarn"`, `data-component="BuildbarnStorage/storage"`, `data-shard="storage-0"`},
 		"gitops":    {`data-ks="flux-system/apps"`, `data-ks="flux-system/buildbarn"`, `<line class="edge`},
 		"volumes":   {`data-claim="apps/`, `data-claim="buildbarn/`},
