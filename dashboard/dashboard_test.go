@@ -68,6 +68,7 @@ func newFixture(t *testing.T) *fixture {
 	create(cluster)
 	cluster.Status.DeviceClassStatuses = []storagev1alpha1.DeviceClassStatus{{Name: "fast", Nodes: []storagev1alpha1.DeviceClassNodeStatus{{
 		Node: f.nodeA, VolumeGroup: "fast", State: storagev1alpha1.StateReady, Size: resource.NewQuantity(10<<30, resource.BinarySI),
+		Devices: []string{"/dev/strata/disk-1"},
 		ThinPool: &storagev1alpha1.ThinPoolStatus{Name: "pool", DataPercent: "93.20", MetadataPercent: "10.00", Full: "data 93.2% full (threshold 90%): no new thin volumes here"},
 	}}}}
 	if err := env.Client.Status().Update(ctx, cluster); err != nil {
@@ -114,6 +115,8 @@ func get(t *testing.T, url, token string) (*http.Response, string) {
 // without a Lease, the claims waiting; with the security headers.
 func TestTheOverviewMarksWhatNeedsAPerson(t *testing.T) {
 	f := newFixture(t)
+	strataClass(t, f.env.Client, "btrfs-"+f.nodeA, map[string]string{"agentURL": "https://" + f.nodeA + ".lan:8420", "hostNode": f.nodeA,
+		"csi.storage.k8s.io/provisioner-secret-name": "btrfs-tenant"})
 	srv, _ := f.serve(t, dashboard.Open{})
 	resp, body := get(t, srv.URL+"/", "")
 	if resp.StatusCode != http.StatusOK {
@@ -122,6 +125,8 @@ func TestTheOverviewMarksWhatNeedsAPerson(t *testing.T) {
 	for _, want := range []string{
 		`data-node="` + f.nodeA + `"`, `data-mark="pool-full"`, "data 93.2% full", `data-node="` + f.nodeB + `"`,
 		`data-mark="no-lease"`, `data-claim="` + f.mine + `/waiting"`, `data-claim="` + f.not + `/waiting"`,
+		"<td>/dev/strata/disk-1</td>", `<tr data-btrfs-class="btrfs-` + f.nodeA + `"><td>btrfs-` + f.nodeA + `</td><td>https://` + f.nodeA +
+			`.lan:8420 (node-local)</td><td>btrfs-tenant</td><td>0</td></tr>`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the overview lacks %s", want)

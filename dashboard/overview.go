@@ -7,6 +7,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -36,12 +37,15 @@ type NodeView struct {
 	LeaseAge       time.Duration
 	Stale, NoLease bool
 	Classes        []ClassView
+	// Btrfs are the btrfs classes its storage host serves.
+	Btrfs []BtrfsClassView
 }
 
 // ClassView is one device class on one node.
 type ClassView struct {
 	Cluster, Name, State, Reason string
 	Size, Free                   string
+	Devices                      []string
 	Pool                         *storagev1alpha1.ThinPoolStatus
 	// Mark says the class needs a person: failed, or its pool full.
 	Mark bool
@@ -76,12 +80,24 @@ func (s *Server) overviewOf(ctx context.Context, u User) (Overview, error) {
 	var nodes corev1.NodeList
 	var clusters storagev1alpha1.LVMClusterList
 	var leases coordinationv1.LeaseList
+	var classes storagev1.StorageClassList
 	for _, l := range []struct {
 		list client.ObjectList
 		opts []client.ListOption
-	}{{&nodes, nil}, {&clusters, nil}, {&leases, []client.ListOption{client.InNamespace(s.leaseNamespace())}}} {
+	}{{&nodes, nil}, {&clusters, nil}, {&leases, []client.ListOption{client.InNamespace(s.leaseNamespace())}}, {&classes, nil}} {
 		if err := s.Reader.List(ctx, l.list, append(l.opts, readOnly)...); err != nil {
 			return o, err
+		}
+	}
+	claims, err := s.claims(ctx)
+	if err != nil {
+		return o, err
+	}
+	perClass := map[string]int{}
+	mayListClaims := s.listable(ctx, u, "", "persistentvolumeclaims")
+	for _, c := range claims {
+		if mayListClaims(c.Namespace) {
+			perClass[ptrValue(c.Spec.StorageClassName)]++
 		}
 	}
 	renewed := map[string]time.Time{}
@@ -99,11 +115,8 @@ func (s *Server) overviewOf(ctx context.Context, u User) (Overview, error) {
 			v.NoLease = true
 		}
 		v.Classes = s.classesOn(ctx, u, n.Name, clusters.Items)
+		v.Btrfs = btrfsClassesOn(&n, classes.Items, perClass)
 		o.Nodes = append(o.Nodes, v)
-	}
-	claims, err := s.claims(ctx)
-	if err != nil {
-		return o, err
 	}
 	o.Pending, o.Hidden = s.pendingClaims(ctx, u, claims, now)
 	o.PendingCount = len(o.Pending)
@@ -125,7 +138,7 @@ func (s *Server) classesOn(ctx context.Context, u User, node string, clusters []
 					continue
 				}
 				v := ClassView{Cluster: c.Namespace + "/" + c.Name, Name: dc.Name, State: st.State, Reason: st.Reason,
-					Size: quantity(st.Size), Free: quantity(st.Free), Pool: st.ThinPool}
+					Size: quantity(st.Size), Free: quantity(st.Free), Devices: st.Devices, Pool: st.ThinPool}
 				v.Mark = st.State == storagev1alpha1.StateFailed || (st.ThinPool != nil && st.ThinPool.Full != "")
 				out = append(out, v)
 			}
