@@ -68,7 +68,7 @@ func newFixture(t *testing.T) *fixture {
 	create(cluster)
 	cluster.Status.DeviceClassStatuses = []storagev1alpha1.DeviceClassStatus{{Name: "fast", Nodes: []storagev1alpha1.DeviceClassNodeStatus{{
 		Node: f.nodeA, VolumeGroup: "fast", State: storagev1alpha1.StateReady, Size: resource.NewQuantity(10<<30, resource.BinarySI),
-		Devices: []string{"/dev/strata/disk-1"},
+		Devices:  []string{"/dev/strata/disk-1"},
 		ThinPool: &storagev1alpha1.ThinPoolStatus{Name: "pool", DataPercent: "93.20", MetadataPercent: "10.00", Full: "data 93.2% full (threshold 90%): no new thin volumes here"},
 	}}}}
 	if err := env.Client.Status().Update(ctx, cluster); err != nil {

@@ -133,7 +133,7 @@ func checkDashboard(t *testing.T, run *upRun) {
 	}
 	base := strings.TrimSpace(strings.SplitN(out[i:], "\n", 3)[1])
 	views := map[string][]string{
-		"":          {`data-node="up-a"`, `data-node="up-b"`, `data-class="`, "thin pool"},
+		"": {`data-node="up-a"`, `data-node="up-b"`, `data-class="`, "thin pool"},
 		// The pair synced: its data age is shown against the Failover's maxDataAge.
 		"failovers": {`data-failover="apps/ledger"`, `data-pair="apps/ledger"`, "s of "},
 		"buildbarn": {`data-installation="buildbarn"`, `data-component="BuildbarnStorage/storage"`, `data-shard="storage-0"`},
