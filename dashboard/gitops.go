@@ -72,17 +72,17 @@ func (s *Server) gitOpsOf(ctx context.Context, u User) (GitOps, error) {
 	if err := s.Reader.List(ctx, &list, readOnly); err != nil {
 		return out, err
 	}
-	var visible []kustomizev1.Kustomization
+	visible := make([]kustomizev1.Kustomization, 0, len(list.Items))
 	may := s.listable(ctx, u, kustomizev1.GroupVersion.Group, "kustomizations")
-	for _, ks := range list.Items {
-		if may(ks.Namespace) {
-			visible = append(visible, ks)
+	for i := range list.Items {
+		if may(list.Items[i].Namespace) {
+			visible = append(visible, list.Items[i])
 		} else {
 			out.Hidden = true
 		}
 	}
 	g := graph.Of(visible)
-	_, blocked := g.Waves()
+	waves, blocked := g.Waves()
 	var events corev1.EventList
 	if err := s.Reader.List(ctx, &events, readOnly); err != nil {
 		return out, err
@@ -94,11 +94,15 @@ func (s *Server) gitOpsOf(ctx context.Context, u User) (GitOps, error) {
 		out.Kustomizations = append(out.Kustomizations, v)
 	}
 	slices.SortFunc(out.Kustomizations, func(a, b KustomizationView) int { return strings.Compare(a.Key, b.Key) })
-	out.Graph = drawGraph(g, out.Kustomizations)
+	out.Graph = drawGraph(g, waves, blocked, out.Kustomizations)
 	repos, err := s.repositories(ctx, u)
 	out.Repositories = repos
 	return out, err
 }
+
+// cyclePrefix begins engine/graph's reason for a Kustomization in a
+// dependency cycle.
+const cyclePrefix = "dependency cycle"
 
 func kustomizationView(ks *kustomizev1.Kustomization, g graph.Graph, blocked map[graph.Key]string) KustomizationView {
 	key := graph.Key{Namespace: ks.Namespace, Name: ks.Name}
@@ -113,8 +117,10 @@ func kustomizationView(ks *kustomizev1.Kustomization, g graph.Graph, blocked map
 	if c := apimeta.FindStatusCondition(ks.Status.Conditions, kustomization.DataProtectedCondition); c != nil && c.Status == metav1.ConditionTrue {
 		v.Protected = c.Message
 	}
-	v.Cycle = g.CycleThrough(key) != nil
-	_, v.Stuck = blocked[key]
+	// Waves found the cycles already: the graph is walked again only for
+	// a blocked box whose reason names another cause first.
+	why, stuck := blocked[key]
+	v.Cycle, v.Stuck = strings.HasPrefix(why, cyclePrefix) || (stuck && g.CycleThrough(key) != nil), stuck
 	return v
 }
 

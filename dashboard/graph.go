@@ -38,8 +38,7 @@ const (
 	colGap, rowGap      = 60, 16
 )
 
-func drawGraph(g graph.Graph, views []KustomizationView) GraphView {
-	waves, blocked := g.Waves()
+func drawGraph(g graph.Graph, waves [][]graph.Key, blocked map[graph.Key]string, views []KustomizationView) GraphView {
 	var stuck []graph.Key
 	for k := range blocked {
 		stuck = append(stuck, k)

@@ -136,7 +136,7 @@ func (s *Server) volumesOf(ctx context.Context, u User, q VolumeQuery) (Volumes,
 	around := s.aroundClaims(ctx)
 	may := s.listable(ctx, u, "", "persistentvolumeclaims")
 	search := strings.ToLower(q.Search)
-	var rows []VolumeRow
+	rows := make([]VolumeRow, 0, len(claims))
 	for _, c := range claims {
 		sc := strataClasses[ptrValue(c.Spec.StorageClassName)]
 		if sc == nil {
