@@ -36,7 +36,10 @@ func Start(ctx context.Context, program, dir, addr, consoleAddr, logPath, access
 		return nil, err
 	}
 	s := &Server{Endpoint: "http://" + addr, AccessKey: accessKey, SecretKey: secretKey, cmd: cmd}
-	err := process.WaitAnswers(ctx, cmd, s.Endpoint+"/minio/health/ready", 30*time.Second)
+	// The cluster check, not the readiness one: "ready" answers before
+	// the object layer is up, and a first write then gets "Server not
+	// initialized yet".
+	err := process.WaitAnswers(ctx, cmd, s.Endpoint+"/minio/health/cluster", 30*time.Second)
 	if err != nil {
 		return nil, fmt.Errorf("MinIO at %s not ready after 30s (see %s): %w", s.Endpoint, logPath, err)
 	}
