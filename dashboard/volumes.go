@@ -79,7 +79,11 @@ var volumeSorts = map[string]func(a, b *VolumeRow) int{
 
 // volumeQueryOf reads the query from the URL, an unknown sort as by name.
 func volumeQueryOf(v url.Values) VolumeQuery {
-	q := VolumeQuery{Search: strings.TrimSpace(v.Get("q")), Sort: v.Get("sort"), Desc: v.Get("desc") == "1"}
+	search := strings.TrimSpace(v.Get("q"))
+	if len(search) > maxSearch {
+		search = search[:maxSearch] // no claim, node or class name is longer
+	}
+	q := VolumeQuery{Search: search, Sort: v.Get("sort"), Desc: v.Get("desc") == "1"}
 	if _, ok := volumeSorts[q.Sort]; !ok {
 		q.Sort = "name"
 	}
@@ -87,6 +91,9 @@ func volumeQueryOf(v url.Values) VolumeQuery {
 	q.Page = max(q.Page, 1)
 	return q
 }
+
+// maxSearch bounds a search: longer than any name it can match.
+const maxSearch = 256
 
 // URL is the volumes page's address for the query, changed by change.
 func (q VolumeQuery) URL(change func(*VolumeQuery)) string {
@@ -203,7 +210,8 @@ func pageOf(rows []*VolumeRow, q VolumeQuery) ([]VolumeRow, []PageLink) {
 			links = append(links, PageLink{Number: n, Current: n == q.Page, URL: q.URL(func(v *VolumeQuery) { v.Page = n })})
 		}
 	}
-	from := min((q.Page-1)*pageSize, len(rows))
+	// A page past the last (or so large it would overflow) is the last.
+	from := (min(q.Page, pages) - 1) * pageSize
 	// A copy, so that what is kept of the page is its rows, not all.
 	page := make([]VolumeRow, 0, min(from+pageSize, len(rows))-from)
 	for _, r := range rows[from:min(from+pageSize, len(rows))] {

@@ -3,6 +3,7 @@ package dashboard_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -93,5 +94,26 @@ func TestTheVolumesPageSearchesSortsAndPages(t *testing.T) {
 	_, body = get(t, srv.URL+"/volumes?q=bulk", "")
 	if n := strings.Count(body, "<tr data-claim="); n != 200 {
 		t.Errorf("a page shows %d claims, not 200", n)
+	}
+}
+
+// A page number past the last, even one whose offset would overflow,
+// shows the last page rather than failing; a search longer than any
+// name is cut, not matched in full against every claim.
+func TestTheVolumesPageTakesHostileQueries(t *testing.T) {
+	f := newFixture(t)
+	class := "hostile-" + f.nodeA
+	strataClass(t, f.env.Client, class, map[string]string{storagev1alpha1.DeviceClassParameter: "fast"})
+	if err := f.env.Client.Create(context.Background(), claimOf(f.mine, "db", class, "1Gi", "")); err != nil {
+		t.Fatal(err)
+	}
+	srv, _ := f.serve(t, dashboard.Open{})
+	resp, body := get(t, srv.URL+"/volumes?q="+f.mine+"&page=9223372036854775807", "")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `data-claim="`+f.mine+`/db"`) {
+		t.Fatalf("a page number past the last: %s, want the last page with the claim", resp.Status)
+	}
+	resp, body = get(t, srv.URL+"/volumes?q="+strings.Repeat("x", 100000), "")
+	if resp.StatusCode != http.StatusOK || strings.Count(body, "x") > 1000 {
+		t.Errorf("a 100,000-byte search: %s, echoed %d bytes of it", resp.Status, strings.Count(body, "x"))
 	}
 }
