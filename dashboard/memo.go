@@ -60,11 +60,13 @@ func (m *memo) put(key string, gen uint64, now time.Time, html []byte) {
 	for k, e := range m.entries {
 		if now.Sub(e.at) > memoMaxAge || k == key {
 			delete(m.entries, k)
-			m.bytes -= len(e.html)
+			m.bytes -= len(k) + len(e.html)
 		}
 	}
-	if m.bytes+len(html) <= memoMaxBytes {
+	// The key counts too: it holds the caller's query, as long as the
+	// server lets a URL be.
+	if size := len(key) + len(html); m.bytes+size <= memoMaxBytes {
 		m.entries[key] = memoEntry{html: html, at: now}
-		m.bytes += len(html)
+		m.bytes += size
 	}
 }

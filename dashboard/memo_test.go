@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -29,7 +30,15 @@ func TestTheMemoKeepsPagesUntilAChangeAndWithinItsBound(t *testing.T) {
 		t.Errorf("the memo holds %d bytes, over its bound of %d", m.bytes, memoMaxBytes)
 	}
 	m.put("e", 3, now, []byte("new"))
-	if len(m.entries) != 1 || m.bytes != 3 {
-		t.Errorf("a new generation kept %d pages (%d bytes) from before", len(m.entries)-1, m.bytes-3)
+	if len(m.entries) != 1 || m.bytes != 4 {
+		t.Errorf("a new generation kept %d pages (%d bytes) from before", len(m.entries)-1, m.bytes-4)
+	}
+	// Many small pages under long keys (a caller's made-up queries) stay
+	// within the bound too.
+	for i := range 100 {
+		m.put(fmt.Sprintf("%d%s", i, bytes.Repeat([]byte("q"), 100<<10)), 3, now, []byte("small page"))
+	}
+	if m.bytes > memoMaxBytes || len(m.entries) > 1+memoMaxBytes/(100<<10) {
+		t.Errorf("100 pages under 100 KiB keys: %d kept, %d bytes, over the bound of %d", len(m.entries), m.bytes, memoMaxBytes)
 	}
 }
