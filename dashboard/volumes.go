@@ -301,7 +301,7 @@ func volumeRow(c *corev1.PersistentVolumeClaim, sc *storagev1.StorageClass, pv *
 
 // selectedNodeAnnotation is where the scheduler puts the node a claim's
 // first pod goes to.
-const selectedNodeAnnotation = "volume.kubernetes.io/selected-node"
+const selectedNodeAnnotation = storagev1alpha1.SelectedNodeAnnotation
 
 // nodeOf is the one node a volume's affinity pins it to, if any.
 func nodeOf(pv *corev1.PersistentVolume) string {

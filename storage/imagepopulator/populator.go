@@ -50,7 +50,7 @@ const (
 
 // selectedNode is the annotation the scheduler puts on a claim of a
 // WaitForFirstConsumer class: the node its first pod goes to.
-const selectedNode = "volume.kubernetes.io/selected-node"
+const selectedNode = storagev1alpha1.SelectedNodeAnnotation
 
 // SetupWithManager watches claims, and the prime claims and pods, which
 // wake the claim they fill.

@@ -49,6 +49,11 @@ const (
 	StateFailed = "Failed"
 )
 
+// SelectedNodeAnnotation is the scheduler's, on a claim of a
+// WaitForFirstConsumer class: the node its first pod goes to. The image
+// populator provisions there; the dashboard shows it as the claim's node.
+const SelectedNodeAnnotation = "volume.kubernetes.io/selected-node"
+
 // Labels and annotations on the image populator's prime claims and pods
 // (docs/images.md): the claim they fill, how many fills failed, and when
 // the next may start. The dashboard reads them to show a fill's stage.
