@@ -26,14 +26,14 @@ type EventView struct {
 
 // latestEvents are each Kustomization's latest events ("namespace/name"
 // → newest first), from the cache.
-func latestEvents(events []corev1.Event) map[string][]EventView {
+func latestEvents(events []*corev1.Event) map[string][]EventView {
 	out := map[string][]EventView{}
 	for _, e := range events {
 		if e.InvolvedObject.Kind != "Kustomization" {
 			continue
 		}
 		key := e.InvolvedObject.Namespace + "/" + e.InvolvedObject.Name
-		out[key] = append(out[key], EventView{Type: e.Type, Reason: e.Reason, Message: e.Message, At: eventTime(&e)})
+		out[key] = append(out[key], EventView{Type: e.Type, Reason: e.Reason, Message: e.Message, At: eventTime(e)})
 	}
 	for key, es := range out {
 		slices.SortFunc(es, func(a, b EventView) int { return cmp.Compare(b.At.UnixNano(), a.At.UnixNano()) })

@@ -68,28 +68,23 @@ func kustomizationState(ks *kustomizev1.Kustomization) (state, reason, message s
 
 func (s *Server) gitOpsOf(ctx context.Context, u User) (GitOps, error) {
 	out := GitOps{At: s.now()}
-	var list kustomizev1.KustomizationList
-	if err := s.Reader.List(ctx, &list, readOnly); err != nil {
+	all, err := stored[kustomizev1.Kustomization](ctx, s.Reader, &kustomizev1.KustomizationList{})
+	if err != nil {
 		return out, err
 	}
-	visible := make([]kustomizev1.Kustomization, 0, len(list.Items))
 	may := s.listable(ctx, u, kustomizev1.GroupVersion.Group, "kustomizations")
-	for i := range list.Items {
-		if may(list.Items[i].Namespace) {
-			visible = append(visible, list.Items[i])
-		} else {
-			out.Hidden = true
-		}
-	}
+	visible := slices.DeleteFunc(all, func(ks *kustomizev1.Kustomization) bool { return !may(ks.Namespace) })
+	out.Hidden = len(visible) < len(all)
 	g := graph.Of(visible)
 	waves, blocked := g.Waves()
-	var events corev1.EventList
-	if err := s.Reader.List(ctx, &events, readOnly); err != nil {
+	events, err := stored[corev1.Event](ctx, s.Reader, &corev1.EventList{})
+	if err != nil {
 		return out, err
 	}
-	latest := latestEvents(events.Items)
-	for i := range visible {
-		v := kustomizationView(&visible[i], g, blocked)
+	latest := latestEvents(events)
+	out.Kustomizations = make([]KustomizationView, 0, len(visible))
+	for _, ks := range visible {
+		v := kustomizationView(ks, g, blocked)
 		v.Events = latest[v.Key]
 		out.Kustomizations = append(out.Kustomizations, v)
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
@@ -41,14 +42,15 @@ type Volumes struct {
 type VolumeRow struct {
 	Namespace, Name, Class, Backend, Node, Phase string
 	// Size is written only for the rows on the page; size sorts.
-	Size     string
-	size     int64
-	quantity resource.Quantity
+	Size string
+	size int64
 	// Pods are the pods mounting it; Snapshots its VolumeSnapshots.
 	Pods, Snapshots []string
 	// Pair is the ReplicationSource replicating it; Image the
 	// VolumeImage it was filled from.
 	Pair, Image string
+	// claim is the cache's, read for the rows on the page only.
+	claim *corev1.PersistentVolumeClaim
 }
 
 // VolumeQuery is what the user asked the volumes page for.
@@ -122,83 +124,124 @@ var readOnly = client.UnsafeDisableDeepCopy
 
 func (s *Server) volumesOf(ctx context.Context, u User, q VolumeQuery) (Volumes, error) {
 	out := Volumes{At: s.now(), Query: q}
-	var classes storagev1.StorageClassList
-	if err := s.Reader.List(ctx, &classes, readOnly); err != nil {
+	classes, err := s.strataClasses(ctx)
+	if err != nil {
 		return out, err
 	}
 	claims, err := s.claims(ctx)
 	if err != nil {
 		return out, err
 	}
-	strataClasses := map[string]*storagev1.StorageClass{}
-	for i, sc := range classes.Items {
-		if sc.Provisioner == storagev1alpha1.CSIDriver {
-			strataClasses[sc.Name] = &classes.Items[i]
-		}
-	}
-	volumes, err := s.volumesWithoutNode(ctx, claims)
-	if err != nil {
-		return out, err
-	}
 	around := s.aroundClaims(ctx)
 	may := s.listable(ctx, u, "", "persistentvolumeclaims")
-	search := strings.ToLower(q.Search)
-	rows := make([]VolumeRow, 0, len(claims))
+	kept := rowsKept.Get().(*[]VolumeRow)
+	rows := (*kept)[:0]
+	defer func() { keepRows(kept, rows) }()
+	var nodeless []int // rows whose node only their PV knows
 	for _, c := range claims {
-		sc := strataClasses[ptrValue(c.Spec.StorageClassName)]
-		if sc == nil {
+		class, ok := classes[ptrValue(c.Spec.StorageClassName)]
+		if !ok {
 			continue
 		}
 		if !may(c.Namespace) {
 			out.Hidden = true
 			continue
 		}
-		out.Total++
-		row := volumeRow(c, sc, volumes[c.Spec.VolumeName], around)
-		if search != "" && !row.matches(search) {
-			continue
+		rows = append(rows, volumeRow(c, class, around))
+		if r := &rows[len(rows)-1]; r.Node == "" && c.Spec.VolumeName != "" {
+			nodeless = append(nodeless, len(rows)-1)
 		}
-		rows = append(rows, row)
+	}
+	if err := s.nodesFromVolumes(ctx, rows, nodeless); err != nil {
+		return out, err
+	}
+	out.Total = len(rows)
+	if search := strings.ToLower(q.Search); search != "" {
+		rows = slices.DeleteFunc(rows, func(r VolumeRow) bool { return !r.matches(search) })
 	}
 	out.Matched = len(rows)
-	// Sorted by pointer: 10,000 rows are not moved about, only pointers.
+	out.Rows, out.Pages = pageOf(sortedRows(rows, q), q)
+	return out, nil
+}
+
+// rowsKept holds a built page's rows for the next: 10,000 rows are some
+// 2 MB a build, garbage as soon as the page is drawn (pageOf copies the
+// rows shown), which a page built after every change would make the
+// garbage collector's constant work.
+var rowsKept = sync.Pool{New: func() any { return new([]VolumeRow) }}
+
+// keepRows gives rows back, emptied so that they hold no claim alive.
+func keepRows(kept *[]VolumeRow, rows []VolumeRow) {
+	clear(rows[:cap(rows)])
+	*kept = rows[:0]
+	rowsKept.Put(kept)
+}
+
+// sortedRows orders the rows as the query asks, by name within a tie.
+// Sorted by pointer: 10,000 rows are not moved about, only pointers.
+func sortedRows(rows []VolumeRow, q VolumeQuery) []*VolumeRow {
 	order := make([]*VolumeRow, len(rows))
 	for i := range rows {
 		order[i] = &rows[i]
 	}
-	by := volumeSorts[q.Sort]
+	by, byName := volumeSorts[q.Sort], volumeSorts["name"]
 	slices.SortFunc(order, func(a, b *VolumeRow) int {
 		if q.Desc {
 			a, b = b, a
 		}
-		return cmp.Or(by(a, b), volumeSorts["name"](a, b))
+		return cmp.Or(by(a, b), byName(a, b))
 	})
-	out.Rows, out.Pages = pageOf(order, q)
+	return order
+}
+
+// classView is what a strata class says of its claims: their backend,
+// and their node where the class has one.
+type classView struct{ name, backend, node string }
+
+// strataClasses are strata's StorageClasses by name.
+func (s *Server) strataClasses(ctx context.Context) (map[string]classView, error) {
+	var classes storagev1.StorageClassList
+	if err := s.Reader.List(ctx, &classes, readOnly); err != nil {
+		return nil, err
+	}
+	out := map[string]classView{}
+	for _, sc := range classes.Items {
+		if sc.Provisioner != storagev1alpha1.CSIDriver {
+			continue
+		}
+		v := classView{name: sc.Name, backend: "lvm"}
+		if rules.IsBtrfsClass(sc.Parameters) {
+			v.backend = "btrfs"
+			if v.node = sc.Parameters[rules.HostNodeParameter]; v.node == "" {
+				v.backend = "btrfs over NFS"
+			}
+		}
+		out[sc.Name] = v
+	}
 	return out, nil
 }
 
-// volumesWithoutNode reads the PVs of the bound claims that do not say
-// their node: the scheduler's selected-node annotation names it on every
-// claim of a WaitForFirstConsumer class (strata's LVM classes), so the
-// PVs, the largest objects here, are read only for claims bound
-// otherwise (static PVs, Immediate classes).
-func (s *Server) volumesWithoutNode(ctx context.Context, claims []*corev1.PersistentVolumeClaim) (map[string]*corev1.PersistentVolume, error) {
-	needed := false
-	for _, c := range claims {
-		needed = needed || (c.Spec.VolumeName != "" && c.Annotations[selectedNodeAnnotation] == "")
+// nodesFromVolumes fills the node of the rows at nodeless from their
+// PVs. The scheduler's selected-node annotation names it on every claim
+// of a WaitForFirstConsumer class (strata's LVM classes), so the PVs,
+// the largest objects here, are read only for claims bound otherwise
+// (static PVs, Immediate classes).
+func (s *Server) nodesFromVolumes(ctx context.Context, rows []VolumeRow, nodeless []int) error {
+	if len(nodeless) == 0 {
+		return nil
 	}
-	if !needed {
-		return nil, nil
+	pvs, err := stored[corev1.PersistentVolume](ctx, s.Reader, &corev1.PersistentVolumeList{})
+	if err != nil {
+		return err
 	}
-	var pvs corev1.PersistentVolumeList
-	if err := s.Reader.List(ctx, &pvs, readOnly); err != nil {
-		return nil, err
+	byName := make(map[string]*corev1.PersistentVolume, len(pvs))
+	for _, pv := range pvs {
+		byName[pv.Name] = pv
 	}
-	volumes := make(map[string]*corev1.PersistentVolume, len(pvs.Items))
-	for i := range pvs.Items {
-		volumes[pvs.Items[i].Name] = &pvs.Items[i]
+	for _, i := range nodeless {
+		rows[i].Node = nodeOf(byName[rows[i].claim.Spec.VolumeName])
 	}
-	return volumes, nil
+	return nil
 }
 
 // pageOf cuts the rows to the query's page and links every page.
@@ -216,19 +259,24 @@ func pageOf(rows []*VolumeRow, q VolumeQuery) ([]VolumeRow, []PageLink) {
 	page := make([]VolumeRow, 0, min(from+pageSize, len(rows))-from)
 	for _, r := range rows[from:min(from+pageSize, len(rows))] {
 		row := *r
-		row.Size = row.quantity.String()
+		size := sizeOf(r.claim)
+		row.Size, row.claim = size.String(), nil
 		page = append(page, row)
 	}
 	return page, links
 }
 
-func (r VolumeRow) matches(search string) bool {
-	for _, f := range append([]string{r.Namespace + "/" + r.Name, r.Class, r.Backend, r.Node, r.Phase, r.Pair, r.Image}, r.Pods...) {
-		if strings.Contains(strings.ToLower(f), search) {
-			return true
-		}
+// matches says whether search, lower case, is in any of the row's
+// names. It allocates nothing for names already in lower case, as
+// Kubernetes' are.
+func (r *VolumeRow) matches(search string) bool {
+	has := func(f string) bool { return strings.Contains(strings.ToLower(f), search) }
+	if has(r.Namespace) || has(r.Name) || has(r.Class) || has(r.Backend) || has(r.Node) || has(r.Phase) || has(r.Pair) || has(r.Image) ||
+		slices.ContainsFunc(r.Pods, has) {
+		return true
 	}
-	return false
+	// A search across the slash, as the page writes a claim.
+	return strings.Contains(search, "/") && has(r.Namespace+"/"+r.Name)
 }
 
 // claimsAround are, per claim, what refers to it: the
@@ -236,6 +284,8 @@ func (r VolumeRow) matches(search string) bool {
 type claimsAround struct {
 	pods, snapshots map[claimKey][]string
 	pairs           map[claimKey]string
+	// any is false when nothing refers to any claim: no look-ups then.
+	any bool
 }
 
 // claimKey names a claim without building a string for it.
@@ -245,9 +295,8 @@ type claimKey struct{ namespace, name string }
 // their CRD is not installed.
 func (s *Server) aroundClaims(ctx context.Context) claimsAround {
 	a := claimsAround{pods: map[claimKey][]string{}, snapshots: map[claimKey][]string{}, pairs: map[claimKey]string{}}
-	var pods corev1.PodList
-	if s.Reader.List(ctx, &pods, readOnly) == nil {
-		for _, p := range pods.Items {
+	if pods, err := stored[corev1.Pod](ctx, s.Reader, &corev1.PodList{}); err == nil {
+		for _, p := range pods {
 			for _, v := range p.Spec.Volumes {
 				if v.PersistentVolumeClaim != nil {
 					key := claimKey{p.Namespace, v.PersistentVolumeClaim.ClaimName}
@@ -256,47 +305,48 @@ func (s *Server) aroundClaims(ctx context.Context) claimsAround {
 			}
 		}
 	}
-	var snaps snapshotv1.VolumeSnapshotList
-	if s.Reader.List(ctx, &snaps, readOnly) == nil {
-		for _, sn := range snaps.Items {
+	if snaps, err := stored[snapshotv1.VolumeSnapshot](ctx, s.Reader, &snapshotv1.VolumeSnapshotList{}); err == nil {
+		for _, sn := range snaps {
 			if c := sn.Spec.Source.PersistentVolumeClaimName; c != nil {
 				key := claimKey{sn.Namespace, *c}
 				a.snapshots[key] = append(a.snapshots[key], sn.Name)
 			}
 		}
 	}
-	var sources volsyncv1alpha1.ReplicationSourceList
-	if s.Reader.List(ctx, &sources, readOnly) == nil {
-		for _, rs := range sources.Items {
+	if sources, err := stored[volsyncv1alpha1.ReplicationSource](ctx, s.Reader, &volsyncv1alpha1.ReplicationSourceList{}); err == nil {
+		for _, rs := range sources {
 			a.pairs[claimKey{rs.Namespace, rs.Spec.SourcePVC}] = rs.Name
 		}
 	}
+	a.any = len(a.pods)+len(a.snapshots)+len(a.pairs) > 0
 	return a
 }
 
-// volumeRow is one claim with its volume and what refers to it.
-func volumeRow(c *corev1.PersistentVolumeClaim, sc *storagev1.StorageClass, pv *corev1.PersistentVolume, a claimsAround) VolumeRow {
-	key := claimKey{c.Namespace, c.Name}
-	r := VolumeRow{Namespace: c.Namespace, Name: c.Name, Class: sc.Name, Phase: string(c.Status.Phase),
-		Pods: a.pods[key], Snapshots: a.snapshots[key], Pair: a.pairs[key], Backend: "lvm", Node: c.Annotations[selectedNodeAnnotation]}
-	if rules.IsBtrfsClass(sc.Parameters) {
-		r.Backend = "btrfs"
-		if r.Node = sc.Parameters[rules.HostNodeParameter]; r.Node == "" {
-			r.Backend = "btrfs over NFS"
-		}
+// volumeRow is one claim of a strata class with what refers to it.
+func volumeRow(c *corev1.PersistentVolumeClaim, class classView, a claimsAround) VolumeRow {
+	r := VolumeRow{Namespace: c.Namespace, Name: c.Name, Class: class.name, Backend: class.backend, Node: class.node,
+		Phase: string(c.Status.Phase), claim: c}
+	if r.Node == "" {
+		r.Node = c.Annotations[selectedNodeAnnotation]
 	}
-	size := c.Spec.Resources.Requests[corev1.ResourceStorage]
-	if got, ok := c.Status.Capacity[corev1.ResourceStorage]; ok {
-		size = got
+	if a.any {
+		key := claimKey{c.Namespace, c.Name}
+		r.Pods, r.Snapshots, r.Pair = a.pods[key], a.snapshots[key], a.pairs[key]
 	}
-	r.quantity, r.size = size, size.Value()
-	if n := nodeOf(pv); n != "" {
-		r.Node = n
-	}
+	size := sizeOf(c)
+	r.size = size.Value()
 	if ref := c.Spec.DataSourceRef; ref != nil && ref.Kind == storagev1alpha1.VolumeImageKind {
 		r.Image = ref.Name
 	}
 	return r
+}
+
+// sizeOf is a claim's capacity once bound, else its request.
+func sizeOf(c *corev1.PersistentVolumeClaim) resource.Quantity {
+	if got, ok := c.Status.Capacity[corev1.ResourceStorage]; ok {
+		return got
+	}
+	return c.Spec.Resources.Requests[corev1.ResourceStorage]
 }
 
 // selectedNodeAnnotation is where the scheduler puts the node a claim's

@@ -32,11 +32,12 @@ func DependencyKeys(ks *kustomizev1.Kustomization) []Key {
 	return keys
 }
 
-// Of builds the graph of a set of Kustomizations.
-func Of(items []kustomizev1.Kustomization) Graph {
-	g := Graph{}
-	for i := range items {
-		g[Key{Namespace: items[i].Namespace, Name: items[i].Name}] = DependencyKeys(&items[i])
+// Of builds the graph of a set of Kustomizations. It takes pointers so
+// that a cache's own objects are read where they are, not copied.
+func Of(items []*kustomizev1.Kustomization) Graph {
+	g := make(Graph, len(items))
+	for _, ks := range items {
+		g[Key{Namespace: ks.Namespace, Name: ks.Name}] = DependencyKeys(ks)
 	}
 	return g
 }

@@ -219,7 +219,11 @@ func kustomizationsOfSource(c client.Client, storage *artifact.Storage, kind str
 func touched(o client.Object, items []kustomizev1.Kustomization, storage *artifact.Storage) map[types.NamespacedName]bool {
 	first := map[types.NamespacedName]bool{}
 	src, ok := o.(sourceObject)
-	g := graph.Of(items)
+	all := make([]*kustomizev1.Kustomization, len(items))
+	for i := range items {
+		all[i] = &items[i]
+	}
+	g := graph.Of(all)
 	var mark func(k types.NamespacedName)
 	mark = func(k types.NamespacedName) {
 		if first[k] {

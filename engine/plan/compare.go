@@ -269,9 +269,9 @@ func (c *comparison) run() {
 // waves orders the head's Kustomizations as the engine applies them;
 // cycles and missing dependencies are plan errors.
 func (c *comparison) waves() (map[graph.Key]int, map[graph.Key]string) {
-	var items []kustomizev1.Kustomization
+	items := make([]*kustomizev1.Kustomization, 0, len(c.head.ks))
 	for _, ks := range c.head.ks {
-		items = append(items, *ks)
+		items = append(items, ks)
 	}
 	waves, blocked := graph.Of(items).Waves()
 	waveOf := map[graph.Key]int{}

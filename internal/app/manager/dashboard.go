@@ -45,7 +45,7 @@ func registerDashboard(mgr manager.Manager, cfg *rest.Config, o Options) error {
 		return err
 	}
 	live := dashboard.NewBroker()
-	srv := &dashboard.Server{Reader: mgr.GetClient(), Auth: auth, Live: live, LeaseNamespace: o.LeaseNamespace, GitOps: o.Engine,
+	srv := &dashboard.Server{Reader: mgr.GetCache(), Auth: auth, Live: live, LeaseNamespace: o.LeaseNamespace, GitOps: o.Engine,
 		Log: mgr.GetLogger().WithName("dashboard")}
 	watch := manager.RunnableFunc(func(ctx context.Context) error {
 		if err := dashboard.Watch(ctx, mgr.GetCache(), live, o.Engine, o.LeaseNamespace); err != nil {
