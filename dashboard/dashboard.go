@@ -16,6 +16,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/strata-gitops/strata/storage/volumeusage"
 )
 
 //go:embed web
@@ -23,7 +25,7 @@ var web embed.FS
 
 var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"age":     func(d time.Duration) string { return d.Round(time.Second).String() },
-	"columns": func() []string { return []string{"name", "class", "backend", "node", "size", "phase"} },
+	"columns": func() []string { return []string{"name", "class", "backend", "node", "size", "used", "phase"} },
 }).ParseFS(web, "web/*.html"))
 
 // Server is the dashboard.
@@ -41,6 +43,11 @@ type Server struct {
 	// LeaseNamespace holds the agents' node Leases (the controller's
 	// --lease-namespace); empty is DefaultLeaseNamespace.
 	LeaseNamespace string
+	// Usage is each claim's used bytes as its node measured them; nil:
+	// not read.
+	Usage interface {
+		Of(volumeusage.Claim) (volumeusage.Usage, bool)
+	}
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
 	Log logr.Logger

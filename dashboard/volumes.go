@@ -3,6 +3,7 @@ package dashboard
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"net/url"
 	"slices"
 	"strconv"
@@ -19,6 +20,7 @@ import (
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
 	"github.com/strata-gitops/strata/rules"
+	"github.com/strata-gitops/strata/storage/volumeusage"
 )
 
 // pageSize is how many claims one volumes page shows: the rest are a
@@ -44,6 +46,11 @@ type VolumeRow struct {
 	// Size is written only for the rows on the page; size sorts.
 	Size string
 	size int64
+	// Used is what the claim's node last measured of it ("" not known),
+	// UsedBytes the same in bytes (-1 not known); written only for the
+	// rows on the page unless the page sorts by it.
+	Used      string
+	UsedBytes int64
 	// Pods are the pods mounting it; Snapshots its VolumeSnapshots.
 	Pods, Snapshots []string
 	// Pair is the ReplicationSource replicating it; Image the
@@ -77,6 +84,7 @@ var volumeSorts = map[string]func(a, b *VolumeRow) int{
 	"node":    func(a, b *VolumeRow) int { return cmp.Compare(a.Node, b.Node) },
 	"size":    func(a, b *VolumeRow) int { return cmp.Compare(a.size, b.size) },
 	"phase":   func(a, b *VolumeRow) int { return cmp.Compare(a.Phase, b.Phase) },
+	"used":    func(a, b *VolumeRow) int { return cmp.Compare(a.UsedBytes, b.UsedBytes) },
 }
 
 // volumeQueryOf reads the query from the URL, an unknown sort as by name.
@@ -160,8 +168,31 @@ func (s *Server) volumesOf(ctx context.Context, u User, q VolumeQuery) (Volumes,
 		rows = slices.DeleteFunc(rows, func(r VolumeRow) bool { return !r.matches(search) })
 	}
 	out.Matched = len(rows)
+	if q.Sort == "used" {
+		for i := range rows {
+			s.usageOf(&rows[i])
+		}
+	}
 	out.Rows, out.Pages = pageOf(sortedRows(rows, q), q)
+	for i := range out.Rows {
+		s.usageOf(&out.Rows[i])
+	}
 	return out, nil
+}
+
+// usageOf fills in what the claim's node last measured of it: looked up
+// for the rows shown (or sorted by it), not for 10,000 each build.
+func (s *Server) usageOf(r *VolumeRow) {
+	r.UsedBytes = -1
+	if s.Usage == nil {
+		return
+	}
+	if u, ok := s.Usage.Of(volumeusage.Claim{Namespace: r.Namespace, Name: r.Name}); ok {
+		r.UsedBytes, r.Used = u.Used, humanBytes(u.Used)
+		if u.Capacity > 0 {
+			r.Used += fmt.Sprintf(" (%d %%)", u.Used*100/u.Capacity)
+		}
+	}
 }
 
 // rowsKept holds a built page's rows for the next: 10,000 rows are some

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -17,6 +18,7 @@ import (
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
 	"github.com/strata-gitops/strata/dashboard"
+	"github.com/strata-gitops/strata/storage/volumeusage"
 )
 
 // claimOf is a claim of class, of size, filled from image when one is
@@ -115,5 +117,42 @@ func TestTheVolumesPageTakesHostileQueries(t *testing.T) {
 	resp, body = get(t, srv.URL+"/volumes?q="+strings.Repeat("x", 100000), "")
 	if resp.StatusCode != http.StatusOK || strings.Count(body, "x") > 1000 {
 		t.Errorf("a 100,000-byte search: %s, echoed %d bytes of it", resp.Status, strings.Count(body, "x"))
+	}
+}
+
+// usageMap is what nodes' kubelets measured, as volumeusage.Reader
+// keeps it.
+type usageMap map[volumeusage.Claim]volumeusage.Usage
+
+func (m usageMap) Of(c volumeusage.Claim) (volumeusage.Usage, bool) { u, ok := m[c]; return u, ok }
+
+// Each claim shows what its node last measured of it, as bytes and a
+// share of its filesystem, and the page sorts by it; a claim no node
+// measured shows nothing.
+func TestTheVolumesPageShowsWhatIsUsed(t *testing.T) {
+	f := newFixture(t)
+	c := f.env.Client
+	class := "vol-used-" + f.nodeA
+	strataClass(t, c, class, map[string]string{storagev1alpha1.DeviceClassParameter: "fast"})
+	for _, name := range []string{"measured", "new"} {
+		if err := c.Create(context.Background(), claimOf(f.mine, name, class, "10Gi", "")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := &dashboard.Server{Reader: c, Auth: dashboard.Open{},
+		Usage: usageMap{{Namespace: f.mine, Name: "measured"}: {Used: 5 << 30, Capacity: 10 << 30}}}
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	_, body := get(t, srv.URL+"/volumes?q="+f.mine+"/&sort=used&desc=1", "")
+	measured := strings.Index(body, `data-used="5368709120">5.0 GiB (50 %)</td>`)
+	unknown := strings.Index(body, `data-used="-1"></td>`)
+	if measured < 0 || unknown < 0 {
+		t.Fatalf("the used bytes are not shown:\n%s", body)
+	}
+	if measured > unknown {
+		t.Error("sorted by used, descending, the measured claim is not first")
+	}
+	if !strings.Contains(body, `data-sort="used" aria-sort="descending"`) {
+		t.Error("the used column is not a sort link")
 	}
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"time"
+
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -66,6 +68,12 @@ func controllerCommand() *cobra.Command {
 		"address of the read-only web dashboard (docs/dashboard.md); 0 serves none")
 	f.StringVar(&o.Dashboard.Auth, "dashboard-auth", "kubernetes",
 		"how the dashboard's callers are authenticated: kubernetes (a bearer token, checked with a TokenReview; each view asks a SubjectAccessReview) or none (whoever reaches the port: only behind kubectl port-forward)")
+	f.StringVar(&o.Dashboard.UsageAccount, "volume-usage-account", "",
+		"NAMESPACE/NAME of a service account that may get nodes/stats and nothing else: the dashboard reads each claim's used bytes from the kubelets with its tokens; empty reads none")
+	f.DurationVar(&o.Dashboard.UsageInterval, "volume-usage-interval", time.Minute,
+		"how often the kubelets are asked for the claims' used bytes (they measure once a minute by default)")
+	f.BoolVar(&o.Dashboard.VerifyKubelets, "volume-usage-verify-kubelets", false,
+		"verify the kubelets' serving certificates against the cluster's CA (kubelets with serverTLSBootstrap); false accepts any, as most clusters' kubelets serve a self-signed one")
 	f.BoolVar(&o.Engine, "engine", o.Engine,
 		"run the GitOps engine (GitRepository, OCIRepository, Bucket, Kustomization, Receiver); false is storage-only mode beside Flux: strata serves only its own kinds and never touches Flux's objects")
 	f.BoolVar(&o.ServeSources, "serve-sources", o.ServeSources,

@@ -138,7 +138,8 @@ func checkDashboard(t *testing.T, run *upRun) {
 		"failovers": {`data-failover="apps/ledger"`, `data-pair="apps/ledger"`, "s of "},
 		"buildbarn": {`data-installation="buildbarn"`, `data-component="BuildbarnStorage/storage"`, `data-shard="storage-0"`},
 		"gitops":    {`data-ks="flux-system/apps"`, `data-ks="flux-system/buildbarn"`, `<line class="edge`},
-		"volumes":   {`data-claim="apps/`, `data-claim="buildbarn/`},
+		// What the ledger's claim uses, as its node's kubelet measured it.
+		"volumes": {`data-claim="apps/`, `data-claim="buildbarn/`, `data-used="`, " (", " %)</td>"},
 	}
 	for view, wants := range views {
 		testenv.Eventually(t, time.Minute, func() error {

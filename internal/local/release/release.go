@@ -45,8 +45,9 @@ type Options struct {
 // Values are the chart values of the local cluster: where the registry
 // is (the chart names every image's tag and digest itself), the loopback
 // volume manager (this machine's kernel may lack device-mapper, and the
-// manager is named, never fallen back to), the LVM mover, and the
-// snapshot controller.
+// manager is named, never fallen back to), the LVM mover, the snapshot
+// controller, and the claims' usage read as often as the local kubelets
+// measure it.
 func Values(registryName string) []string {
 	return []string{
 		"image.repository=" + registryName + "/" + ImagePrefix + "/strata",
@@ -54,6 +55,7 @@ func Values(registryName string) []string {
 		"agent.backend=loopback",
 		"agent.replication.enabled=true",
 		"snapshotController.enabled=true",
+		"dashboard.volumeUsage.interval=10s",
 	}
 }
 
