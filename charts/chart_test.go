@@ -45,7 +45,7 @@ func TestEveryObjectIsValid(t *testing.T) {
 	for _, o := range objects {
 		kinds[o.GetKind()]++
 	}
-	want := map[string]int{"Deployment": 2, "DaemonSet": 2, "CSIDriver": 1, "ServiceAccount": 4, "Service": 3, "MutatingAdmissionPolicy": 1}
+	want := map[string]int{"Deployment": 2, "DaemonSet": 2, "CSIDriver": 1, "ServiceAccount": 5, "Service": 3, "MutatingAdmissionPolicy": 1}
 	for kind, n := range want {
 		if kinds[kind] != n {
 			t.Errorf("the chart renders %d %s, want %d (all: %v)", kinds[kind], kind, n, kinds)
