@@ -45,7 +45,9 @@ func (f *fixture) serveFromCache(t *testing.T, auth dashboard.Authorizer) string
 	if !c.WaitForCacheSync(ctx) {
 		t.Fatal("the cache did not sync")
 	}
-	s := &dashboard.Server{Reader: c, Auth: auth, Live: live, GitOps: true, Now: func() time.Time { return time.Now().Add(2 * time.Minute) }}
+	// The fixture's database claim measured by its node, as the kubelets report it.
+	used := usageMap{{Namespace: f.mine, Name: "db"}: {Used: 1288490189, Capacity: 5 << 30}}
+	s := &dashboard.Server{Reader: c, Auth: auth, Live: live, GitOps: true, Usage: used, Now: func() time.Time { return time.Now().Add(2 * time.Minute) }}
 	go func() { _ = s.Start(ctx) }()
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
