@@ -315,7 +315,7 @@ func holdOpen(t *testing.T, dir string) (writer, reader *exec.Cmd) {
 		t.Fatal(err)
 	}
 	writer = exec.Command("sh", "-c", "exec 3>>"+log+"; while :; do echo x >&3; sleep 0.05; done")
-	reader = exec.Command("sh", "-c", "exec 3<"+log+"; sleep 600")
+	reader = exec.Command("sh", "-c", "exec 3<"+log+"; exec sleep 600")
 	for _, p := range []*exec.Cmd{writer, reader} {
 		if err := p.Start(); err != nil {
 			t.Fatal(err)
