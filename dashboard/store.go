@@ -25,14 +25,7 @@ func stored[T any, PT interface {
 			return nil, err
 		}
 		if indexed, ok := inf.(interface{ GetIndexer() toolscache.Indexer }); ok {
-			items := indexed.GetIndexer().List()
-			out := make([]PT, 0, len(items))
-			for _, o := range items {
-				if obj, ok := o.(PT); ok {
-					out = append(out, obj)
-				}
-			}
-			return out, nil
+			return ofType[PT](indexed.GetIndexer().List()), nil
 		}
 	}
 	if err := r.List(ctx, list, readOnly); err != nil {
@@ -42,13 +35,18 @@ func stored[T any, PT interface {
 	if err != nil {
 		return nil, err
 	}
+	return ofType[PT](items), nil
+}
+
+// ofType keeps the items that are PTs.
+func ofType[PT any, O any](items []O) []PT {
 	out := make([]PT, 0, len(items))
 	for _, o := range items {
-		if obj, ok := o.(PT); ok {
+		if obj, ok := any(o).(PT); ok {
 			out = append(out, obj)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // claims are every claim, read-only (stored).
