@@ -52,6 +52,8 @@ func controllerCommand() *cobra.Command {
 		"service account, in each Kustomization's namespace, that Kustomizations without spec.serviceAccountName apply as (multi-tenancy lockdown); empty: the controller's own")
 	f.BoolVar(&o.NoCrossNamespaceRefs, "no-cross-namespace-refs", o.NoCrossNamespaceRefs,
 		"refuse Kustomizations whose sourceRef or dependsOn names another namespace (multi-tenancy lockdown)")
+	f.BoolVar(&o.InsecureKubeconfigTLS, "insecure-kubeconfig-tls", o.InsecureKubeconfigTLS,
+		"take insecure-skip-tls-verify from spec.kubeConfig Secrets (the remote API server's certificate is then not checked)")
 	f.StringVar(&o.EventsAddr, "events-addr", o.EventsAddr,
 		"Flux's notification-controller events endpoint, as Flux's controllers take it: every event is also posted there in Flux's format, for Flux's Alerts")
 	f.StringVar(&o.AlertsAddr, "alerts-bind-address", o.AlertsAddr,

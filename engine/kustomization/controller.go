@@ -77,6 +77,9 @@ type Reconciler struct {
 	// NoCrossNamespaceRefs refuses sources and dependencies in another
 	// namespace.
 	NoCrossNamespaceRefs bool
+	// InsecureKubeconfigTLS takes insecure-skip-tls-verify from
+	// spec.kubeConfig Secrets (--insecure-kubeconfig-tls).
+	InsecureKubeconfigTLS bool
 
 	// memo is the skip-apply layer's memory (engine/skipapply).
 	memo *skipapply.Memo

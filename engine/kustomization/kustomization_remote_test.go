@@ -2,8 +2,13 @@ package kustomization_test
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
@@ -94,3 +99,57 @@ func TestARemoteClusterGetsTheObjectsAndTheGuard(t *testing.T) {
 type errString string
 
 func (e errString) Error() string { return string(e) }
+
+// A tenant's kubeconfig is input, not configuration: one naming an exec
+// credential plugin must not run it inside the controller, and one naming
+// a tokenFile with a server of the tenant's must not send the controller's
+// file there. Each is Ready=False naming the field, and the server the
+// tenant chose never hears from the controller.
+func TestARemoteKubeconfigCannotRunCommandsOrReadFiles(t *testing.T) {
+	s := newStack(t)
+	ctx := context.Background()
+	var requests atomic.Int32
+	listener := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		http.Error(w, "no", http.StatusForbidden)
+	}))
+	t.Cleanup(listener.Close)
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "ran")
+	secretFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(secretFile, []byte("the-controllers-own-token"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rev := s.push(map[string]string{"app/a.yaml": configMap("a")})
+	s.source(rev)
+	for name, user := range map[string]string{
+		"exec": fmt.Sprintf("exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/sh, args: [-c, 'touch %s'], interactiveMode: Never}", marker),
+		"tokenFile": "tokenFile: " + secretFile,
+	} {
+		kubeconfig := fmt.Sprintf(`apiVersion: v1
+kind: Config
+current-context: c
+contexts: [{name: c, context: {cluster: c, user: u}}]
+clusters: [{name: c, cluster: {server: %q, insecure-skip-tls-verify: false}}]
+users: [{name: u, user: {%s}}]
+`, listener.URL, user)
+		secretName := strings.ToLower(name)
+		if err := s.c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: secretName, Namespace: s.ns}, Data: map[string][]byte{"value": []byte(kubeconfig)}}); err != nil {
+			t.Fatal(err)
+		}
+		s.kustomization(secretName, "./app", func(k *kustomizev1.Kustomization) {
+			k.Spec.KubeConfig = &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: secretName}}
+		})
+		s.waitCondition(secretName, meta.ReadyCondition, metav1.ConditionFalse, meta.ReconciliationFailedReason,
+			"secret '"+s.ns+"/"+secretName+"'", "field "+name+" is refused", "nothing was applied or pruned")
+	}
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Fatalf("the exec plugin ran inside the controller (%s: %v)", marker, err)
+	}
+	if n := requests.Load(); n != 0 {
+		t.Fatalf("the tenant's server was called %d times", n)
+	}
+	if s.exists(cm("a")) {
+		t.Fatal("a refused kubeConfig applied to this cluster")
+	}
+}

@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/strata-gitops/strata/internal/status"
@@ -70,9 +69,9 @@ func (r *Reconciler) targetOf(ctx context.Context, obj *kustomizev1.Kustomizatio
 		if !ok {
 			continue
 		}
-		cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
+		cfg, err := remoteConfig(data, r.InsecureKubeconfigTLS)
 		if err != nil {
-			return nil, fmt.Errorf("secret '%s' key %s is not a kubeconfig: %w", key, k, err)
+			return nil, fmt.Errorf("secret '%s' key %s (spec.kubeConfig) is refused: %w; nothing was applied or pruned", key, k, err)
 		}
 		cfg.Timeout = remoteTimeout
 		sum := sha256.Sum256(data)

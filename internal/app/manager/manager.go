@@ -77,6 +77,9 @@ type Options struct {
 	// sources and dependencies in other namespaces (Flux's lockdown).
 	DefaultServiceAccount string
 	NoCrossNamespaceRefs  bool
+	// InsecureKubeconfigTLS lets spec.kubeConfig skip the remote
+	// server's certificate check.
+	InsecureKubeconfigTLS bool
 	// Engine runs the GitOps engine (sources, Kustomizations, Receivers);
 	// false is storage-only mode: strata serves only its own kinds and
 	// never reads or writes Flux's, which Flux reconciles.
@@ -281,6 +284,7 @@ func registerEngine(ctx context.Context, mgr manager.Manager, cfg *rest.Config, 
 		Remote:                &artifact.Fetcher{Storage: storage, Hosts: o.RemoteArtifactHosts},
 		RecordDir:             filepath.Join(o.ArtifactDir, "applied"),
 		DefaultServiceAccount: o.DefaultServiceAccount, NoCrossNamespaceRefs: o.NoCrossNamespaceRefs,
+		InsecureKubeconfigTLS: o.InsecureKubeconfigTLS,
 	}
 	if err := ksRec.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.Concurrent}); err != nil {
 		return err
