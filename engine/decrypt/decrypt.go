@@ -39,6 +39,8 @@ var ErrDecryptionFailed = errors.New("DecryptionFailed")
 type Decrypter struct {
 	ids sopsage.ParsedIdentities
 	pgp openpgp.EntityList
+	// revealed, when set (Recording), keeps what decryption revealed.
+	revealed *Plaintexts
 }
 
 // FromSecret reads the keys of a decryption Secret's data: every key
@@ -163,10 +165,14 @@ func (d *Decrypter) File(name string, data []byte) (out []byte, plain bool, err 
 	if err != nil || tree.Metadata.MessageAuthenticationCode == "" {
 		return data, false, nil // not SOPS's: a plain file that mentions it
 	}
+	encrypted := encryptedLeaves(tree.Branches)
 	if _, err := common.DecryptTree(common.DecryptTreeOpts{Cipher: aes.NewCipher(), Tree: &tree,
 		KeyServices: []keyservice.KeyServiceClient{memoryKeyService{d.ids, d.pgp}}}); err != nil {
 		return nil, false, fmt.Errorf("%w: %s is encrypted for %s, and no identity of the decryption Secret opens it",
 			ErrDecryptionFailed, name, strings.Join(recipients(tree), ", "))
+	}
+	if d.revealed != nil {
+		d.revealed.add(plaintextsAt(tree.Branches, encrypted))
 	}
 	out, err = store.EmitPlainFile(tree.Branches)
 	if err != nil {

@@ -106,7 +106,7 @@ func refOf(o *unstructured.Unstructured) ObjectRef {
 }
 
 func (c *comparison) created(ks *kustomizev1.Kustomization, h *unstructured.Unstructured) Change {
-	ch := Change{Action: Created, Object: refOf(h), Risk: risk.Safe, Diff: diff(nil, h)}
+	ch := Change{Action: Created, Object: refOf(h), Risk: risk.Safe, Diff: c.diff(nil, h)}
 	if h.GroupVersionKind().GroupKind() == helmReleaseKind {
 		c.helmChange(&ch, nil, h)
 	}
@@ -116,7 +116,7 @@ func (c *comparison) created(ks *kustomizev1.Kustomization, h *unstructured.Unst
 // changed judges a change from b to h; cluster answers the guard's
 // questions about what exists (offline, the base revision).
 func (c *comparison) changed(cluster client.Reader, ks *kustomizev1.Kustomization, b, h *unstructured.Unstructured) Change {
-	ch := Change{Action: Changed, Object: refOf(h), Diff: diff(b, h)}
+	ch := Change{Action: Changed, Object: refOf(h), Diff: c.diff(b, h)}
 	ch.Risk, ch.Reasons = risk.Classify(c.ctx, c.engine, cluster, c.head.objects, ks, b, h)
 	if reason := c.protectors.Pausing(b, h); reason != "" {
 		ch.Risk, ch.Reasons = risk.Raise(ch.Risk, ch.Reasons, risk.Disruptive, reason)
@@ -130,7 +130,7 @@ func (c *comparison) changed(cluster client.Reader, ks *kustomizev1.Kustomizatio
 // (spec.prune, or the deletionPolicy of a removed Kustomization), else
 // orphaned. Deletions go through the data-loss guard.
 func (c *comparison) removed(baseKs, headKs *kustomizev1.Kustomization, b *unstructured.Unstructured) Change {
-	ch := Change{Object: refOf(b), Diff: diff(b, nil)}
+	ch := Change{Object: refOf(b), Diff: c.diff(b, nil)}
 	if !deletes(baseKs, headKs) || apply.PruneDisabled(b) {
 		ch.Action, ch.Risk = Orphaned, risk.Safe
 		ch.Reasons = []string{"left in the cluster: not pruned"}

@@ -71,6 +71,10 @@ func Run(ctx context.Context, o Options) (*Plan, error) {
 	}
 	defer closeRepo()
 	root := rootKustomization(o)
+	var revealed *decrypt.Plaintexts
+	if o.Decrypter != nil {
+		o.Decrypter, revealed = o.Decrypter.Recording()
+	}
 	base, head, err := checkoutSides(ctx, repo, o, root)
 	if err != nil {
 		return nil, err
@@ -114,11 +118,16 @@ func Run(ctx context.Context, o Options) (*Plan, error) {
 	}
 	c := &comparison{ctx: ctx, base: baseSide, head: headSide, plan: p, live: o.Live, protectors: protectors, engine: p.Engine.Name,
 		charts: o.Charts, source: o.Source, rendered: map[string]installs{}}
+	if revealed != nil {
+		// Both sides are rendered: every value either revealed is known.
+		c.mask = newMasker(revealed.Values())
+	}
 	if !o.Charts.Off {
 		c.fetcher, c.fetcherErr = newFetcher(o.Charts, baseSide)
 	}
 	c.run()
 	p.fillLists()
+	c.mask.plan(p)
 	return p, nil
 }
 
@@ -219,6 +228,13 @@ type comparison struct {
 	source     graph.Key
 	// owners map each object to the Kustomization rendering it.
 	baseOwner, headOwner map[objKey]graph.Key
+	// mask hides what SOPS decryption revealed; nil without a key.
+	mask *masker
+}
+
+// diff is the diff of b and h as printed: with what SOPS revealed masked.
+func (c *comparison) diff(b, h *unstructured.Unstructured) string {
+	return diff(c.mask.object(b), c.mask.object(h))
 }
 
 func (c *comparison) run() {

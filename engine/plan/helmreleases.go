@@ -312,9 +312,9 @@ func (c *comparison) compareInstalls(ch *Change, before, after []*unstructured.U
 		b := was[keyOf(h)]
 		switch {
 		case b == nil:
-			ch.Installs = append(ch.Installs, Change{Action: Created, Object: refOf(h), Risk: risk.Safe, Diff: diff(nil, h)})
+			ch.Installs = append(ch.Installs, Change{Action: Created, Object: refOf(h), Risk: risk.Safe, Diff: c.diff(nil, h)})
 		case !reflect.DeepEqual(b.Object, h.Object):
-			sub := Change{Action: Changed, Object: refOf(h), Diff: diff(b, h)}
+			sub := Change{Action: Changed, Object: refOf(h), Diff: c.diff(b, h)}
 			// helm upgrade patches in place: an immutable field fails
 			// the upgrade; Flux's helm-controller keeps nothing.
 			sub.Risk, sub.Reasons = risk.Classify(c.ctx, risk.Flux, beforeObjs, afterObjs, (*kustomizev1.Kustomization)(nil), b, h)
@@ -337,7 +337,7 @@ func (c *comparison) compareInstalls(ch *Change, before, after []*unstructured.U
 // uninstalled judges an object the chart no longer renders: helm deletes
 // it, unless it carries helm.sh/resource-policy: keep.
 func (c *comparison) uninstalled(objs *repoObjects, b *unstructured.Unstructured) Change {
-	ch := Change{Action: Deleted, Object: refOf(b), Risk: risk.Safe, Diff: diff(b, nil)}
+	ch := Change{Action: Deleted, Object: refOf(b), Risk: risk.Safe, Diff: c.diff(b, nil)}
 	if b.GetAnnotations()["helm.sh/resource-policy"] == "keep" {
 		ch.Action, ch.Reasons = Orphaned, []string{"the chart no longer renders it; helm.sh/resource-policy: keep leaves it in the cluster"}
 		return ch

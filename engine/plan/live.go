@@ -134,7 +134,7 @@ func (c *comparison) objectDrift(m *ssa.ResourceManager, ks *kustomizev1.Kustomi
 		ch.Action, ch.Risk = Changed, risk.Recreate
 		ch.Reasons = []string{"the server-side dry-run against the cluster fails, so the apply will: " + r.err.Error()}
 	case r.action == ssa.CreatedAction:
-		ch.Action, ch.Risk, ch.Diff = Created, risk.Safe, diff(nil, h)
+		ch.Action, ch.Risk, ch.Diff = Created, risk.Safe, c.diff(nil, h)
 		ch.Reasons = []string{"missing from the cluster (deleted outside Git, or never applied): the apply creates it"}
 	case r.action == ssa.ConfiguredAction:
 		ch = c.changed(c.live, ks, r.live, r.merged)

@@ -21,6 +21,13 @@ type Runner interface {
 	Run(ctx context.Context, name string, args ...string) ([]byte, error)
 }
 
+// Confinable is a Runner that can confine what it runs (Exec, or a
+// test's runner wrapping one).
+type Confinable interface {
+	Runner
+	Confined(confine.Paths) Runner
+}
+
 // Exec runs tools as processes, in the C locale so that their messages
 // read the same everywhere, with Env added to the environment.
 type Exec struct {
@@ -54,7 +61,17 @@ func (e Exec) Run(ctx context.Context, name string, args ...string) ([]byte, err
 	return stdout.Bytes(), &Error{Args: append([]string{name}, args...), ExitCode: code, Stderr: stderr.String()}
 }
 
+// Confined is e, confined to p: the process gets p.Files as its
+// descriptors 3 onward whether or not the kernel enforces Landlock.
+func (e Exec) Confined(p confine.Paths) Runner {
+	e.Confine = &p
+	return e
+}
+
 func (e Exec) start(cmd *exec.Cmd) error {
+	if e.Confine != nil {
+		cmd.ExtraFiles = e.Confine.Files
+	}
 	if e.Confine == nil || confine.ABI() == 0 {
 		return cmd.Start()
 	}

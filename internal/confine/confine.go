@@ -18,9 +18,15 @@ import (
 
 // Paths is what a confined process may reach besides the system's
 // programs and libraries: Read only read, Write read and written. Each
-// is a file, a block device, or a directory with what is below it.
+// is a file, a block device, or a directory with what is below it, and
+// never a symbolic link: a rule names what the caller named, not what a
+// link someone else can change points at.
 type Paths struct {
 	Read, Write []string
+	// Files are open files the process is handed as descriptors 3, 4,
+	// ... (/dev/fd/3 ...): it may read and write those very files, and
+	// the caller, not a path, chose them.
+	Files []*os.File
 }
 
 // system is read and executed by every confined process: where
@@ -117,9 +123,12 @@ func newRuleset(abi int, p Paths) (int, error) {
 	read := uint64(unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_READ_DIR)
 	write := read | file&^unix.LANDLOCK_ACCESS_FS_EXECUTE
 	for _, r := range []struct {
-		paths    []string
-		access   uint64
-		optional bool
+		paths  []string
+		access uint64
+		// system paths are the host's own, root's to change: their
+		// links (/lib64 on a merged /usr) are followed, and one missing
+		// is skipped.
+		system bool
 	}{
 		{system, read | unix.LANDLOCK_ACCESS_FS_EXECUTE, true},
 		{devices, write, true},
@@ -127,8 +136,8 @@ func newRuleset(abi int, p Paths) (int, error) {
 		{p.Write, write, false},
 	} {
 		for _, path := range r.paths {
-			err := allow(int(fd), abi, path, r.access)
-			if r.optional && errors.Is(err, os.ErrNotExist) {
+			err := allowPath(int(fd), abi, path, r.access, r.system)
+			if r.system && errors.Is(err, os.ErrNotExist) {
 				continue // a system without /lib64, say
 			}
 			if err != nil {
@@ -137,29 +146,50 @@ func newRuleset(abi int, p Paths) (int, error) {
 			}
 		}
 	}
+	for _, f := range p.Files {
+		if err := allow(int(fd), abi, f, f.Name(), write); err != nil {
+			unix.Close(int(fd))
+			return -1, err
+		}
+	}
 	return int(fd), nil
 }
 
-// allow adds a rule for path, keeping to the rights that apply to a
-// file when path is not a directory.
-func allow(ruleset, abi int, path string, rights uint64) error {
-	f, err := os.OpenFile(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+// allowPath adds a rule for path. A caller's path is opened without
+// following a link at its end, and one that is a link is refused: the
+// rule would otherwise be for whatever the link pointed at then.
+func allowPath(ruleset, abi int, path string, rights uint64, followLinks bool) error {
+	flags := unix.O_PATH | unix.O_CLOEXEC
+	if !followLinks {
+		flags |= unix.O_NOFOLLOW
+	}
+	f, err := os.OpenFile(path, flags, 0)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
+	return allow(ruleset, abi, f, path, rights)
+}
+
+// allow adds a rule for the open file f, keeping to the rights that
+// apply to a file when f is not a directory.
+func allow(ruleset, abi int, f *os.File, name string, rights uint64) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return err
 	}
-	if !st.IsDir() {
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFLNK:
+		return fmt.Errorf("%s is a symbolic link: a confined process is given what a path names, never a link", name)
+	case unix.S_IFDIR:
+	default:
 		_, file := access(abi)
 		rights &= file
 	}
 	rule := unix.LandlockPathBeneathAttr{Allowed_access: rights, Parent_fd: int32(f.Fd())}
 	if _, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(ruleset), unix.LANDLOCK_RULE_PATH_BENEATH,
 		uintptr(unsafe.Pointer(&rule)), 0, 0, 0); errno != 0 {
-		return fmt.Errorf("allowing %s to a confined process: %w", path, errno)
+		return fmt.Errorf("allowing %s to a confined process: %w", name, errno)
 	}
 	return nil
 }

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/strata-gitops/strata/storage/images/cache"
@@ -43,7 +42,7 @@ func Fill(ctx context.Context, o Options, out io.Writer) error {
 	}
 	f := provision.Filler{Images: provision.BucketImages{AccessKey: o.AccessKey, SecretKey: o.SecretKey, Endpoints: o.Endpoints}, Cache: c, Tool: qemuimg.New()}
 	start := time.Now()
-	var target string
+	var target *os.File
 	err = f.Fill(ctx, o.Image, provision.Steps{
 		Stage: func(s provision.Stage) { fmt.Fprintf(out, "%s (%s)\n", s, time.Since(start).Round(time.Millisecond)) },
 		Cached: func(path string, hit bool) {
@@ -51,40 +50,33 @@ func Fill(ctx context.Context, o Options, out io.Writer) error {
 				fmt.Fprintf(out, "found in the cache: %s\n", path)
 			}
 		},
-		Target: func(_ context.Context, virtualSize int64) (string, error) {
-			made, terr := targetFor(o.Target, virtualSize)
-			target = made
-			return made, terr
+		Target: func(_ context.Context, virtualSize int64) (*os.File, error) {
+			var terr error
+			target, terr = targetFor(o.Target, virtualSize)
+			return target, terr
 		},
 	})
 	if err != nil {
 		return fmt.Errorf("filling %s from %s: %w", o.Target, o.Image.URL, err)
 	}
-	fmt.Fprintf(out, "filled %s from %s, checked (%s)\n", target, o.Image.URL, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(out, "filled %s from %s, checked (%s)\n", target.Name(), o.Image.URL, time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
 // DiskFile is the disk's file in a target directory.
 const DiskFile = provision.DiskFile
 
-// targetFor is the file or device to write: the path itself, or
-// disk.raw in a directory, made sparse at the disk's size.
-func targetFor(path string, size int64) (string, error) {
+// targetFor opens the file or device to write: the path itself (the
+// operator's own argument), or disk.raw in a directory, which may be a
+// tenant's volume and is opened as the agents open it (OpenDisk), made
+// sparse at the disk's size.
+func targetFor(path string, size int64) (*os.File, error) {
 	info, err := os.Stat(path)
 	if err != nil {
-		return "", fmt.Errorf("the target: %w", err)
+		return nil, fmt.Errorf("the target: %w", err)
 	}
 	if !info.IsDir() {
-		return path, nil
+		return os.OpenFile(path, os.O_RDWR, 0)
 	}
-	disk := filepath.Join(path, DiskFile)
-	f, err := os.OpenFile(disk, os.O_WRONLY|os.O_CREATE, 0o600)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err != nil || st.Size() >= size {
-		return disk, err
-	}
-	return disk, f.Truncate(size)
+	return provision.OpenDisk(path, size)
 }

@@ -3,11 +3,13 @@ package provision_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/strata-gitops/strata/internal/command"
+	"github.com/strata-gitops/strata/internal/confine"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/storage/images/cache"
 	"github.com/strata-gitops/strata/storage/images/provision"
@@ -23,6 +25,13 @@ type held struct {
 	provision.BucketImages
 	provision.BtrfsVolumes
 	stage provision.Stage
+	// run is the confined qemu-img runner qemuimg asked for.
+	run command.Runner
+}
+
+func (h held) Confined(p confine.Paths) command.Runner {
+	h.run = command.Exec{}.Confined(p)
+	return h
 }
 
 func (h held) wait(ctx context.Context, in provision.Stage) error {
@@ -40,7 +49,7 @@ func (h held) Digest(ctx context.Context, imageURL, declared string) (cache.Dige
 	return h.BucketImages.Digest(ctx, imageURL, declared)
 }
 
-func (h held) Create(ctx context.Context, tenant, name string, size int64) (string, bool, error) {
+func (h held) Create(ctx context.Context, tenant, name string, size int64) (*os.File, bool, error) {
 	target, created, err := h.BtrfsVolumes.Create(ctx, tenant, name, size)
 	if err == nil {
 		err = h.wait(ctx, provision.CreatingVolume)
@@ -55,7 +64,10 @@ func (h held) Run(ctx context.Context, name string, args ...string) ([]byte, err
 			return nil, err
 		}
 	}
-	return command.Exec{}.Run(ctx, name, args...)
+	if h.run == nil {
+		return command.Exec{}.Run(ctx, name, args...)
+	}
+	return h.run.Run(ctx, name, args...)
 }
 
 // A cancel stops a job within a second in every stage, and leaves

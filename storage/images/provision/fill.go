@@ -3,6 +3,7 @@ package provision
 import (
 	"context"
 	"io"
+	"os"
 
 	"github.com/strata-gitops/strata/storage/images/cache"
 	"github.com/strata-gitops/strata/storage/images/qemuimg"
@@ -42,10 +43,10 @@ type Steps struct {
 	// Cached says where the image is in the cache, and whether it was
 	// there already.
 	Cached func(path string, hit bool)
-	// Target returns what to write the raw disk to, once the image's
-	// virtual size is known: it may refuse a disk too large, and make
-	// the volume.
-	Target func(ctx context.Context, virtualSize int64) (string, error)
+	// Target opens what to write the raw disk to, for reading and
+	// writing, once the image's virtual size is known: it may refuse a
+	// disk too large, and make the volume. Fill closes it.
+	Target func(ctx context.Context, virtualSize int64) (*os.File, error)
 }
 
 // Fill fills the target Steps.Target names from the image.
@@ -82,6 +83,7 @@ func (f Filler) Fill(ctx context.Context, img Image, steps Steps) error {
 	if err != nil {
 		return err
 	}
+	defer target.Close()
 	call(steps.Stage, Converting)
 	if err := f.Tool.Convert(ctx, image.Path, info, target); err != nil {
 		return err

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/strata-gitops/strata/storage/lvm"
 )
@@ -25,23 +28,34 @@ type LVMVolumes struct {
 const imageTenantTag = "strata.dev/image-tenant="
 
 // Create implements Volumes.
-func (l LVMVolumes) Create(ctx context.Context, tenant, name string, size int64) (string, bool, error) {
+func (l LVMVolumes) Create(ctx context.Context, tenant, name string, size int64) (*os.File, bool, error) {
 	lv, err := lvm.FindVolume(ctx, l.LVM, l.Group, name)
 	switch {
 	case err == nil && !slices.Contains(lv.Tags, imageTenantTag+tenant):
-		return "", false, fmt.Errorf("volume %s/%s exists and is not one of tenant %s's image volumes: name another volume", l.Group, name, tenant)
+		return nil, false, fmt.Errorf("volume %s/%s exists and is not one of tenant %s's image volumes: name another volume", l.Group, name, tenant)
 	case err == nil:
-		dev, err := l.LVM.DevicePath(ctx, l.Group, name)
+		dev, err := l.openDevice(ctx, name)
 		return dev, false, err
 	case !errors.Is(err, lvm.ErrNotFound):
-		return "", false, err
+		return nil, false, err
 	}
 	spec := lvm.VolumeSpec{Name: name, Size: roundUp(uint64(size), extent), Pool: l.Pool, Tags: []string{imageTenantTag + tenant}}
 	if err := l.LVM.CreateVolume(ctx, l.Group, spec); err != nil {
-		return "", false, fmt.Errorf("volume %s/%s: %w", l.Group, name, err)
+		return nil, false, fmt.Errorf("volume %s/%s: %w", l.Group, name, err)
 	}
-	dev, err := l.LVM.DevicePath(ctx, l.Group, name)
+	dev, err := l.openDevice(ctx, name)
 	return dev, true, err
+}
+
+// openDevice opens a logical volume's block device, whose path lvm2
+// names (its /dev/<group>/<name> link is lvm2's and root's, not a
+// tenant's).
+func (l LVMVolumes) openDevice(ctx context.Context, name string) (*os.File, error) {
+	path, err := l.LVM.DevicePath(ctx, l.Group, name)
+	if err != nil {
+		return nil, err
+	}
+	return os.OpenFile(path, os.O_RDWR|unix.O_CLOEXEC, 0)
 }
 
 // Delete implements Volumes: only a volume an image job made for the

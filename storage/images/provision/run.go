@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"regexp"
 	"time"
@@ -30,9 +31,9 @@ type Images interface {
 // Volumes makes and removes the volumes jobs fill.
 type Volumes interface {
 	// Create makes the volume of size bytes, or finds the one of that
-	// name (created false), and returns the file or block device its
-	// raw disk is written to.
-	Create(ctx context.Context, tenant, name string, size int64) (target string, created bool, err error)
+	// name (created false), and opens the file or block device its raw
+	// disk is written to, for reading and writing: the caller closes it.
+	Create(ctx context.Context, tenant, name string, size int64) (target *os.File, created bool, err error)
 	// Delete removes a volume a job made.
 	Delete(ctx context.Context, tenant, name string) error
 }
@@ -75,9 +76,9 @@ func (p *Provisioner) fill(ctx context.Context, id, tenant string, req Request) 
 		Cached: func(path string, hit bool) {
 			_ = p.update(id, func(j *Job) { j.CacheHit, j.ImagePath, j.Progress.BytesProcessed = hit, filepath.Base(path), total })
 		},
-		Target: func(ctx context.Context, virtualSize int64) (string, error) {
+		Target: func(ctx context.Context, virtualSize int64) (*os.File, error) {
 			if virtualSize > size {
-				return "", fmt.Errorf("the image's disk is %d bytes, more than volume_size_gb %d: ask for a volume of at least %d GiB",
+				return nil, fmt.Errorf("the image's disk is %d bytes, more than volume_size_gb %d: ask for a volume of at least %d GiB",
 					virtualSize, req.VolumeSizeGB, (virtualSize+gib-1)/gib)
 			}
 			return p.volume(ctx, id, tenant, req, size)
@@ -88,7 +89,7 @@ func (p *Provisioner) fill(ctx context.Context, id, tenant string, req Request) 
 // volume makes the job's volume, or takes the one there when the
 // request allows it or this job made it before a restart. Whether the
 // job made it is recorded before anything is written into it.
-func (p *Provisioner) volume(ctx context.Context, id, tenant string, req Request, size int64) (string, error) {
+func (p *Provisioner) volume(ctx context.Context, id, tenant string, req Request, size int64) (*os.File, error) {
 	target, created, err := p.o.Volumes.Create(ctx, tenant, req.VolumeName, size)
 	// A volume made is the job's even when what followed its making
 	// failed, or the job was cancelled then: the undo must remove it.
@@ -96,11 +97,14 @@ func (p *Provisioner) volume(ctx context.Context, id, tenant string, req Request
 	if uerr := p.update(id, func(j *Job) { j.VolumeCreated = j.VolumeCreated || created; mine = j.VolumeCreated }); err == nil {
 		err = uerr
 	}
-	if err != nil {
-		return "", err
+	if err == nil && !mine && !req.Overwrite {
+		err = fmt.Errorf("volume %s exists already: nothing was written to it; set overwrite to fill it", req.VolumeName)
 	}
-	if !mine && !req.Overwrite {
-		return "", fmt.Errorf("volume %s exists already: nothing was written to it; set overwrite to fill it", req.VolumeName)
+	if err != nil {
+		if target != nil {
+			target.Close()
+		}
+		return nil, err
 	}
 	return target, nil
 }

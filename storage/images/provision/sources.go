@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/strata-gitops/strata/storage/agent/contract"
@@ -120,25 +119,15 @@ type BtrfsVolumes struct {
 	Store contract.Volumes
 }
 
-// DiskFile is the raw disk's file in a btrfs volume.
-const DiskFile = "disk.raw"
-
-// Create implements Volumes.
-func (b BtrfsVolumes) Create(ctx context.Context, tenant, name string, size int64) (string, bool, error) {
+// Create implements Volumes: the volume's disk is opened by OpenDisk,
+// which follows nothing the tenant put in the volume.
+func (b BtrfsVolumes) Create(ctx context.Context, tenant, name string, size int64) (*os.File, bool, error) {
 	v, created, err := b.Store.Create(ctx, tenant, wire.CreateRequest{Name: name, SizeBytes: size})
 	if err != nil {
-		return "", false, fmt.Errorf("volume %s: %w", name, err)
+		return nil, false, fmt.Errorf("volume %s: %w", name, err)
 	}
-	disk := filepath.Join(v.Path, DiskFile)
-	f, err := os.OpenFile(disk, os.O_WRONLY|os.O_CREATE, 0o600)
-	if err != nil {
-		return "", created, err
-	}
-	defer f.Close()
-	if info, err := f.Stat(); err != nil || info.Size() >= size {
-		return disk, created, err
-	}
-	return disk, created, f.Truncate(size) // sparse: zeros until written
+	disk, err := OpenDisk(v.Path, size)
+	return disk, created, err
 }
 
 // Delete implements Volumes.

@@ -33,17 +33,21 @@ type Tool struct {
 func New() Tool { return Tool{Runner: command.Exec{}} }
 
 // confined is the runner of one qemu-img call, which may read read and
-// write write and nothing else of the host's files, where the kernel
-// enforces Landlock: an image that names another file, or a bug in a
-// format's driver, reaches no host file.
-func (t Tool) confined(read, write []string) command.Runner {
-	e, ok := t.Runner.(command.Exec)
+// the open files files (its /dev/fd/3 onward) and nothing else of the
+// host's files, where the kernel enforces Landlock: an image that names
+// another file, or a bug in a format's driver, reaches no host file.
+func (t Tool) confined(read []string, files ...*os.File) command.Runner {
+	c, ok := t.Runner.(command.Confinable)
 	if !ok {
 		return t.Runner
 	}
-	e.Confine = &confine.Paths{Read: read, Write: write}
-	return e
+	return c.Confined(confine.Paths{Read: read, Files: files})
 }
+
+// handed is how qemu-img names the first file confined hands it: the
+// volume is opened by the agent, which checked what it is, and qemu-img
+// never resolves a path a tenant could have changed since.
+const handed = "/dev/fd/3"
 
 // Info is what qemu-img reads from an image's header.
 type Info struct {
@@ -88,7 +92,7 @@ func (t Tool) Inspect(ctx context.Context, path, declared string) (Info, error) 
 }
 
 func (t Tool) info(ctx context.Context, path, format string) (Info, error) {
-	out, err := t.confined([]string{path}, nil).Run(ctx, "qemu-img", "info", "--output=json", "-f", format, path)
+	out, err := t.confined([]string{path}).Run(ctx, "qemu-img", "info", "--output=json", "-f", format, path)
 	if err != nil {
 		return Info{}, fmt.Errorf("reading the image: %w", err)
 	}
@@ -115,44 +119,40 @@ func source(path, format string) (string, error) {
 	return "json:" + string(data), err
 }
 
-// Convert writes the disk of the image Inspect read, raw, over dst: an
-// existing file or block device at least the image's virtual size, or
-// it is refused before anything is written. Past the image's end dst is
-// zeroed, so that a volume that held other data before reads as the
-// image's disk followed by zeros, as a new one does.
-func (t Tool) Convert(ctx context.Context, src string, image Info, dst string) error {
-	size, err := sizeOf(dst)
+// Convert writes the disk of the image Inspect read, raw, over dst, an
+// open file or block device (opened for reading and writing) at least
+// the image's virtual size, or it is refused before anything is
+// written. Past the image's end dst is zeroed, so that a volume that
+// held other data before reads as the image's disk followed by zeros,
+// as a new one does.
+func (t Tool) Convert(ctx context.Context, src string, image Info, dst *os.File) error {
+	size, err := dst.Seek(0, io.SeekEnd)
 	if err != nil {
 		return err
 	}
 	if size < image.VirtualSize {
-		return fmt.Errorf("the volume %s holds %d bytes, the image %s needs %d: make the volume at least that large", dst, size, src, image.VirtualSize)
+		return fmt.Errorf("the volume %s holds %d bytes, the image %s needs %d: make the volume at least that large", dst.Name(), size, src, image.VirtualSize)
 	}
 	from, err := source(src, image.Format)
 	if err != nil {
 		return err
 	}
-	if _, err := t.confined([]string{src}, []string{dst}).Run(ctx, "qemu-img", "convert", "-n", "-O", Raw, from, dst); err != nil {
-		return fmt.Errorf("converting %s (%s) to raw on %s: %w", src, image.Format, dst, err)
+	if _, err := t.confined([]string{src}, dst).Run(ctx, "qemu-img", "convert", "-n", "-O", Raw, from, handed); err != nil {
+		return fmt.Errorf("converting %s (%s) to raw on %s: %w", src, image.Format, dst.Name(), err)
 	}
 	if err := zeroFrom(dst, image.VirtualSize, size); err != nil {
-		return fmt.Errorf("zeroing %s past the image's %d bytes: %w", dst, image.VirtualSize, err)
+		return fmt.Errorf("zeroing %s past the image's %d bytes: %w", dst.Name(), image.VirtualSize, err)
 	}
 	return nil
 }
 
-// zeroFrom zeroes dst from off to its end, size: a file's blocks are
+// zeroFrom zeroes f from off to its end, size: a file's blocks are
 // punched out, a block device is asked to write zeros (BLKZEROOUT),
 // which thin and loop devices do without writing the bytes.
-func zeroFrom(dst string, off, size int64) error {
+func zeroFrom(f *os.File, off, size int64) error {
 	if off >= size {
 		return nil
 	}
-	f, err := os.OpenFile(dst, os.O_WRONLY, 0)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
 	info, err := f.Stat()
 	if err != nil {
 		return err
@@ -167,30 +167,20 @@ func zeroFrom(dst string, off, size int64) error {
 	return nil
 }
 
-// sizeOf is the size of a file or block device: where its end is.
-func sizeOf(path string) (int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	return f.Seek(0, io.SeekEnd)
-}
-
 // Same reads dst back and checks it holds the image's disk: the bytes
 // a VM would read, with anything beyond the image's size zero.
-func (t Tool) Same(ctx context.Context, src, format, dst string) error {
+func (t Tool) Same(ctx context.Context, src, format string, dst *os.File) error {
 	from, err := source(src, format)
 	if err != nil {
 		return err
 	}
-	_, err = t.confined([]string{src, dst}, nil).Run(ctx, "qemu-img", "compare", "-F", Raw, from, dst)
+	_, err = t.confined([]string{src}, dst).Run(ctx, "qemu-img", "compare", "-F", Raw, from, handed)
 	var failed *command.Error
 	if errors.As(err, &failed) && failed.ExitCode == 1 {
-		return fmt.Errorf("%s does not hold the image %s after the conversion: %s", dst, src, failed.Stderr)
+		return fmt.Errorf("%s does not hold the image %s after the conversion: %s", dst.Name(), src, failed.Stderr)
 	}
 	if err != nil {
-		return fmt.Errorf("comparing %s with the image %s: %w", dst, src, err)
+		return fmt.Errorf("comparing %s with the image %s: %w", dst.Name(), src, err)
 	}
 	return nil
 }

@@ -33,19 +33,30 @@ func images(t *testing.T) (raw, qcow2 string, disk []byte) {
 	return raw, qcow2, disk
 }
 
-// volume is an empty, zeroed target of size bytes.
-func volume(t *testing.T, size int64) string {
+// volume is an empty, zeroed target of size bytes, open as an agent
+// opens a volume's disk.
+func volume(t *testing.T, size int64) *os.File {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "volume")
-	f, err := os.Create(path)
+	f, err := os.Create(filepath.Join(t.TempDir(), "volume"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	t.Cleanup(func() { f.Close() })
 	if err := f.Truncate(size); err != nil {
 		t.Fatal(err)
 	}
-	return path
+	return f
+}
+
+// open opens path as a target, closed when the test ends.
+func open(t *testing.T, path string) *os.File {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
 }
 
 func TestAQcow2BecomesTheRawDisk(t *testing.T) {
@@ -59,7 +70,7 @@ func TestAQcow2BecomesTheRawDisk(t *testing.T) {
 	if err := tool.Convert(ctx, qcow2, info, dst); err != nil {
 		t.Fatal(err)
 	}
-	got, err := os.ReadFile(dst)
+	got, err := os.ReadFile(dst.Name())
 	if err != nil || !bytes.Equal(got[:len(disk)], disk) || !bytes.Equal(got[len(disk):], make([]byte, 8*mib)) {
 		t.Fatalf("the volume does not hold the raw disk followed by zeros (%v)", err)
 	}
@@ -75,7 +86,7 @@ func TestAConversionThatDiffersIsCaught(t *testing.T) {
 	if err := tool.Convert(ctx, qcow2, qemuimg.Info{Format: qemuimg.QCOW2, VirtualSize: 8 * mib}, dst); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.OpenFile(dst, os.O_WRONLY, 0)
+	f, err := os.OpenFile(dst.Name(), os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +125,7 @@ func TestATooSmallVolumeIsAnError(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "holds 4194304 bytes, the image") {
 		t.Fatalf("an 8 MiB image onto a 4 MiB volume: %v; want it refused", err)
 	}
-	if got, _ := os.ReadFile(dst); !bytes.Equal(got, make([]byte, 4*mib)) {
+	if got, _ := os.ReadFile(dst.Name()); !bytes.Equal(got, make([]byte, 4*mib)) {
 		t.Fatal("the refused conversion wrote into the volume")
 	}
 }
@@ -145,10 +156,10 @@ func TestAVolumeThatHeldDataReadsAsTheDiskThenZeros(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := tool.Convert(ctx, qcow2, info, target); err != nil {
+		if err := tool.Convert(ctx, qcow2, info, open(t, target)); err != nil {
 			t.Fatal(err)
 		}
-		if err := tool.Same(ctx, qcow2, qemuimg.QCOW2, target); err != nil {
+		if err := tool.Same(ctx, qcow2, qemuimg.QCOW2, open(t, target)); err != nil {
 			t.Errorf("%s: %v", target, err)
 		}
 		f, err := os.Open(target)
@@ -214,7 +225,7 @@ func TestConversionNeverReadsABackingFile(t *testing.T) {
 	if err := tool.Convert(ctx, images["backing file"], info, dst); err != nil {
 		t.Fatal(err)
 	}
-	got, err := os.ReadFile(dst)
+	got, err := os.ReadFile(dst.Name())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +246,7 @@ func TestConversionCannotOpenAHostFile(t *testing.T) {
 	tool, ctx := qemuimg.New(), context.Background()
 	dst := volume(t, mib)
 	err := tool.Convert(ctx, images["data file"], qemuimg.Info{Format: qemuimg.QCOW2, VirtualSize: 768 << 10}, dst)
-	got, rerr := os.ReadFile(dst)
+	got, rerr := os.ReadFile(dst.Name())
 	if rerr != nil {
 		t.Fatal(rerr)
 	}
