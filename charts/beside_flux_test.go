@@ -200,7 +200,7 @@ func TestTheGuardWebhookIsRenderedAsItsPackageDescribes(t *testing.T) {
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &vwc); err != nil {
 		t.Fatal(err)
 	}
-	want := guardwebhook.Configuration("", admissionregistrationv1.WebhookClientConfig{}, guardwebhook.DefaultUsers).Webhooks[0]
+	want := guardwebhook.Configuration("", admissionregistrationv1.WebhookClientConfig{}, guardwebhook.DefaultUsers, guardwebhook.DefaultGarbageCollectors).Webhooks[0]
 	got := vwc.Webhooks[0]
 	if !equality.Semantic.DeepEqual(got.Rules, want.Rules) || !equality.Semantic.DeepEqual(got.MatchConditions, want.MatchConditions) ||
 		*got.FailurePolicy != *want.FailurePolicy || got.Name != want.Name {

@@ -66,6 +66,10 @@ func controllerCommand() *cobra.Command {
 		"directory holding the guard webhook's tls.crt and tls.key")
 	f.StringSliceVar(&o.GuardWebhook.Users, "guard-flux-users", guardwebhook.DefaultUsers,
 		"users whose deletes the guard webhook checks: Flux's kustomize-controller's service account")
+	f.StringSliceVar(&o.GuardWebhook.GarbageCollectors, "guard-garbage-collectors", guardwebhook.DefaultGarbageCollectors,
+		"users the garbage collector deletes as: the guard webhook checks their deletes of what a Kustomization applied (an owner Flux pruned takes it along)")
+	f.StringVar(&o.GuardWebhook.DefaultServiceAccount, "guard-flux-default-service-account", "",
+		"Flux's kustomize-controller's --default-service-account, if it runs with one: the guard webhook checks that account's deletes of what a Kustomization naming no service account applied")
 	f.StringVar(&o.Dashboard.Addr, "dashboard-bind-address", "0",
 		"address of the read-only web dashboard (docs/dashboard.md); 0 serves none")
 	f.StringVar(&o.Dashboard.Auth, "dashboard-auth", "kubernetes",

@@ -30,28 +30,38 @@ func Rules() []admissionregistrationv1.RuleWithOperations {
 	}
 }
 
-// MatchCondition sends only the deletes of users: a person's kubectl
-// delete, or the garbage collector, never waits for the webhook.
-func MatchCondition(users []string) admissionregistrationv1.MatchCondition {
-	quoted := make([]string, len(users))
-	for i, u := range users {
-		quoted[i] = fmt.Sprintf("%q", u)
-	}
+// MatchCondition sends only the deletes Flux makes: those of users
+// (Flux's kustomize-controller), and those of an object a Kustomization
+// applied (Flux's labels) by a service account (the one Flux impersonates
+// for it) or by a garbage collector of gcs. A person's kubectl delete
+// never waits for the webhook; the handler narrows the service accounts
+// to the one each Kustomization applies as.
+func MatchCondition(users, gcs []string) admissionregistrationv1.MatchCondition {
 	return admissionregistrationv1.MatchCondition{Name: "flux-kustomize-controller",
-		Expression: fmt.Sprintf("request.userInfo.username in [%s]", strings.Join(quoted, ", "))}
+		Expression: fmt.Sprintf(`request.userInfo.username in [%s] || (oldObject != null && has(oldObject.metadata.labels) && "%s" in oldObject.metadata.labels && `+
+			`(request.userInfo.username.startsWith("%s") || request.userInfo.username in [%s]))`,
+			quoted(users), fluxNameLabel, serviceAccountPrefix, quoted(gcs))}
+}
+
+func quoted(list []string) string {
+	out := make([]string, len(list))
+	for i, u := range list {
+		out[i] = fmt.Sprintf("%q", u)
+	}
+	return strings.Join(out, ", ")
 }
 
 // Configuration is the webhook's configuration, calling client. It fails
 // closed: a delete of those kinds by those users is refused while the
 // webhook cannot answer, and Flux tries again at its next reconcile.
-func Configuration(name string, client admissionregistrationv1.WebhookClientConfig, users []string) *admissionregistrationv1.ValidatingWebhookConfiguration {
+func Configuration(name string, client admissionregistrationv1.WebhookClientConfig, users, gcs []string) *admissionregistrationv1.ValidatingWebhookConfiguration {
 	return &admissionregistrationv1.ValidatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
 			Name:                    "guard-flux-prunes.strata.dev",
 			ClientConfig:            client,
 			Rules:                   Rules(),
-			MatchConditions:         []admissionregistrationv1.MatchCondition{MatchCondition(users)},
+			MatchConditions:         []admissionregistrationv1.MatchCondition{MatchCondition(users, gcs)},
 			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
 			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
 			AdmissionReviewVersions: []string{"v1"},

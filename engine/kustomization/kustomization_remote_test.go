@@ -123,7 +123,7 @@ func TestARemoteKubeconfigCannotRunCommandsOrReadFiles(t *testing.T) {
 	rev := s.push(map[string]string{"app/a.yaml": configMap("a")})
 	s.source(rev)
 	for name, user := range map[string]string{
-		"exec": fmt.Sprintf("exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/sh, args: [-c, 'touch %s'], interactiveMode: Never}", marker),
+		"exec":      fmt.Sprintf("exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/sh, args: [-c, 'touch %s'], interactiveMode: Never}", marker),
 		"tokenFile": "tokenFile: " + secretFile,
 	} {
 		kubeconfig := fmt.Sprintf(`apiVersion: v1

@@ -37,18 +37,20 @@ type Webhook struct {
 
 // Serve serves the guard, reading through admin, and returns it with a
 // client acting as Flux's kustomize-controller (cfg impersonating it);
-// name names its configuration, namespace holds its probe.
-func Serve(admin client.Client, cfg *rest.Config, name, namespace string) (*Webhook, error) {
+// name names its configuration, namespace holds its probe. configure, if
+// given, sets the handler's options.
+func Serve(admin client.Client, cfg *rest.Config, name, namespace string, configure ...func(*guardwebhook.Handler)) (*Webhook, error) {
+	handler := &guardwebhook.Handler{Reader: admin}
+	for _, c := range configure {
+		c(handler)
+	}
 	mux := http.NewServeMux()
-	mux.Handle(guardwebhook.Path, &admission.Webhook{Handler: &guardwebhook.Handler{Reader: admin}})
+	mux.Handle(guardwebhook.Path, &admission.Webhook{Handler: handler})
 	served, err := agenttls.Serve(mux)
 	if err != nil {
 		return nil, err
 	}
-	fluxCfg := rest.CopyConfig(cfg)
-	fluxCfg.Impersonate = rest.ImpersonationConfig{UserName: guardwebhook.DefaultUsers[0],
-		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:flux-system", "system:authenticated"}}
-	flux, err := client.New(fluxCfg, client.Options{Scheme: scheme.New()})
+	flux, err := As(cfg, guardwebhook.DefaultUsers[0], "system:serviceaccounts", "system:serviceaccounts:flux-system")
 	if err != nil {
 		served.Srv.Close()
 		return nil, err
@@ -56,11 +58,19 @@ func Serve(admin client.Client, cfg *rest.Config, name, namespace string) (*Webh
 	url := served.Srv.URL + guardwebhook.Path
 	return &Webhook{admin: admin, flux: flux, served: served, probe: Claim(namespace, "guard-probe", nil),
 		config: guardwebhook.Configuration(name, admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: served.CAPEM},
-			guardwebhook.DefaultUsers)}, nil
+			guardwebhook.DefaultUsers, guardwebhook.DefaultGarbageCollectors)}, nil
 }
 
 // Flux is a client acting as Flux's kustomize-controller.
 func (w *Webhook) Flux() client.Client { return w.flux }
+
+// As is a client acting as user, in groups, through cfg (an
+// administrator's, impersonating).
+func As(cfg *rest.Config, user string, groups ...string) (client.Client, error) {
+	c := rest.CopyConfig(cfg)
+	c.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
+	return client.New(c, client.Options{Scheme: scheme.New()})
+}
 
 // Close stops serving.
 func (w *Webhook) Close() { w.served.Srv.Close() }
