@@ -1,7 +1,10 @@
 // Package cache is a node's cache of VM disk images, keyed by content:
 // each entry holds an image's bytes, decompressed, in a file named by the
-// SHA-256 its source declared for the object, and is made only once the
-// downloaded bytes matched it. An entry is handed only to a request from
+// SHA-256 its source declared for the object and by how it was
+// decompressed, and is made only once the downloaded bytes matched it.
+// One object read as gzip and read as stored are two entries: whoever
+// names it with another suffix gets an entry of its own, never changes
+// the one another request reads. An entry is handed only to a request from
 // a source that once delivered those bytes (its URL with the credential
 // that read it): knowing a digest gets nothing, and a request from
 // another source downloads the image again and is answered only if its
@@ -47,8 +50,38 @@ type Cache struct {
 	now func() time.Time
 
 	mu      sync.Mutex
-	entries map[Digest]*entry
+	entries map[entryKey]*entry
 	fills   map[fillKey]*fill
+}
+
+// entryKey is what an entry holds: the object of digest, decompressed
+// as compression says.
+type entryKey struct {
+	digest      Digest
+	compression Compression
+}
+
+// name is the entry's file name: entryPrefix, the digest's hex, and
+// "." and the compression for a compressed object.
+func (k entryKey) name() string {
+	if k.compression == Uncompressed {
+		return k.digest.Hex()
+	}
+	return k.digest.Hex() + "." + string(k.compression)
+}
+
+// parseEntryName reads name (entryPrefix cut off) back into a key.
+func parseEntryName(name string) (entryKey, bool) {
+	hex, comp, _ := strings.Cut(name, ".")
+	d, err := ParseDigest(hex)
+	if err != nil || d.Hex() != hex {
+		return entryKey{}, false
+	}
+	switch c := Compression(comp); c {
+	case Uncompressed, Gzip, Zstd, Xz:
+		return entryKey{d, c}, true
+	}
+	return entryKey{}, false
 }
 
 // entry is a cached image: its size, when it was last used, how many
@@ -62,7 +95,7 @@ type entry struct {
 
 // fillKey is one download: an image from one source.
 type fillKey struct {
-	digest Digest
+	entry  entryKey
 	source string
 }
 
@@ -95,7 +128,7 @@ func Open(dir string, maxBytes int64) (*Cache, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("image cache %s: %w", dir, err)
 	}
-	c := &Cache{dir: dir, max: maxBytes, now: time.Now, entries: map[Digest]*entry{}, fills: map[fillKey]*fill{}}
+	c := &Cache{dir: dir, max: maxBytes, now: time.Now, entries: map[entryKey]*entry{}, fills: map[fillKey]*fill{}}
 	files, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("image cache %s: %w", dir, err)
@@ -115,13 +148,13 @@ func (c *Cache) adopt(f fs.DirEntry) error {
 	if strings.HasPrefix(f.Name(), tempPrefix) {
 		return removeAbandoned(path)
 	}
-	hex, ok := strings.CutPrefix(f.Name(), entryPrefix)
+	name, ok := strings.CutPrefix(f.Name(), entryPrefix)
 	if !ok || !f.Type().IsRegular() {
 		return nil // not the cache's
 	}
-	d, err := ParseDigest(hex)
-	if err != nil {
-		return nil //nolint:nilerr // a file named like an entry but not one is not the cache's
+	d, ok := parseEntryName(name)
+	if !ok {
+		return nil // a file named like an entry but not one is not the cache's
 	}
 	info, err := f.Info()
 	if err != nil {
@@ -155,12 +188,12 @@ func removeAbandoned(path string) error {
 	return nil
 }
 
-func (c *Cache) sourcesPath(d Digest) string { return filepath.Join(c.dir, sourcesPrefix+d.Hex()) }
+func (c *Cache) sourcesPath(d entryKey) string { return filepath.Join(c.dir, sourcesPrefix+d.name()) }
 
 // readSources reads the sources recorded for an entry; an entry without
 // them (cached before they were recorded) has none, and is downloaded
 // again by its next request.
-func (c *Cache) readSources(d Digest) (map[string]bool, error) {
+func (c *Cache) readSources(d entryKey) (map[string]bool, error) {
 	data, err := os.ReadFile(c.sourcesPath(d))
 	if errors.Is(err, fs.ErrNotExist) {
 		return map[string]bool{}, nil
@@ -179,7 +212,7 @@ func (c *Cache) readSources(d Digest) (map[string]bool, error) {
 
 // addSourceLocked records that source delivered the entry's bytes. A
 // record lost to a crash only costs that source a download.
-func (c *Cache) addSourceLocked(d Digest, e *entry, source string) {
+func (c *Cache) addSourceLocked(d entryKey, e *entry, source string) {
 	if e.sources[source] {
 		return
 	}
@@ -202,6 +235,7 @@ type Handle struct {
 	Hit bool
 
 	c       *Cache
+	key     entryKey
 	release sync.Once
 }
 
@@ -212,9 +246,9 @@ func (h *Handle) Release() {
 		c := h.c
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if e, ok := c.entries[h.Digest]; ok {
+		if e, ok := c.entries[h.key]; ok {
 			e.holders--
-			c.touchLocked(h.Digest, e)
+			c.touchLocked(h.key, e)
 		}
 		c.evictLocked()
 	})
@@ -233,13 +267,14 @@ type Fetch func(ctx context.Context, w io.Writer) error
 // ends stops waiting at once; the fill stops when no Get waits for it.
 func (c *Cache) Get(ctx context.Context, want Digest, src Source) (*Handle, error) {
 	c.mu.Lock()
-	if e, ok := c.entries[want]; ok && e.sources[src.Key] {
+	at := entryKey{want, src.Compression}
+	if e, ok := c.entries[at]; ok && e.sources[src.Key] {
 		e.holders++
-		c.touchLocked(want, e)
+		c.touchLocked(at, e)
 		c.mu.Unlock()
-		return c.handle(want, e, true), nil
+		return c.handle(at, e, true), nil
 	}
-	key := fillKey{want, src.Key}
+	key := fillKey{at, src.Key}
 	f, ok := c.fills[key]
 	if !ok {
 		f = c.startFill(key, src)
@@ -248,15 +283,15 @@ func (c *Cache) Get(ctx context.Context, want Digest, src Source) (*Handle, erro
 	c.mu.Unlock()
 	select {
 	case <-f.done:
-		return c.filled(want, f)
+		return c.filled(at, f)
 	case <-ctx.Done():
-		return nil, c.leave(want, f, ctx.Err())
+		return nil, c.leave(at, f, ctx.Err())
 	}
 }
 
 // filled is a waiter's outcome of a fill: the entry, which the fill
 // already counted the waiter a holder of.
-func (c *Cache) filled(want Digest, f *fill) (*Handle, error) {
+func (c *Cache) filled(want entryKey, f *fill) (*Handle, error) {
 	if f.err != nil {
 		return nil, f.err
 	}
@@ -268,7 +303,7 @@ func (c *Cache) filled(want Digest, f *fill) (*Handle, error) {
 // leave takes a waiter whose context ended off a fill, which stops when
 // it was the last. A fill that finished meanwhile counted it a holder:
 // that hold is given back.
-func (c *Cache) leave(want Digest, f *fill, err error) error {
+func (c *Cache) leave(want entryKey, f *fill, err error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if f.finished {
@@ -285,8 +320,8 @@ func (c *Cache) leave(want Digest, f *fill, err error) error {
 	return err
 }
 
-func (c *Cache) handle(d Digest, e *entry, hit bool) *Handle {
-	return &Handle{Digest: d, Path: c.path(d), Size: e.size, Hit: hit, c: c}
+func (c *Cache) handle(k entryKey, e *entry, hit bool) *Handle {
+	return &Handle{Digest: k.digest, Path: c.path(k), Size: e.size, Hit: hit, c: c, key: k}
 }
 
 // startFill downloads an image from a source in the background, for
@@ -297,19 +332,19 @@ func (c *Cache) startFill(key fillKey, src Source) *fill {
 	c.fills[key] = f
 	go func() {
 		defer cancel()
-		size, err := c.download(ctx, key.digest, src, c.bound(src))
+		size, err := c.download(ctx, key.entry, src, c.bound(src))
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		delete(c.fills, key)
 		if err == nil {
 			// Every waiter holds it now, before anything may evict it.
-			e, ok := c.entries[key.digest]
+			e, ok := c.entries[key.entry]
 			if !ok {
 				e = &entry{sources: map[string]bool{}}
-				c.entries[key.digest] = e
+				c.entries[key.entry] = e
 			}
 			e.size, e.used, e.holders = size, c.now(), e.holders+f.waiters
-			c.addSourceLocked(key.digest, e, key.source)
+			c.addSourceLocked(key.entry, e, key.source)
 			c.evictLocked()
 		}
 		f.err, f.finished = err, true
@@ -332,7 +367,7 @@ func (c *Cache) bound(src Source) int64 {
 
 // touchLocked records a use of the entry, in memory and in its file's
 // modification time, so that the order of use outlives a restart.
-func (c *Cache) touchLocked(d Digest, e *entry) {
+func (c *Cache) touchLocked(d entryKey, e *entry) {
 	e.used = c.now()
 	_ = os.Chtimes(c.path(d), e.used, e.used) // a lost time only makes it look older
 }
@@ -345,20 +380,20 @@ func (c *Cache) evictLocked() {
 		return
 	}
 	for c.sizeLocked() > c.max {
-		var oldest Digest
+		var oldest *entryKey
 		for d, e := range c.entries {
-			if e.holders == 0 && (oldest == "" || e.used.Before(c.entries[oldest].used)) {
-				oldest = d
+			if e.holders == 0 && (oldest == nil || e.used.Before(c.entries[*oldest].used)) {
+				oldest = &d
 			}
 		}
-		if oldest == "" {
+		if oldest == nil {
 			return
 		}
-		if err := os.Remove(c.path(oldest)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := os.Remove(c.path(*oldest)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return // kept, and counted, until a later eviction can remove it
 		}
-		_ = os.Remove(c.sourcesPath(oldest))
-		delete(c.entries, oldest)
+		_ = os.Remove(c.sourcesPath(*oldest))
+		delete(c.entries, *oldest)
 	}
 }
 
@@ -377,12 +412,17 @@ func (c *Cache) Size() int64 {
 	return c.sizeLocked()
 }
 
-// Has says whether an entry for d is cached.
+// Has says whether an entry of the object of digest d is cached, read
+// with any compression.
 func (c *Cache) Has(d Digest) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	_, ok := c.entries[d]
-	return ok
+	for k := range c.entries {
+		if k.digest == d {
+			return true
+		}
+	}
+	return false
 }
 
-func (c *Cache) path(d Digest) string { return filepath.Join(c.dir, entryPrefix+d.Hex()) }
+func (c *Cache) path(d entryKey) string { return filepath.Join(c.dir, entryPrefix+d.name()) }

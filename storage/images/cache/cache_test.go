@@ -209,7 +209,7 @@ func TestConcurrentGetsShareOneDownload(t *testing.T) {
 	testenv.Eventually(t, 10*time.Second, func() error {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if f := c.fills[fillKey{digestOf(s.object), "test"}]; f == nil || f.waiters != jobs {
+		if f := c.fills[fillKey{entryKey{digestOf(s.object), Uncompressed}, "test"}]; f == nil || f.waiters != jobs {
 			return fmt.Errorf("not every job waits for the download yet")
 		}
 		return nil
@@ -322,7 +322,7 @@ func TestAJobThatLeavesDoesNotStopTheOthers(t *testing.T) {
 	testenv.Eventually(t, 10*time.Second, func() error {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if f := c.fills[fillKey{digestOf(s.object), "test"}]; f == nil || f.waiters != 2 {
+		if f := c.fills[fillKey{entryKey{digestOf(s.object), Uncompressed}, "test"}]; f == nil || f.waiters != 2 {
 			return fmt.Errorf("both jobs do not wait yet")
 		}
 		return nil

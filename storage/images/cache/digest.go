@@ -19,7 +19,9 @@ func ParseDigest(s string) (Digest, error) {
 	}
 	h := strings.ToLower(strings.TrimPrefix(fields[0], "sha256:"))
 	if b, err := hex.DecodeString(h); err != nil || len(b) != 32 {
-		return "", fmt.Errorf("%q is not a SHA-256: give sha256:<64 hex digits>", fields[0])
+		// What was read is not repeated: it may come from a fetched
+		// .sha256 file, and an error reaches events and tenants.
+		return "", fmt.Errorf("not a SHA-256 (%d characters): give sha256:<64 hex digits>", len(fields[0]))
 	}
 	return Digest("sha256:" + h), nil
 }

@@ -63,7 +63,8 @@ func MismatchIn(text string) bool { return strings.Contains(text, mismatchPhrase
 // process's Open while it is written, with the object's decompressed
 // bytes, checks the object's digest, and renames the file into place
 // once it is synced. It returns the entry's size.
-func (c *Cache) download(ctx context.Context, want Digest, src Source, bound int64) (size int64, err error) {
+func (c *Cache) download(ctx context.Context, at entryKey, src Source, bound int64) (size int64, err error) {
+	want := at.digest
 	tmp, err := c.lockedTemp(want)
 	if err != nil {
 		return 0, err
@@ -84,7 +85,7 @@ func (c *Cache) download(ctx context.Context, want Digest, src Source, bound int
 	if err := tmp.Sync(); err != nil {
 		return 0, err
 	}
-	if err := os.Rename(tmp.Name(), c.path(want)); err != nil {
+	if err := os.Rename(tmp.Name(), c.path(at)); err != nil {
 		return 0, err
 	}
 	if err := tmp.Close(); err != nil {

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"os"
@@ -51,6 +52,52 @@ func TestACachedImageGoesOnlyToASourceThatDeliveredIt(t *testing.T) {
 	again := open(t, c.dir, 0)
 	if h, err := again.Get(ctx, want, Source{Key: "http://minio/bob/disk key-b", Fetch: copied.fetch}); err != nil || !h.Hit {
 		t.Fatalf("after a restart, Get from a source that delivered the image = %+v, %v; want a hit", h, err)
+	}
+}
+
+// A second tenant that names the first's gzip object (a copy in its own
+// bucket) without the .gz suffix stores the object as it is, compressed:
+// that is an entry of its own, and the first tenant's next hit still
+// reads the image, decompressed, across a restart too.
+func TestAnotherSuffixCannotPoisonACachedImage(t *testing.T) {
+	dir := t.TempDir()
+	c := open(t, dir, 0)
+	ctx := context.Background()
+	image := randomImage(t, mib)
+	var gz bytes.Buffer
+	w := gzip.NewWriter(&gz)
+	if _, err := w.Write(image); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	alice, mallory := &source{object: gz.Bytes()}, &source{object: gz.Bytes()}
+	want := digestOf(gz.Bytes())
+	read := func(c *Cache, key string, s *source, comp Compression) ([]byte, bool) {
+		t.Helper()
+		h, err := c.Get(ctx, want, Source{Key: key, Compression: comp, Fetch: s.fetch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Release()
+		data, err := os.ReadFile(h.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data, h.Hit
+	}
+	if data, _ := read(c, "http://minio/alice/disk.raw.gz key-a", alice, Gzip); !bytes.Equal(data, image) {
+		t.Fatal("alice's first read is not her image")
+	}
+	if data, _ := read(c, "http://minio/mallory/disk.raw key-m", mallory, Uncompressed); !bytes.Equal(data, gz.Bytes()) {
+		t.Fatal("mallory's read of the object as stored is not the object")
+	}
+	for _, c := range []*Cache{c, open(t, dir, 0)} {
+		data, hit := read(c, "http://minio/alice/disk.raw.gz key-a", alice, Gzip)
+		if !hit || !bytes.Equal(data, image) {
+			t.Fatalf("alice's next read: hit %v, her image %v; want a hit on her decompressed image", hit, bytes.Equal(data, image))
+		}
 	}
 }
 
