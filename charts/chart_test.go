@@ -12,6 +12,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -307,6 +308,48 @@ func TestTheAgentWritesOnlyItsOwnNodesLease(t *testing.T) {
 	}
 	if err := agent.Create(ctx, leaseOf("kube-system", "strata-node-lp-a")); err == nil {
 		t.Error("the agent created a Lease outside the release's namespace")
+	}
+}
+
+// The CSI controller elects its sidecars' leaders with Leases in the
+// release namespace and nowhere else: it cannot write a kubelet's Lease,
+// which the fence check trusts, nor forge a strata-node-* Lease, which
+// only the agents write (the node-leases policy, enforced by a real API
+// server).
+func TestOnlyTheAgentsWriteNodeLeases(t *testing.T) {
+	env, ctx := testenv.Get(t), context.Background()
+	ns := applyAccessControl(t, env, "ll", "chart-node-leases")
+	csi, err := client.New(testenv.ServiceAccountConfig(env.Config, ns.Name, "ll-csi-controller"), client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease := func(namespace, name string) *coordinationv1.Lease {
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+			Spec: coordinationv1.LeaseSpec{RenewTime: &metav1.MicroTime{Time: time.Now().Add(-time.Hour)}}}
+	}
+	// The API server takes up a new policy a moment after it is created.
+	testenv.Eventually(t, 30*time.Second, func() error {
+		err := csi.Create(ctx, lease(ns.Name, "strata-node-ll-a"))
+		if err == nil {
+			_ = env.Client.Delete(ctx, lease(ns.Name, "strata-node-ll-a"))
+		}
+		if err == nil || !strings.Contains(err.Error(), "only strata's node agents write the node Lease strata-node-ll-a") {
+			return fmt.Errorf("the CSI controller creating a node's Lease: %v, want a refusal", err)
+		}
+		return nil
+	})
+	if err := env.Client.Create(ctx, lease(ns.Name, "strata-node-ll-b")); err != nil {
+		t.Fatal(err)
+	}
+	renew := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"renewTime":"2020-01-01T00:00:00.000000Z"}}`))
+	if err := csi.Patch(ctx, lease(ns.Name, "strata-node-ll-b"), renew); err == nil {
+		t.Error("the CSI controller renewed a node's Lease")
+	}
+	if err := csi.Create(ctx, lease("kube-node-lease", "ll-a")); !apierrors.IsForbidden(err) {
+		t.Errorf("the CSI controller creating a kubelet's Lease: %v, want forbidden", err)
+	}
+	if err := csi.Create(ctx, lease(ns.Name, "external-attacher-leader-strata-dev")); err != nil {
+		t.Errorf("the CSI controller's sidecar electing its leader: %v", err)
 	}
 }
 

@@ -349,9 +349,15 @@ func TestDigestsAreRead(t *testing.T) {
 			t.Errorf("ParseDigest(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"", "sha256:abc", "md5:" + hexDigits, "zz" + hexDigits[2:]} {
-		if _, err := ParseDigest(bad); err == nil {
+	for _, bad := range []string{"", "sha256:abc", "md5:" + hexDigits, "zz" + hexDigits[2:], "the-tenants-secret-token"} {
+		_, err := ParseDigest(bad)
+		if err == nil {
 			t.Errorf("ParseDigest(%q) took it", bad)
+		}
+		// A .sha256 fetched from a bucket is not repeated: the error
+		// reaches events and tenants.
+		if bad != "" && err != nil && strings.Contains(err.Error(), bad) {
+			t.Errorf("ParseDigest(%q) repeats what it read: %v", bad, err)
 		}
 	}
 }
