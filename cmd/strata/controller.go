@@ -90,6 +90,7 @@ func controllerCommand() *cobra.Command {
 	f.StringVar(&o.LeaseNamespace, "lease-namespace", o.LeaseNamespace, "namespace of the agents' node Leases, which failover reads")
 	f.StringVar(&o.Populator.Image, "populator-image", "", "strata's image, which the image populator's pods run; empty turns the populator off (docs/images.md)")
 	f.StringVar(&o.Populator.Namespace, "populator-namespace", "strata-system", "namespace of the image populator's prime claims, pods and credential copies")
+	f.StringSliceVar(&o.Populator.Endpoints, "populator-endpoints", nil, "the S3 endpoints (scheme://host[:port]) VolumeImages may name, as the agents' --image-endpoints; a VolumeImage naming another is refused before anything is made. Empty refuses every one")
 	f.StringVar(&o.Populator.CacheDir, "populator-cache-dir", "/var/lib/strata/images/cache", "the nodes' image cache, a host path the populator's pods share")
 	f.StringVar(&o.BuildbarnImageRepository, "buildbarn-image-repository", "", "repository of Buildbarn's images (bb-storage, bb-scheduler, bb-worker, bb-runner-installer, bb-browser under it), for components whose spec.image is empty; empty: each must name its image (docs/buildbarn.md)")
 	f.IntVar(&o.LVMPairs.Port, "lvm-pairs-port", 8421, "port of the node agents' pair API (their --pairs-listen), which the LVM mover is driven through")

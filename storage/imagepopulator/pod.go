@@ -3,6 +3,7 @@ package imagepopulator
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -37,6 +38,7 @@ func (r *Reconciler) startFill(ctx context.Context, pvc, prime *corev1.Persisten
 		}
 	}
 	pod := fillPod(r.meta(pvc), r.Image, r.CacheDir, prime, img, env)
+	pod.Spec.Containers[0].Args = append(pod.Spec.Containers[0].Args, "--endpoints", strings.Join(r.Endpoints, ","))
 	if err := r.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}

@@ -36,6 +36,11 @@ type Reconciler struct {
 	Image string
 	// CacheDir is the nodes' image cache, a host path.
 	CacheDir string
+	// Endpoints are the S3 endpoints (scheme://host[:port]) VolumeImages
+	// may name, as the agents' image jobs list theirs; a VolumeImage
+	// naming another is refused before a volume is made or a pod runs,
+	// and the pod is given the same list. Empty refuses every one.
+	Endpoints []string
 	Events   events.EventRecorder
 	// Retry is how long after a failed fill the next try starts; it
 	// doubles with each failure, up to 30 minutes.

@@ -64,7 +64,8 @@ func newWorldRetrying(t *testing.T, retry time.Duration) *world {
 				CredentialsSecretRef: &storagev1alpha1.LocalObjectReference{Name: "bucket"}}})
 	testenv.RunManager(t, env, func(mgr manager.Manager) error {
 		return (&imagepopulator.Reconciler{Client: mgr.GetClient(), Namespace: w.system, Image: "strata.local/strata:local",
-			CacheDir: "/var/lib/strata/images/cache", Events: mgr.GetEventRecorder("strata-populator"), Retry: retry}).SetupWithManager(mgr)
+			CacheDir: "/var/lib/strata/images/cache", Endpoints: []string{"http://minio.lan:9000"},
+			Events: mgr.GetEventRecorder("strata-populator"), Retry: retry}).SetupWithManager(mgr)
 	})
 	return w
 }
@@ -364,5 +365,39 @@ func TestAClaimBeingDeletedStartsNoFill(t *testing.T) {
 	})
 	if err := w.c.Get(ctx, primeKey, &corev1.Pod{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("a fill pod for a claim being deleted: %v", err)
+	}
+}
+
+// A VolumeImage is a tenant's: one naming an endpoint off the
+// controller's list (an address inside the cluster, say) is refused on
+// the claim before a prime claim, a volume or a pod is made, so no node
+// ever requests it; the pods of allowed ones get the same list.
+func TestAVolumeImageOffTheEndpointListIsNeverFetched(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	img := &storagev1alpha1.VolumeImage{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "metadata"},
+		Spec: storagev1alpha1.VolumeImageSpec{URL: "http://169.254.169.254/latest/meta-data", Format: "raw"}}
+	w.create(t, img)
+	pvc := w.claim("probe", "pop-fast")
+	pvc.Spec.DataSourceRef.Name = img.Name
+	pvc.Annotations = map[string]string{"volume.kubernetes.io/selected-node": "node-a"}
+	w.create(t, pvc)
+	w.wantEvent(t, pvc, "PopulateRefused", "the endpoint http://169.254.169.254 is not one this node may fetch images from")
+	primeKey := client.ObjectKey{Namespace: w.system, Name: "populate-" + string(pvc.UID)}
+	for _, o := range []client.Object{&corev1.PersistentVolumeClaim{}, &corev1.Pod{}} {
+		if err := w.c.Get(ctx, primeKey, o); !apierrors.IsNotFound(err) {
+			t.Fatalf("%T %s made for a refused VolumeImage: %v", o, primeKey, err)
+		}
+	}
+
+	allowed := w.claim("allowed", "pop-fast")
+	allowed.Annotations = map[string]string{"volume.kubernetes.io/selected-node": "node-a"}
+	w.create(t, allowed)
+	key := client.ObjectKey{Namespace: w.system, Name: "populate-" + string(allowed.UID)}
+	prime := eventually(t, w.c, key, &corev1.PersistentVolumeClaim{}, func(*corev1.PersistentVolumeClaim) error { return nil })
+	w.provision(t, prime)
+	pod := w.wantFillPod(t, key, prime.Name)
+	if args := strings.Join(pod.Spec.Containers[0].Args, " "); !strings.Contains(args, "--endpoints http://minio.lan:9000") {
+		t.Fatalf("the fill pod's arguments %q do not hold the controller's endpoints", args)
 	}
 }

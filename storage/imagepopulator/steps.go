@@ -18,11 +18,19 @@ import (
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"github.com/strata-gitops/strata/storage/images/cache"
+	"github.com/strata-gitops/strata/storage/images/provision"
 )
 
 // populate takes the claim through its steps: the prime claim on the
 // chosen node, the pod that fills it, and the rebinding of its volume.
 func (r *Reconciler) populate(ctx context.Context, pvc *corev1.PersistentVolumeClaim, sc *storagev1.StorageClass, img *storagev1alpha1.VolumeImage) (ctrl.Result, error) {
+	if err := (provision.BucketImages{Endpoints: r.Endpoints}).CheckURL(img.Spec.URL); err != nil {
+		// Nothing is made, and nothing is tried again until the claim
+		// or the controller's list changes.
+		r.event(pvc, corev1.EventTypeWarning, "PopulateRefused", "VolumeImage %s/%s: %v; the controller's list is --populator-endpoints (chart value populator.endpoints)",
+			img.Namespace, img.Name, err)
+		return ctrl.Result{}, nil
+	}
 	prime := &corev1.PersistentVolumeClaim{}
 	err := r.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: primeName(pvc)}, prime)
 	if apierrors.IsNotFound(err) {

@@ -136,6 +136,8 @@ type Options struct {
 // (strata's own), and the nodes' image cache directory.
 type Populator struct {
 	Namespace, Image, CacheDir string
+	// Endpoints are the S3 endpoints VolumeImages may name.
+	Endpoints []string
 }
 
 // Defaults are the flag defaults.
@@ -434,7 +436,7 @@ func (p Populator) register(mgr manager.Manager, o Options) error {
 	if p.Image == "" {
 		return nil
 	}
-	return (&imagepopulator.Reconciler{Client: mgr.GetClient(), Namespace: p.Namespace, Image: p.Image, CacheDir: p.CacheDir,
+	return (&imagepopulator.Reconciler{Client: mgr.GetClient(), Namespace: p.Namespace, Image: p.Image, CacheDir: p.CacheDir, Endpoints: p.Endpoints,
 		Events: o.recorder(mgr, "strata-populator"), Retry: 30 * time.Second}).SetupWithManager(mgr)
 }
 

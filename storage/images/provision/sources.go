@@ -37,21 +37,39 @@ const AnyEndpoint = "*"
 // open returns the URL's bucket and object, refusing an endpoint off
 // the list before any request, so that no credential goes there.
 func (b BucketImages) open(imageURL string) (*bucket.Bucket, string, error) {
-	u, err := url.Parse(imageURL)
+	endpoint, name, object, err := b.parse(imageURL)
 	if err != nil {
-		return nil, "", fmt.Errorf("image_url %q: %w", imageURL, err)
-	}
-	name, object, ok := strings.Cut(strings.TrimPrefix(u.Path, "/"), "/")
-	if !ok || name == "" || object == "" || u.User != nil {
-		return nil, "", fmt.Errorf("image_url %q names no object: give http(s)://<endpoint>/<bucket>/<object>", imageURL)
-	}
-	endpoint := strings.ToLower(u.Scheme + "://" + u.Host)
-	if !b.allows(endpoint) {
-		return nil, "", fmt.Errorf("image_url %q: the endpoint %s is not one this node may fetch images from; its admin lists them in the chart value images.endpoints (--image-endpoints)", imageURL, endpoint)
+		return nil, "", err
 	}
 	bk, err := bucket.Open(bucket.Options{Endpoint: endpoint, Bucket: name,
 		AccessKey: b.AccessKey, SecretKey: b.SecretKey, Transport: b.Transport})
 	return bk, object, err
+}
+
+// CheckURL refuses an image URL that names no object, or an endpoint off
+// the list, as a job would, without a request: the image populator
+// checks a VolumeImage before it makes a volume or starts a pod.
+func (b BucketImages) CheckURL(imageURL string) error {
+	_, _, _, err := b.parse(imageURL)
+	return err
+}
+
+// parse splits an image URL into its endpoint, bucket and object, and
+// refuses it when it names no object or an endpoint off the list.
+func (b BucketImages) parse(imageURL string) (endpoint, name, object string, err error) {
+	u, err := url.Parse(imageURL)
+	if err != nil {
+		return "", "", "", fmt.Errorf("image_url %q: %w", imageURL, err)
+	}
+	name, object, ok := strings.Cut(strings.TrimPrefix(u.Path, "/"), "/")
+	if !ok || name == "" || object == "" || u.User != nil {
+		return "", "", "", fmt.Errorf("image_url %q names no object: give http(s)://<endpoint>/<bucket>/<object>", imageURL)
+	}
+	endpoint = strings.ToLower(u.Scheme + "://" + u.Host)
+	if !b.allows(endpoint) {
+		return "", "", "", fmt.Errorf("image_url %q: the endpoint %s is not one this node may fetch images from; its admin lists them in the chart value images.endpoints (--image-endpoints)", imageURL, endpoint)
+	}
+	return endpoint, name, object, nil
 }
 
 func (b BucketImages) allows(endpoint string) bool {
