@@ -41,7 +41,7 @@ type Reconciler struct {
 	// naming another is refused before a volume is made or a pod runs,
 	// and the pod is given the same list. Empty refuses every one.
 	Endpoints []string
-	Events   events.EventRecorder
+	Events    events.EventRecorder
 	// Retry is how long after a failed fill the next try starts; it
 	// doubles with each failure, up to 30 minutes.
 	Retry time.Duration

@@ -78,6 +78,16 @@ func (s *Store) SetPair(_ context.Context, tenant, name string, req wire.PairReq
 	if _, err := s.Get(tenant, req.Volume); err != nil {
 		return Pair{}, err
 	}
+	// One pair per volume: each pair keeps a copy of its volume, so the
+	// pairs, and what they receive, grow only with the volumes the
+	// tenant's quota bounds. The tenant's pairs lock makes the check and
+	// the record one step.
+	defer s.locks.lock(tenant + "/" + pairsDir)()
+	if other, err := s.pairOfVolume(tenant, req.Volume); err != nil {
+		return Pair{}, err
+	} else if other != "" && other != name {
+		return Pair{}, contract.Errorf(contract.Conflict, "pair %s: volume %s is replicated by pair %s already; a volume has one pair: delete that pair, or name it", name, req.Volume, other)
+	}
 	defer s.pairLock(tenant, name)()
 	defer s.commitDurably(&err)
 	dir := s.pairDir(tenant, name)
@@ -101,6 +111,27 @@ func (s *Store) SetPair(_ context.Context, tenant, name string, req wire.PairReq
 		return Pair{}, err
 	}
 	return s.pairState(tenant, rec)
+}
+
+// pairOfVolume is the tenant's pair of volume, or "".
+func (s *Store) pairOfVolume(tenant, volume string) (string, error) {
+	names, err := listDirs(filepath.Join(s.Base, tenant, pairsDir))
+	if err != nil {
+		return "", err
+	}
+	for _, n := range names {
+		rec, err := s.pairRecord(tenant, n)
+		if contract.KindOf(err) == contract.NotFound || contract.KindOf(err) == contract.Invalid {
+			continue // a pair being made, or a leftover the sweep handles
+		}
+		if err != nil {
+			return "", err
+		}
+		if rec.Volume == volume {
+			return n, nil
+		}
+	}
+	return "", nil
 }
 
 // GetPair returns this side of a pair with its newest replica.
@@ -297,18 +328,20 @@ func (s *Store) Receive(ctx context.Context, tenant, name string, seq, parent ui
 
 // receiveConfinement is what a stream of the pair may make: the
 // replica's data subvolume, from the local copy of its parent, in no more
-// bytes than the tenant's quota or, for a tenant without one, twice its
-// volume's size and 64 MiB for metadata. A sender cannot make a
-// replica larger than what it replicates: a received replica is the
-// agent's copy, outside the tenant's qgroup, so it is bounded here.
+// bytes than twice its volume's size and 64 MiB for metadata, and never
+// more than the tenant's quota. A sender cannot make a replica larger
+// than what it replicates: a received replica is the agent's copy,
+// outside the tenant's qgroup, so it is bounded here; with one pair per
+// volume, a tenant's replicas are bounded by its volumes, which its quota
+// bounds, not by its quota once per pair.
 func (s *Store) receiveConfinement(tenant, name, volume string, parent uint64) (btrfs.Confinement, error) {
-	c := btrfs.Confinement{Name: dataDir, MaxBytes: s.Quotas[tenant].total()}
-	if c.MaxBytes == 0 {
-		v, err := s.Get(tenant, volume)
-		if err != nil {
-			return c, err
-		}
-		c.MaxBytes = 2*v.SizeBytes + 64<<20
+	v, err := s.Get(tenant, volume)
+	if err != nil {
+		return btrfs.Confinement{}, err
+	}
+	c := btrfs.Confinement{Name: dataDir, MaxBytes: 2*v.SizeBytes + 64<<20}
+	if q := s.Quotas[tenant].total(); q > 0 {
+		c.MaxBytes = min(c.MaxBytes, q)
 	}
 	if parent != 0 {
 		c.Parent = filepath.Join(s.replicaDir(tenant, name, parent), dataDir)

@@ -253,6 +253,13 @@ func TestPairRefusals(t *testing.T) {
 	wantKind(t, err, contract.Invalid, "a short token")
 	_, err = a.SetPair(context.Background(), "t", "q", wire.PairRequest{Volume: "missing", Token: pairToken})
 	wantKind(t, err, contract.NotFound, "a pair of a missing volume")
+	// Each pair keeps a copy of its volume: a second pair of db would
+	// store db's size again outside the tenant's quota.
+	_, err = a.SetPair(context.Background(), "t", "q", wire.PairRequest{Volume: "db", Token: pairToken})
+	wantKind(t, err, contract.Conflict, "a second pair of one volume")
+	if _, err := a.SetPair(context.Background(), "t", "p", wire.PairRequest{Volume: "db", Token: pairToken}); err != nil {
+		t.Fatalf("setting the volume's own pair again: %v", err)
+	}
 	wantKind(t, a.AuthorizePair("t", "p", strings.Repeat("x", 32)), contract.Forbidden, "another token")
 	if err := a.AuthorizePair("t", "p", pairToken); err != nil {
 		t.Fatalf("the pair's own token: %v", err)

@@ -96,7 +96,7 @@ func (s *Server) syncPair(w http.ResponseWriter, r *http.Request, tenant string)
 	if err := s.Peers.Check(r.Context(), req.Peer); err != nil {
 		return 0, nil, &contract.Error{Kind: contract.Invalid, Message: fmt.Sprintf("sync of pair %s: %v", name, err)}
 	}
-	release, ok := s.streams.take()
+	release, ok := s.streams.take(tenant)
 	if !ok {
 		return 0, nil, errBusyStreams
 	}
@@ -172,7 +172,7 @@ func (s *Server) receive(w http.ResponseWriter, r *http.Request, tenant string) 
 	if err != nil {
 		return 0, nil, &contract.Error{Kind: contract.Invalid, Message: fmt.Sprintf("header %s: %v", headerMadeAt, err)}
 	}
-	release, ok := s.streams.take()
+	release, ok := s.streams.take(tenant)
 	if !ok {
 		return 0, nil, errBusyStreams
 	}

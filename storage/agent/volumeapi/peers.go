@@ -102,9 +102,12 @@ func NodeHosts(c client.Reader, every time.Duration) func(ctx context.Context) (
 // server's bound on requests, so that syncs held open, by a slow peer or
 // on purpose, cannot take the requests the volume API needs; and a
 // stream that moves no byte for streamIdle is cut.
+// Each tenant holds at most MaxStreamsPerTenant of them, so that one
+// tenant's slow or held syncs leave the others theirs.
 const (
-	MaxStreams = 16
-	streamIdle = 2 * time.Minute
+	MaxStreams          = 16
+	MaxStreamsPerTenant = 4
+	streamIdle          = 2 * time.Minute
 	// peerCallTimeout bounds a call to a peer that moves no stream.
 	peerCallTimeout = 30 * time.Second
 )
@@ -112,17 +115,35 @@ const (
 // errBusyStreams answers a stream over the budget, 503 with Retry-After.
 var errBusyStreams = errors.New("the agent is moving as many replicas as it may at once; retry")
 
-// streamBudget hands out the stream slots.
-type streamBudget chan struct{}
+// streamBudget hands out the stream slots: MaxStreams in all, and
+// MaxStreamsPerTenant to each tenant.
+type streamBudget struct {
+	mu       sync.Mutex
+	total    int
+	byTenant map[string]int
+}
 
-// take returns a release function, or false when every slot is held.
-func (b streamBudget) take() (func(), bool) {
-	select {
-	case b <- struct{}{}:
-		return func() { <-b }, true
-	default:
+// take returns a release function, or false when every slot, or every
+// one of the tenant's share, is held.
+func (b *streamBudget) take(tenant string) (func(), bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.total >= MaxStreams || b.byTenant[tenant] >= MaxStreamsPerTenant {
 		return nil, false
 	}
+	if b.byTenant == nil {
+		b.byTenant = map[string]int{}
+	}
+	b.total++
+	b.byTenant[tenant]++
+	return sync.OnceFunc(func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.total--
+		if b.byTenant[tenant]--; b.byTenant[tenant] == 0 {
+			delete(b.byTenant, tenant)
+		}
+	}), true
 }
 
 // idleWatch calls onIdle once when touch has not been called for idle.

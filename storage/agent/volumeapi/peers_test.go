@@ -25,7 +25,7 @@ func guardedAgent(t *testing.T) (*httptest.Server, *volumeapi.Client) {
 	t.Helper()
 	_, store := agentAndStore(t)
 	tenants := &volumeapi.Tenants{}
-	if err := tenants.Set(map[string]string{tenantA: tokenA}); err != nil {
+	if err := tenants.Set(map[string]string{tenantA: tokenA, "team-b": tokenB}); err != nil {
 		t.Fatal(err)
 	}
 	server := volumeapi.New(store, tenants)
@@ -33,15 +33,17 @@ func guardedAgent(t *testing.T) (*httptest.Server, *volumeapi.Client) {
 	srv := httptest.NewTLSServer(httpserver.LimitInFlight(server.Handler(), httpserver.MaxInFlight))
 	server.PeerHTTP = srv.Client()
 	t.Cleanup(srv.Close)
-	c := client(srv, tokenA)
 	ctx := context.Background()
-	if _, err := c.CreateVolume(ctx, btrfsnode.CreateRequest{Name: "db", SizeBytes: 64 * mib}); err != nil {
-		t.Fatal(err)
+	for _, token := range []string{tokenB, tokenA} {
+		c := client(srv, token)
+		if _, err := c.CreateVolume(ctx, btrfsnode.CreateRequest{Name: "db", SizeBytes: 64 * mib}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.SetPair(ctx, "db-pair", wire.PairRequest{Volume: "db", Token: pairToken}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if _, err := c.SetPair(ctx, "db-pair", wire.PairRequest{Volume: "db", Token: pairToken}); err != nil {
-		t.Fatal(err)
-	}
-	return srv, c
+	return srv, client(srv, tokenA)
 }
 
 // A tenant names the peer of a sync; the agent calls only another
@@ -69,10 +71,10 @@ func TestASyncCallsOnlyAnAgentOfTheCluster(t *testing.T) {
 
 // Syncs to a peer that never answers hold stream slots, not the
 // server's requests: as many of them as the server takes requests leave
-// the volume API answering, and the syncs over the budget are told to
-// come back.
+// the volume API answering, and the syncs over the tenant's share of the
+// budget are told to come back. Another tenant's sync still gets a slot.
 func TestHangingSyncsLeaveTheVolumeAPIServed(t *testing.T) {
-	_, c := guardedAgent(t)
+	srv, c := guardedAgent(t)
 	release := make(chan struct{})
 	var arrived atomic.Int32
 	hanging := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -97,7 +99,7 @@ func TestHangingSyncsLeaveTheVolumeAPIServed(t *testing.T) {
 		}()
 	}
 	testenv.Eventually(t, 20*time.Second, func() error {
-		if a, b := arrived.Load(), busy.Load(); a != volumeapi.MaxStreams || int(b) != httpserver.MaxInFlight-volumeapi.MaxStreams {
+		if a, b := arrived.Load(), busy.Load(); a != volumeapi.MaxStreamsPerTenant || int(b) != httpserver.MaxInFlight-volumeapi.MaxStreamsPerTenant {
 			return fmt.Errorf("%d syncs reached the peer and %d were told the agent is busy", a, b)
 		}
 		return nil
@@ -105,8 +107,27 @@ func TestHangingSyncsLeaveTheVolumeAPIServed(t *testing.T) {
 	if _, err := c.GetVolume(context.Background(), "db"); err != nil {
 		t.Fatalf("the volume API while syncs hang: %v", err)
 	}
+	// team-a holds its whole share; team-b's sync is not turned away.
+	other := make(chan error, 1)
+	go func() {
+		_, err := client(srv, tokenB).WithoutTimeout().SyncPair(context.Background(), "db-pair",
+			wire.SyncRequest{Peer: hanging.URL, PeerTenant: "team-b", Token: pairToken})
+		other <- err
+	}()
+	testenv.Eventually(t, 20*time.Second, func() error {
+		select {
+		case err := <-other:
+			t.Fatalf("another tenant's sync while team-a holds its share: %v; want it to reach the peer", err)
+		default:
+		}
+		if a := arrived.Load(); a != volumeapi.MaxStreamsPerTenant+1 {
+			return fmt.Errorf("%d syncs reached the peer", a)
+		}
+		return nil
+	})
 	close(release)
 	wg.Wait()
+	<-other
 }
 
 // The replica routes' tenant segment names a directory: an escaped

@@ -44,7 +44,7 @@ type Server struct {
 	// Controller, when set, is the only caller of the pair routes (a
 	// node agent's): strata's controller, by its service account token.
 	Controller *ControllerCaller
-	streams    streamBudget
+	streams    *streamBudget
 	// Images, when set, serves image jobs on libvirt-volume-provisioner's
 	// routes (docs/images.md).
 	Images  *provision.Provisioner
@@ -54,13 +54,13 @@ type Server struct {
 // New returns a server of a backend's volumes and pairs for the given
 // tenants.
 func New(store contract.Store, tenants *Tenants) *Server {
-	return &Server{Volumes: store, Pairs: store, Tenants: tenants, metrics: newMetrics(store), streams: make(streamBudget, MaxStreams)}
+	return &Server{Volumes: store, Pairs: store, Tenants: tenants, metrics: newMetrics(store), streams: &streamBudget{}}
 }
 
 // NewPairServer serves only the pair and replica routes, and health and
 // metrics, of a backend's pairs: the node agent's API for the LVM mover.
 func NewPairServer(pairs contract.Pairs, tenants *Tenants) *Server {
-	return &Server{Pairs: pairs, Tenants: tenants, metrics: newMetrics(nil), streams: make(streamBudget, MaxStreams)}
+	return &Server{Pairs: pairs, Tenants: tenants, metrics: newMetrics(nil), streams: &streamBudget{}}
 }
 
 // Handler routes the API.
