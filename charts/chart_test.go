@@ -106,8 +106,8 @@ func TestKubeletFindsTheNodeService(t *testing.T) {
 }
 
 // With the LVM mover on, the controller calls the agents on the port they
-// listen on, with its own service account token for audience
-// strata-agent, which the agents take from it alone, trusting the CA
+// listen on, with its own service account's tokens, one per node's
+// audience, which the agents take from it alone, trusting the CA
 // that issues their certificates. The tenants Secret the agents read
 // (for image jobs) opens no pair route.
 func TestTheControllerReachesTheAgentsPairAPI(t *testing.T) {
@@ -117,16 +117,17 @@ func TestTheControllerReachesTheAgentsPairAPI(t *testing.T) {
 	if got := flag(agent, "--pairs-listen"); got != ":9421" || flag(controller, "--lvm-pairs-port") != "9421" {
 		t.Errorf("the agents listen on %q, the controller calls port %q", got, flag(controller, "--lvm-pairs-port"))
 	}
-	if flag(controller, "--lvm-pairs-tokens-secret") != "" || flag(controller, "--lvm-pairs-token-file") == "" {
-		t.Errorf("the controller calls the agents with %q; want its own token file", controller)
+	if flag(controller, "--lvm-pairs-tokens-secret") != "" || flag(controller, "--lvm-pairs-service-account") != "strata-system/r-controller" {
+		t.Errorf("the controller calls the agents with %q; want its own service account's tokens", controller)
 	}
 	if got := flag(agent, "--pairs-controller"); got != "system:serviceaccount:strata-system:r-controller" {
 		t.Errorf("the agents' pair routes take %q; want the controller's service account", got)
 	}
+	// No token for every agent sits in a file of the controller's.
 	deployment := find(t, objects, "Deployment", "r-controller")
 	volumes, _, _ := unstructured.NestedSlice(deployment.Object, "spec", "template", "spec", "volumes")
-	if !strings.Contains(fmt.Sprint(volumes), "audience:strata-agent") {
-		t.Errorf("the controller's volumes %v hold no token for audience strata-agent", volumes)
+	if strings.Contains(fmt.Sprint(volumes), "audience:strata-agent") {
+		t.Errorf("the controller's volumes %v hold a token for every agent", volumes)
 	}
 	secret := find(t, objects, "Secret", strings.TrimPrefix(flag(agent, "--tenants-secret"), "strata-system/"))
 	data, _, _ := unstructured.NestedStringMap(secret.Object, "data")

@@ -8,9 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -37,13 +35,15 @@ type Agents struct {
 	Client client.Reader
 	// Port is the agents' pair API port.
 	Port int
-	// TokenFile, when set, holds the token the controller calls them
-	// with: its own service account token for audience strata-agent,
-	// which the kubelet keeps fresh and each agent reviews with the API
-	// server. No node holds it.
-	TokenFile string
-	// Tokens, without TokenFile, is the Secret of the agents' tenants:
-	// its one key is the tenant, and its value the token.
+	// ServiceAccount, when set, is the controller's own service account:
+	// each call to a node's agent carries a token of it for that node's
+	// audience alone (volumeapi.AudienceFor), requested from the API
+	// server through Minter and reviewed by the agent. No node holds a
+	// token another node's agent takes.
+	ServiceAccount client.ObjectKey
+	Minter         client.Client
+	// Tokens, without ServiceAccount, is the Secret of the agents'
+	// tenants: its one key is the tenant, and its value the token.
 	Tokens client.ObjectKey
 	// CA is the Secret whose ca.crt the agents' certificates chain to;
 	// empty calls them over plain HTTP.
@@ -53,6 +53,7 @@ type Agents struct {
 	Others  Others
 
 	clients sync.Map // CA PEM → *http.Client
+	minted  tokenCache
 }
 
 // AgentOf implements mover.Agents.
@@ -73,7 +74,7 @@ func (a *Agents) AgentOf(ctx context.Context, volumeHandle string) (mover.Agent,
 	if err != nil {
 		return nil, "", err
 	}
-	c, err := a.client(ctx, address)
+	c, err := a.client(ctx, lv.Spec.NodeName, address)
 	if err != nil {
 		return nil, "", err
 	}
@@ -95,9 +96,9 @@ func (a *Agents) nodeAddress(ctx context.Context, node string) (string, error) {
 	return "", fmt.Errorf("node %s reports no InternalIP: its agent's pair API cannot be reached", node)
 }
 
-// client is a client of the agent at address, with the token.
-func (a *Agents) client(ctx context.Context, address string) (*volumeapi.Client, error) {
-	token, err := a.token(ctx)
+// client is a client of node's agent at address, with the token.
+func (a *Agents) client(ctx context.Context, node, address string) (*volumeapi.Client, error) {
+	token, err := a.token(ctx, node)
 	if err != nil {
 		return nil, err
 	}
@@ -113,15 +114,10 @@ func (a *Agents) client(ctx context.Context, address string) (*volumeapi.Client,
 	return &volumeapi.Client{URL: u, Token: token, HTTP: httpClient}, nil
 }
 
-// token is what the controller calls the agents with, read at each call:
-// the kubelet rotates the file.
-func (a *Agents) token(ctx context.Context) (string, error) {
-	if a.TokenFile != "" {
-		data, err := os.ReadFile(a.TokenFile)
-		if err != nil {
-			return "", fmt.Errorf("the controller's token for the agents: %w", err)
-		}
-		return strings.TrimSpace(string(data)), nil
+// token is what the controller calls node's agent with.
+func (a *Agents) token(ctx context.Context, node string) (string, error) {
+	if a.ServiceAccount.Name != "" {
+		return a.minted.get(ctx, a.Minter, a.ServiceAccount, volumeapi.AudienceFor(node))
 	}
 	tenants := &corev1.Secret{}
 	if err := a.Client.Get(ctx, a.Tokens, tenants); err != nil {

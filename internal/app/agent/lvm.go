@@ -129,7 +129,7 @@ func (a *Agent) servePairs(ctx context.Context, o Options, pairs *lvmnode.Store,
 	server := volumeapi.NewPairServer(pairs, served.tenants)
 	server.PeerHTTP, server.Peers = served.peerHTTP, served.peers(a.reader)
 	if o.LVM.PairsController != "" {
-		server.Controller = &volumeapi.ControllerCaller{Client: a.client, Identity: o.LVM.PairsController, Tenant: o.LVM.PairsTenant}
+		server.Controller = &volumeapi.ControllerCaller{Client: a.client, Identity: o.LVM.PairsController, Tenant: o.LVM.PairsTenant, Node: o.Node}
 	}
 	if o.Images.Dir != "" {
 		if server.Images, err = o.Images.open(ctx, a.reader, images, a.notice(o, logger, imageEventType)); err != nil {

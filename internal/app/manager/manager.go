@@ -374,18 +374,23 @@ func localAddr(bind string) string {
 type LVMPairs struct {
 	Port       int
 	Tokens, CA string
-	// TokenFile, when set, is the controller's own token for the agents
-	// (lvmagents.Agents.TokenFile), in place of Tokens.
-	TokenFile string
+	// ServiceAccount, namespace/name, when set, is the controller's own
+	// service account, whose tokens for each node's audience it calls the
+	// agents with (lvmagents.Agents.ServiceAccount), in place of Tokens.
+	ServiceAccount string
 }
 
 // agents resolves volume handles to their agents: logical volumes to the
 // node agents' pair API when it is configured, the rest to btrfs hosts.
 func (p LVMPairs) agents(mgr manager.Manager, btrfs mover.Agents) (mover.Agents, error) {
-	if p.Tokens == "" && p.TokenFile == "" {
+	if p.Tokens == "" && p.ServiceAccount == "" {
 		return btrfs, nil
 	}
 	tokens, err := volumeapi.SecretKey("lvm-pairs-tokens-secret", p.Tokens)
+	if err != nil {
+		return nil, err
+	}
+	account, err := volumeapi.SecretKey("lvm-pairs-service-account", p.ServiceAccount)
 	if err != nil {
 		return nil, err
 	}
@@ -393,7 +398,8 @@ func (p LVMPairs) agents(mgr manager.Manager, btrfs mover.Agents) (mover.Agents,
 	if err != nil {
 		return nil, err
 	}
-	return &lvmagents.Agents{Client: mgr.GetClient(), Port: p.Port, TokenFile: p.TokenFile, Tokens: tokens, CA: ca, Timeout: 30 * time.Second, Others: btrfs}, nil
+	return &lvmagents.Agents{Client: mgr.GetClient(), Port: p.Port, ServiceAccount: account, Minter: mgr.GetClient(), Tokens: tokens, CA: ca,
+		Timeout: 30 * time.Second, Others: btrfs}, nil
 }
 
 // registerStorage runs the storage controllers: LVMClusters, replication

@@ -12,10 +12,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// Audience is the audience of the tokens strata's controller calls the
-// node agents' pair API with: a token for another audience, the API
-// server's own included, is refused.
+// Audience begins the audience of the tokens strata's controller calls
+// the node agents' pair API with: each node's agent takes only tokens for
+// its own node's audience (AudienceFor), so that an agent that received
+// the controller's token cannot replay it to another node. A token for
+// another audience, the API server's own included, is refused.
 const Audience = "strata-agent"
+
+// AudienceFor is the audience of the controller's tokens for node's
+// agent.
+func AudienceFor(node string) string { return Audience + ":" + node }
 
 // ControllerCaller authenticates the caller of a node agent's pair
 // routes as strata's controller, by its own service account token,
@@ -32,6 +38,9 @@ type ControllerCaller struct {
 	// Tenant is the tenant the controller's calls act as: the pairs'
 	// directory on the node.
 	Tenant string
+	// Node is the agent's node: the audience its tokens are for
+	// (AudienceFor).
+	Node string
 
 	mu       sync.Mutex
 	reviewed map[[32]byte]time.Time // token digest → until when it holds
@@ -54,12 +63,13 @@ func (c *ControllerCaller) Authenticate(ctx context.Context, token string) (stri
 	if ok && time.Now().Before(until) {
 		return c.Tenant, true, nil
 	}
-	review := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: []string{Audience}}}
+	audience := AudienceFor(c.Node)
+	review := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: []string{audience}}}
 	if err := c.Client.Create(ctx, review); err != nil {
 		return "", false, fmt.Errorf("reviewing a caller's token with the API server: %w", err)
 	}
 	st := review.Status
-	if !st.Authenticated || st.User.Username != c.Identity || !slices.Contains(st.Audiences, Audience) {
+	if !st.Authenticated || st.User.Username != c.Identity || !slices.Contains(st.Audiences, audience) {
 		return "", false, nil
 	}
 	c.mu.Lock()

@@ -20,9 +20,10 @@ import (
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // A node agent's pair routes take only strata's controller, by its own
-// service account token for the agents' audience, reviewed by a real API
-// server: not another account's token, not the controller's token for
-// another audience, and not a tenant token every node holds.
+// service account token for that agent's node's audience, reviewed by a
+// real API server: not another account's token, not the controller's
+// token for another node (which that node's agent received and could
+// replay) or another audience, and not a tenant token every node holds.
 func TestANodeAgentsPairRoutesTakeOnlyTheController(t *testing.T) {
 	env := testenv.Get(t)
 	ctx := context.Background()
@@ -47,7 +48,8 @@ func TestANodeAgentsPairRoutesTakeOnlyTheController(t *testing.T) {
 		t.Fatal(err)
 	}
 	server := volumeapi.New(store, tenants)
-	server.Controller = &volumeapi.ControllerCaller{Client: env.Client, Identity: "system:serviceaccount:" + ns + ":controller", Tenant: tenantA}
+	server.Controller = &volumeapi.ControllerCaller{Client: env.Client, Identity: "system:serviceaccount:" + ns + ":controller", Tenant: tenantA,
+		Node: "node-a"}
 	srv := httptest.NewServer(server.Handler())
 	defer srv.Close()
 	status := func(path, bearer string) int {
@@ -67,9 +69,11 @@ func TestANodeAgentsPairRoutesTakeOnlyTheController(t *testing.T) {
 		who, token string
 		want       int
 	}{
-		{"the controller, for the agents' audience", token("controller", volumeapi.Audience), http.StatusNotFound},
+		{"the controller, for this node's agent", token("controller", volumeapi.AudienceFor("node-a")), http.StatusNotFound},
+		{"the controller, for another node's agent", token("controller", volumeapi.AudienceFor("node-b")), http.StatusUnauthorized},
+		{"the controller, for every agent", token("controller", volumeapi.Audience), http.StatusUnauthorized},
 		{"the controller, for the API server", token("controller"), http.StatusUnauthorized},
-		{"another account, for the agents' audience", token("a-node-agent", volumeapi.Audience), http.StatusUnauthorized},
+		{"another account, for this node's agent", token("a-node-agent", volumeapi.AudienceFor("node-a")), http.StatusUnauthorized},
 		{"the tenant token every node holds", tokenA, http.StatusUnauthorized},
 	} {
 		if got := status("/v1/pairs/none", c.token); got != c.want {

@@ -136,7 +136,7 @@ func (s *Server) pairCaller(h func(http.ResponseWriter, *http.Request, string) (
 		case !ok:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="strata-agent"`)
 			writeJSON(w, http.StatusUnauthorized, errorBody{Reason: "Unauthorized",
-				Error: "a node agent's pair routes take only strata's controller, by its service account token for audience " + Audience})
+				Error: "a node agent's pair routes take only strata's controller, by its service account token for audience " + Audience + ":<this node>"})
 		default:
 			s.answer(w, r, tenant, h)
 		}
