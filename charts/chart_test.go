@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -137,6 +138,10 @@ func TestTheControllerReachesTheAgentsPairAPI(t *testing.T) {
 	ca := find(t, objects, "Secret", strings.TrimPrefix(flag(controller, "--lvm-pairs-ca-secret"), "strata-system/"))
 	if _, ok, _ := unstructured.NestedString(ca.Object, "data", "ca.crt"); !ok || flag(agent, "--volume-api-tls-ca-cert") == "" {
 		t.Error("the agents do not serve TLS from the CA the controller trusts")
+	}
+	agentVolumes, _, _ := unstructured.NestedSlice(find(t, objects, "DaemonSet", "r-agent").Object, "spec", "template", "spec", "volumes")
+	if strings.Contains(fmt.Sprint(agentVolumes), "secretName:r-agent-ca]") || !slices.Contains(agent, "--volume-api-tls-request") {
+		t.Errorf("the agents hold the CA's key, or make their own certificates: %v", agentVolumes)
 	}
 	find(t, objects, "Role", "r-agent-pairs")
 	if hostPID, _, _ := unstructured.NestedBool(find(t, objects, "DaemonSet", "r-agent").Object, "spec", "template", "spec", "hostPID"); !hostPID {
@@ -383,8 +388,20 @@ func TestTheBtrfsVolumeAPIServesTLSByDefault(t *testing.T) {
 	for _, a := range containers[0].(map[string]any)["args"].([]any) {
 		args = append(args, a.(string))
 	}
-	if flag(args, "--volume-api-tls-ca-cert") == "" || flag(args, "--volume-api-tls-ca-key") == "" {
-		t.Errorf("the btrfs host's agent is not given the CA: %v", args)
+	// The agent trusts the CA and asks the controller for its certificate:
+	// it never holds the CA's key, which would let one node make
+	// certificates for every other.
+	if flag(args, "--volume-api-tls-ca-cert") == "" || !slices.Contains(args, "--volume-api-tls-request") || flag(args, "--volume-api-tls-ca-key") != "" {
+		t.Errorf("the btrfs host's agent is not given the CA and a signed certificate: %v", args)
+	}
+	volumes, _, _ := unstructured.NestedSlice(host.Object, "spec", "template", "spec", "volumes")
+	if strings.Contains(fmt.Sprint(volumes), "secretName:tls-agent-ca]") {
+		t.Errorf("the btrfs host mounts the CA's key: %v", volumes)
+	}
+	controller := containerArgs(t, find(t, objects, "Deployment", "tls-controller"), "controller")
+	if flag(controller, "--agent-ca-secret") != "strata-system/tls-agent-ca" ||
+		!strings.Contains(flag(controller, "--agent-ca-agents"), "system:serviceaccount:strata-system:tls-btrfs-host") {
+		t.Errorf("the controller does not sign the agents' certificates: %v", controller)
 	}
 	if got := flag(args, "--volume-api-listen"); got != "$(HOST_IP):8420" {
 		t.Errorf("the volume API listens on %q, want the node's address only", got)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/spf13/cobra"
+	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/strata-gitops/strata/internal/app/agent"
@@ -56,7 +57,8 @@ func agentCommand() *cobra.Command {
 	f.StringVar(&o.API.TLS.Cert, "volume-api-tls-cert", o.API.TLS.Cert, "TLS certificate of the volume API (with --volume-api-tls-key)")
 	f.StringVar(&o.API.TLS.Key, "volume-api-tls-key", o.API.TLS.Key, "TLS key of the volume API")
 	f.StringVar(&o.API.TLS.CACert, "volume-api-tls-ca-cert", o.API.TLS.CACert, "CA certificate that issues the volume API's certificate at start, for this host's names and addresses (without --volume-api-tls-cert)")
-	f.StringVar(&o.API.TLS.CAKey, "volume-api-tls-ca-key", o.API.TLS.CAKey, "that CA's key")
+	f.StringVar(&o.API.TLS.CAKey, "volume-api-tls-ca-key", o.API.TLS.CAKey, "that CA's key (an agent outside a cluster; in one, --volume-api-tls-request keeps the key with the controller)")
+	f.BoolVar(&o.API.TLS.Request, "volume-api-tls-request", o.API.TLS.Request, "ask strata's controller to sign the volume API's certificate for this node (a CertificateSigningRequest for signer "+storagev1alpha1.AgentSigner+"), chaining to --volume-api-tls-ca-cert, which peers trust")
 	f.StringVar(&o.API.TenantsFile, "tenants-file", o.API.TenantsFile, "file of tenant:token lines (besides $AGENT_TENANTS)")
 	f.StringVar(&o.API.TenantsSecret, "tenants-secret", o.API.TenantsSecret, "namespace/name of a Secret whose keys are tenants and values their tokens")
 	f.StringVar(&o.Btrfs.TenantNetworks, "tenant-networks", o.Btrfs.TenantNetworks, "tenant:CIDR pairs, comma-separated: the networks each tenant's NFS clients may be in; a tenant not listed may export to single addresses only")

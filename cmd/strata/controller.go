@@ -1,6 +1,7 @@
 package main
 
 import (
+	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -90,6 +91,8 @@ func controllerCommand() *cobra.Command {
 	f.StringVar(&o.LeaseNamespace, "lease-namespace", o.LeaseNamespace, "namespace of the agents' node Leases, which failover reads")
 	f.StringVar(&o.Populator.Image, "populator-image", "", "strata's image, which the image populator's pods run; empty turns the populator off (docs/images.md)")
 	f.StringVar(&o.Populator.Namespace, "populator-namespace", "strata-system", "namespace of the image populator's prime claims, pods and credential copies")
+	f.StringVar(&o.AgentCA.Secret, "agent-ca-secret", "", "namespace/name of the agents' CA Secret (kubernetes.io/tls): the controller signs the agents' serving certificates (CertificateSigningRequests of signer "+storagev1alpha1.AgentSigner+"), each for its own node, and the key stays here; empty signs none")
+	f.StringSliceVar(&o.AgentCA.Agents, "agent-ca-agents", nil, "user names of the agents' service accounts (system:serviceaccount:NAMESPACE:NAME) whose certificate requests --agent-ca-secret signs")
 	f.StringSliceVar(&o.Populator.Endpoints, "populator-endpoints", nil, "the S3 endpoints (scheme://host[:port]) VolumeImages may name, as the agents' --image-endpoints; a VolumeImage naming another is refused before anything is made. Empty refuses every one")
 	f.StringVar(&o.Populator.CacheDir, "populator-cache-dir", "/var/lib/strata/images/cache", "the nodes' image cache, a host path the populator's pods share")
 	f.StringVar(&o.BuildbarnImageRepository, "buildbarn-image-repository", "", "repository of Buildbarn's images (bb-storage, bb-scheduler, bb-worker, bb-runner-installer, bb-browser under it), for components whose spec.image is empty; empty: each must name its image (docs/buildbarn.md)")

@@ -63,3 +63,13 @@ const (
 	PopulatorFailuresAnnotation  = "populator.strata.dev/failures"
 	PopulatorRetryAtAnnotation   = "populator.strata.dev/retry-at"
 )
+
+// AgentSigner is the signer of the node agents' serving certificates:
+// an agent asks for one with a CertificateSigningRequest, and strata's
+// controller, which alone holds the agents' CA key, signs it for the
+// agent's own node.
+const AgentSigner = "strata.dev/agent-serving"
+
+// NodeNameExtra is the key of a service account token's user extra
+// that names the node its pod runs on, which the API server sets.
+const NodeNameExtra = "authentication.kubernetes.io/node-name"

@@ -57,3 +57,12 @@ own alerts endpoint; empty otherwise. */ -}}
 {{- else if and .Values.controller.enabled .Values.engine.enabled }}http://{{ include "strata.name" . }}-controller.{{ .Release.Namespace }}.svc:9690/
 {{- end }}
 {{- end }}
+
+{{- /* The chart makes the agents' CA (btrfs-host-ca.yaml), and the
+       controller signs the agents' certificates from it, when a btrfs
+       host serves TLS without a certificate of its own, or the LVM mover
+       is on. */}}
+{{- define "strata.agentCA" -}}
+{{- $b := .Values.btrfsHost }}
+{{- if or (and $b.enabled $b.tls.enabled (not $b.tls.secretName)) .Values.agent.replication.enabled }}true{{ end }}
+{{- end }}

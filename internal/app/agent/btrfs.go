@@ -80,7 +80,7 @@ func (a *Agent) serveVolumes(ctx context.Context, o Options, opened *openedStore
 	if err != nil {
 		return err
 	}
-	served, err := o.served(ctx, a.reader)
+	served, err := o.served(ctx, a.reader, a.client)
 	if err != nil {
 		return err
 	}

@@ -119,7 +119,7 @@ func restoreFences(ctx context.Context, pairs *lvmnode.Store) error {
 // the agent's TLS and tenants, and image jobs that fill logical volumes
 // when o.Images.Dir is set.
 func (a *Agent) servePairs(ctx context.Context, o Options, pairs *lvmnode.Store, images provision.Volumes) error {
-	served, err := o.served(ctx, a.reader)
+	served, err := o.served(ctx, a.reader, a.client)
 	if err != nil {
 		return err
 	}

@@ -49,13 +49,15 @@ func (sv serving) peers(c client.Reader) volumeapi.PeerPolicy {
 	return p
 }
 
-// served reads the options' TLS, peer client and tenants.
-func (o Options) served(ctx context.Context, c client.Reader) (serving, error) {
+// served reads the options' TLS, peer client and tenants; w, when the
+// agent has a Kubernetes API, asks strata's controller for its
+// certificate.
+func (o Options) served(ctx context.Context, c client.Reader, w client.Client) (serving, error) {
 	var sv serving
 	var err error
 	files := o.API.TLS
 	files.Node = o.Node
-	if sv.tls, err = files.ServerTLS(); err != nil {
+	if sv.tls, err = files.ServerTLS(ctx, w); err != nil {
 		return sv, err
 	}
 	if sv.peerHTTP, err = files.PeerHTTP(); err != nil {

@@ -54,6 +54,7 @@ import (
 	"github.com/strata-gitops/strata/storage/agent/mover"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 	"github.com/strata-gitops/strata/storage/csi/btrfsbackend"
+	"github.com/strata-gitops/strata/storage/agentcerts"
 	"github.com/strata-gitops/strata/storage/csisecrets"
 	"github.com/strata-gitops/strata/storage/imagepopulator"
 	"github.com/strata-gitops/strata/storage/lvmcluster"
@@ -122,6 +123,13 @@ type Options struct {
 	LVMPairs LVMPairs
 	// Populator fills claims from VolumeImages; with no Image, it is off.
 	Populator Populator
+	// AgentCA signs the node agents' serving certificates
+	// (storage/agentcerts): the CA Secret, namespace/name (empty signs
+	// none), and the agents' service account user names.
+	AgentCA struct {
+		Secret string
+		Agents []string
+	}
 	// CSISecretsFor, namespace/name of the CSI controller's service
 	// account, gives it read access to exactly the Secrets strata's
 	// StorageClasses name (storage/csisecrets); empty gives none.
@@ -418,6 +426,15 @@ func registerStorage(ctx context.Context, mgr manager.Manager, o Options) error 
 		}
 		if err := (&csisecrets.Reconciler{Client: mgr.GetClient(), Account: account, Name: account.Name + "-secrets",
 			Events: o.recorder(mgr, "strata")}).SetupWithManager(mgr); err != nil {
+			return err
+		}
+	}
+	if o.AgentCA.Secret != "" {
+		ca, err := volumeapi.SecretKey("agent-ca-secret", o.AgentCA.Secret)
+		if err != nil {
+			return err
+		}
+		if err := (&agentcerts.Signer{Client: mgr.GetClient(), CA: ca, Agents: o.AgentCA.Agents}).SetupWithManager(mgr); err != nil {
 			return err
 		}
 	}

@@ -1,6 +1,7 @@
 package volumeapi
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -15,21 +16,38 @@ import (
 	"net/http"
 	"os"
 	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // TLSFiles are where an agent's API finds its TLS: a certificate and key
-// of its own (Cert, Key), or a CA (CACert, CAKey) that issues one at
-// start for the names and addresses of Node, the agents' usual way.
+// of its own (Cert, Key); or, the chart's way, a certificate strata's
+// controller signs for Node (Request), chaining to CACert; or a CA
+// (CACert, CAKey) that issues one at start for the names and addresses
+// of Node, for an agent outside a cluster.
 type TLSFiles struct {
 	Cert, Key, CACert, CAKey string
-	Node                     string
+	// Request asks strata's controller for the certificate
+	// (RequestCertificate): the CA's key stays with the controller.
+	Request bool
+	Node    string
 }
 
 // ServerTLS is the TLS configuration the API serves with: the given
-// certificate and key, or else one the given CA issues at start for this
-// host's names and addresses; nil serves plain HTTP.
-func (o TLSFiles) ServerTLS() (*tls.Config, error) {
+// certificate and key, or one strata's controller signs (through c), or
+// else one the given CA issues at start for this host's names and
+// addresses; nil serves plain HTTP.
+func (o TLSFiles) ServerTLS(ctx context.Context, c client.Client) (*tls.Config, error) {
 	switch {
+	case o.Request:
+		if c == nil || o.Node == "" {
+			return nil, fmt.Errorf("--volume-api-tls-request needs a Kubernetes API and the agent's node ($NODE_NAME)")
+		}
+		cert, err := RequestCertificate(ctx, c, o.Node)
+		if err != nil {
+			return nil, err
+		}
+		return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 	case o.Cert != "" || o.Key != "":
 		cert, err := tls.LoadX509KeyPair(o.Cert, o.Key)
 		if err != nil {
