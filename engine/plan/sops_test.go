@@ -105,7 +105,9 @@ func TestAKeyFileNeverPrintsADecryptedValue(t *testing.T) {
 	configMap := func(v string) string {
 		return enc("settings.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: databases\ndata:\n  token: "+v+"\n")
 	}
-	values := func(v string) string { return enc("values.yaml", "auth:\n  password: "+v+"\n") }
+	values := func(v string) string {
+		return sopstest.EncryptWhole(t, "values.yaml", "auth:\n  password: "+v+"\n", key.Recipient)
+	}
 	vars := func(v string) string {
 		return enc("vars.yaml", "apiVersion: v1\nkind: Secret\nmetadata:\n  name: vars\n  namespace: flux-system\ndata:\n  api_key: "+
 			base64.StdEncoding.EncodeToString([]byte(v))+"\n")

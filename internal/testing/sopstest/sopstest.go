@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -44,6 +45,13 @@ func NewKey(t testing.TB) Key {
 func Encrypt(t testing.TB, name, content, recipient string) string {
 	t.Helper()
 	return encrypt(t, name, content, []string{"--age", recipient}, nil)
+}
+
+// EncryptWhole encrypts every value of a file for an age recipient, as
+// a Helm values file is encrypted: no --encrypted-regex.
+func EncryptWhole(t testing.TB, name, content, recipient string) string {
+	t.Helper()
+	return encrypt(t, name, content, []string{"--age", recipient, "--encrypted-regex", "."}, nil)
 }
 
 // PGPKey is an OpenPGP key made for a test.
@@ -120,7 +128,7 @@ func encrypt(t testing.TB, name, content string, keyArgs, env []string) string {
 		t.Fatal(err)
 	}
 	args := append([]string{"--encrypt"}, keyArgs...)
-	if ext := filepath.Ext(name); ext == ".yaml" || ext == ".yml" || ext == ".json" {
+	if ext := filepath.Ext(name); (ext == ".yaml" || ext == ".yml" || ext == ".json") && !slices.Contains(keyArgs, "--encrypted-regex") {
 		args = append(args, "--encrypted-regex", "^(data|stringData)$")
 	}
 	cmd := exec.Command(bin, append(args, path)...)
