@@ -9,13 +9,9 @@ package agentcerts
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"slices"
 	"time"
@@ -29,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
+	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 )
 
 // validFor is how long a signed certificate holds; an agent asks again
@@ -156,36 +153,16 @@ func (s *Signer) sign(ctx context.Context, node *corev1.Node, key any) ([]byte, 
 	if err := s.Get(ctx, s.CA, secret); err != nil {
 		return nil, fmt.Errorf("the agents' CA Secret %s: %w", s.CA, err)
 	}
-	ca, err := tls.X509KeyPair(secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey])
-	if err != nil {
-		return nil, fmt.Errorf("the agents' CA Secret %s: %w", s.CA, err)
-	}
-	caCert, err := x509.ParseCertificate(ca.Certificate[0])
-	if err != nil {
-		return nil, fmt.Errorf("the agents' CA Secret %s: %w", s.CA, err)
-	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	if err != nil {
-		return nil, err
-	}
 	names, ips := identity(node)
-	now := time.Now()
-	template := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: node.Name},
-		DNSNames:     names,
-		IPAddresses:  ips,
-		NotBefore:    now.Add(-time.Hour), // a clock a little behind still accepts it
-		NotAfter:     now.Add(validFor),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, template, caCert, key, ca.PrivateKey)
+	chain, err := volumeapi.Sign(secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey], key, names, ips, validFor)
 	if err != nil {
-		return nil, fmt.Errorf("signing node %s's agent certificate: %w", node.Name, err)
+		return nil, fmt.Errorf("signing node %s's agent certificate with the CA Secret %s: %w", node.Name, s.CA, err)
 	}
-	return append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caCert.Raw})...), nil
+	var out []byte
+	for _, der := range chain {
+		out = append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
+	}
+	return out, nil
 }
 
 // deny records why a request is refused; the agent reports it.

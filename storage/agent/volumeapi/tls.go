@@ -140,21 +140,33 @@ func hostIdentity(node string) ([]string, []net.IP, error) {
 // Issue makes a serving certificate for names and ips, signed by the CA
 // (PEM certificate and key), valid for the given time.
 func Issue(caCertPEM, caKeyPEM []byte, names []string, ips []net.IP, valid time.Duration) (tls.Certificate, error) {
-	ca, err := tls.X509KeyPair(caCertPEM, caKeyPEM)
-	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("the volume API's CA: %w", err)
-	}
-	caCert, err := x509.ParseCertificate(ca.Certificate[0])
-	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("the volume API's CA: %w", err)
-	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return tls.Certificate{}, err
 	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	chain, err := Sign(caCertPEM, caKeyPEM, &key.PublicKey, names, ips, valid)
 	if err != nil {
 		return tls.Certificate{}, err
+	}
+	return tls.Certificate{Certificate: chain, PrivateKey: key}, nil
+}
+
+// Sign makes a serving certificate of public key pub for names (the
+// first is its common name) and ips, signed by the CA (PEM certificate
+// and key), valid for the given time; it returns the certificate and the
+// CA's, DER. Agents' certificates are made here, whoever holds the CA.
+func Sign(caCertPEM, caKeyPEM []byte, pub any, names []string, ips []net.IP, valid time.Duration) ([][]byte, error) {
+	ca, err := tls.X509KeyPair(caCertPEM, caKeyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("the volume API's CA: %w", err)
+	}
+	caCert, err := x509.ParseCertificate(ca.Certificate[0])
+	if err != nil {
+		return nil, fmt.Errorf("the volume API's CA: %w", err)
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		return nil, err
 	}
 	now := time.Now()
 	template := &x509.Certificate{
@@ -167,11 +179,11 @@ func Issue(caCertPEM, caKeyPEM []byte, names []string, ips []net.IP, valid time.
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
-	der, err := x509.CreateCertificate(rand.Reader, template, caCert, &key.PublicKey, ca.PrivateKey)
+	der, err := x509.CreateCertificate(rand.Reader, template, caCert, pub, ca.PrivateKey)
 	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("issuing the volume API's certificate: %w", err)
+		return nil, fmt.Errorf("issuing the volume API's certificate: %w", err)
 	}
-	return tls.Certificate{Certificate: [][]byte{der, caCert.Raw}, PrivateKey: key}, nil
+	return [][]byte{der, caCert.Raw}, nil
 }
 
 // NewCA makes a CA for the volume API: its certificate and key, in PEM.
