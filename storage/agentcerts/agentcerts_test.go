@@ -72,7 +72,7 @@ func TestAnAgentGetsACertificateForItsOwnNodeOnly(t *testing.T) {
 	}
 
 	// The agent on node a asks for node b's name: it gets node a's.
-	cert, err := volumeapi.RequestCertificate(ctx, as("agent", ns+"-a"), ns+"-b")
+	cert, err := volumeapi.RequestCertificate(ctx, as("agent", ns+"-a"), as("agent", ns+"-a"), ns+"-b")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,8 @@ func TestAnAgentGetsACertificateForItsOwnNodeOnly(t *testing.T) {
 		{"another account", "other", ns + "-a", "is not a strata agent's service account"},
 		{"a token naming no node", "agent", "", "names no node"},
 	} {
-		_, err := volumeapi.RequestCertificate(ctx, as(c.account, c.node), ns+"-a")
+		requester := as(c.account, c.node)
+		_, err := volumeapi.RequestCertificate(ctx, requester, requester, ns+"-a")
 		if err == nil || !strings.Contains(err.Error(), "refused") || !strings.Contains(err.Error(), c.why) {
 			t.Errorf("%s: %v; want it refused because it %s", c.what, err, c.why)
 		}

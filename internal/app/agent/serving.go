@@ -49,15 +49,19 @@ func (sv serving) peers(c client.Reader) volumeapi.PeerPolicy {
 	return p
 }
 
-// served reads the options' TLS, peer client and tenants; w, when the
-// agent has a Kubernetes API, asks strata's controller for its
-// certificate.
+// served reads the options' TLS, peer client and tenants; c reads the
+// API server directly, and w, when the agent has a Kubernetes API, asks
+// strata's controller for its certificate.
 func (o Options) served(ctx context.Context, c client.Reader, w client.Client) (serving, error) {
 	var sv serving
 	var err error
 	files := o.API.TLS
 	files.Node = o.Node
-	if sv.tls, err = files.ServerTLS(ctx, w); err != nil {
+	var writer client.Writer
+	if w != nil {
+		writer = w
+	}
+	if sv.tls, err = files.ServerTLS(ctx, writer, c); err != nil {
 		return sv, err
 	}
 	if sv.peerHTTP, err = files.PeerHTTP(); err != nil {

@@ -32,7 +32,11 @@ const certificateWait = 2 * time.Minute
 // CertificateSigningRequest for signer storagev1alpha1.AgentSigner,
 // which the controller signs for the requesting agent's own node only
 // (package agentcerts). The key never leaves this process.
-func RequestCertificate(ctx context.Context, c client.Client, node string) (tls.Certificate, error) {
+//
+// w makes the request and r reads it back: r must read the API server
+// directly, since an agent may not list or watch requests, which a cached
+// reader would.
+func RequestCertificate(ctx context.Context, w client.Writer, r client.Reader, node string) (tls.Certificate, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return tls.Certificate{}, err
@@ -50,10 +54,10 @@ func RequestCertificate(ctx context.Context, c client.Client, node string) (tls.
 			Usages:     []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth},
 		},
 	}
-	if err := c.Create(ctx, csr); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := w.Create(ctx, csr); err != nil && !apierrors.IsAlreadyExists(err) {
 		return tls.Certificate{}, fmt.Errorf("asking strata's controller for this agent's certificate (CertificateSigningRequest %s): %w", csr.Name, err)
 	}
-	chain, err := waitForCertificate(ctx, c, csr.Name)
+	chain, err := waitForCertificate(ctx, r, csr.Name)
 	if err != nil {
 		return tls.Certificate{}, err
 	}
@@ -63,7 +67,7 @@ func RequestCertificate(ctx context.Context, c client.Client, node string) (tls.
 // waitForCertificate polls the request until it is signed, and returns
 // the certificate's chain, DER; a denial or failure is an error naming
 // why.
-func waitForCertificate(ctx context.Context, c client.Client, name string) ([][]byte, error) {
+func waitForCertificate(ctx context.Context, c client.Reader, name string) ([][]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, certificateWait)
 	defer cancel()
 	tick := time.NewTicker(250 * time.Millisecond)

@@ -34,16 +34,17 @@ type TLSFiles struct {
 }
 
 // ServerTLS is the TLS configuration the API serves with: the given
-// certificate and key, or one strata's controller signs (through c), or
-// else one the given CA issues at start for this host's names and
-// addresses; nil serves plain HTTP.
-func (o TLSFiles) ServerTLS(ctx context.Context, c client.Client) (*tls.Config, error) {
+// certificate and key, or one strata's controller signs (asked through
+// w, read back through r, which reads the API server directly), or else
+// one the given CA issues at start for this host's names and addresses;
+// nil serves plain HTTP.
+func (o TLSFiles) ServerTLS(ctx context.Context, w client.Writer, r client.Reader) (*tls.Config, error) {
 	switch {
 	case o.Request:
-		if c == nil || o.Node == "" {
+		if w == nil || r == nil || o.Node == "" {
 			return nil, fmt.Errorf("--volume-api-tls-request needs a Kubernetes API and the agent's node ($NODE_NAME)")
 		}
-		cert, err := RequestCertificate(ctx, c, o.Node)
+		cert, err := RequestCertificate(ctx, w, r, o.Node)
 		if err != nil {
 			return nil, err
 		}
