@@ -57,11 +57,7 @@ func (o Options) served(ctx context.Context, c client.Reader, w client.Client) (
 	var err error
 	files := o.API.TLS
 	files.Node = o.Node
-	var writer client.Writer
-	if w != nil {
-		writer = w
-	}
-	if sv.tls, err = files.ServerTLS(ctx, writer, c); err != nil {
+	if sv.tls, err = files.ServerTLS(ctx, w, c); err != nil {
 		return sv, err
 	}
 	if sv.peerHTTP, err = files.PeerHTTP(); err != nil {
