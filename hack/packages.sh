@@ -49,6 +49,9 @@ declare -A wanted=(
   [qemu-aarch64-static]=qemu-user-static
   # The dashboard's tests, screenshots and benchmark drive headless Chromium (dashboard/).
   [chromium]=chromium
+  # The test guest: Debian's kernel under qemu, for device-mapper and the
+  # kernel's NFS server (internal/testing/guest, make kernel-test).
+  [qemu-system-x86_64]=qemu-system-x86
   # The busybox image of Kubernetes' storage e2e (make conformance).
   [/bin/busybox]=busybox-static
 )

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/strata-gitops/strata/hack/debian"
 	"github.com/strata-gitops/strata/sources/cosignsig"
 
 	"bytes"
@@ -57,9 +58,9 @@ func Build(ctx context.Context, o Options) (v1.Hash, error) {
 	if !versionPattern.MatchString(o.Version) {
 		return v1.Hash{}, fmt.Errorf("version %q: give a semantic version such as 0.3.0", o.Version)
 	}
-	pkgs, err := readLock(o.Lock)
+	pkgs, err := debian.ReadLock(o.Lock)
 	if err != nil {
-		return v1.Hash{}, err
+		return v1.Hash{}, fmt.Errorf("%w; write it with make release-lock", err)
 	}
 	key, err := loadOrMakeKey(o.Key)
 	if err != nil {
@@ -110,12 +111,12 @@ type builtComponent struct {
 
 // buildComponent builds a component's image for every architecture, its
 // SBOMs and the index's signature.
-func buildComponent(ctx context.Context, o Options, c component, pkgs []Package, key *ecdsa.PrivateKey) (builtComponent, error) {
+func buildComponent(ctx context.Context, o Options, c component, pkgs []debian.Package, key *ecdsa.PrivateKey) (builtComponent, error) {
 	b := builtComponent{component: c, index: mutate.IndexMediaType(empty.Index, types.OCIImageIndex)}
 	for _, arch := range Architectures {
-		var base []Package
+		var base []debian.Package
 		if c.onDebian {
-			base = forArch(pkgs, arch)
+			base = debian.ForArch(pkgs, arch)
 		}
 		img, binary, err := buildImage(ctx, o, c, arch, base)
 		if err != nil {
@@ -204,7 +205,7 @@ func signature(key *ecdsa.PrivateKey, repository string, digest v1.Hash) (v1.Ima
 // buildImage is a component's image for an architecture, and its program:
 // the packages' files in one layer (none without packages), the program
 // and its files in the last.
-func buildImage(ctx context.Context, o Options, c component, arch string, pkgs []Package) (v1.Image, []byte, error) {
+func buildImage(ctx context.Context, o Options, c component, arch string, pkgs []debian.Package) (v1.Image, []byte, error) {
 	var layers []v1.Layer
 	if c.onDebian {
 		if len(pkgs) == 0 {
@@ -220,8 +221,8 @@ func buildImage(ctx context.Context, o Options, c component, arch string, pkgs [
 	if err != nil {
 		return nil, nil, err
 	}
-	fs := rootfs{}
-	fs.put(strings.TrimPrefix(c.binary, "/"), 0o755, binary)
+	fs := debian.Rootfs{}
+	fs.Put(strings.TrimPrefix(c.binary, "/"), 0o755, binary)
 	if c.extra != nil {
 		c.extra(fs)
 	}
@@ -248,25 +249,25 @@ func buildImage(ctx context.Context, o Options, c component, arch string, pkgs [
 }
 
 // baseLayer is the locked packages' files, unpacked.
-func baseLayer(ctx context.Context, o Options, arch string, pkgs []Package) (v1.Layer, error) {
-	a := apt{arch: arch, dir: filepath.Join(o.Cache, "apt", arch)}
+func baseLayer(ctx context.Context, o Options, arch string, pkgs []debian.Package) (v1.Layer, error) {
+	a := debian.APT{Arch: arch, Dir: filepath.Join(o.Cache, "apt", arch)}
 	debs := filepath.Join(o.Cache, "debs", arch)
 	if err := os.MkdirAll(debs, 0o755); err != nil {
 		return nil, err
 	}
-	paths, err := a.download(ctx, pkgs, debs)
+	paths, err := a.Download(ctx, pkgs, debs)
 	if err != nil {
 		return nil, err
 	}
-	fs := rootfs{}
+	fs := debian.Rootfs{}
 	for _, p := range pkgs {
-		if err := fs.unpack(ctx, paths[p.Name]); err != nil {
+		if err := fs.Unpack(ctx, paths[p.Name]); err != nil {
 			return nil, err
 		}
 	}
 	// lvm2 runs in a container without udev: the host's udev names
 	// devices, so lvm must not wait for it.
-	if err := fs.edit("etc/lvm/lvm.conf", func(b []byte) []byte {
+	if err := fs.Edit("etc/lvm/lvm.conf", func(b []byte) []byte {
 		b = regexp.MustCompile(`(?m)^(\s*)# udev_sync = 1`).ReplaceAll(b, []byte("${1}udev_sync = 0"))
 		return regexp.MustCompile(`(?m)^(\s*)# udev_rules = 1`).ReplaceAll(b, []byte("${1}udev_rules = 0"))
 	}); err != nil {
@@ -275,8 +276,8 @@ func baseLayer(ctx context.Context, o Options, arch string, pkgs []Package) (v1.
 	return layerOf(fs, o.Epoch)
 }
 
-func layerOf(fs rootfs, epoch time.Time) (v1.Layer, error) {
-	data, err := fs.tarball(epoch)
+func layerOf(fs debian.Rootfs, epoch time.Time) (v1.Layer, error) {
+	data, err := fs.Tarball(epoch)
 	if err != nil {
 		return nil, err
 	}

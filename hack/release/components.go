@@ -9,6 +9,8 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	"github.com/strata-gitops/strata/hack/debian"
 )
 
 // component is one image of the release, built for every architecture:
@@ -29,7 +31,7 @@ type component struct {
 	// build builds the program for an architecture.
 	build func(ctx context.Context, o Options, arch string) ([]byte, error)
 	// extra adds files besides the program.
-	extra func(fs rootfs)
+	extra func(fs debian.Rootfs)
 }
 
 // strataTools are the programs strata's agent, CSI node service and
@@ -51,7 +53,7 @@ func components(o Options) ([]component, error) {
 		{name: "example-app", tag: o.Version, binary: "/example-app", build: goProgram("./cmd/example-app", false),
 			// Buildbarn's volume-init runs a shell: the example app
 			// stands in for it (cmd/example-app/buildbarn.go).
-			extra: func(fs rootfs) { fs.dir("bin", 0o755); fs.link("bin/sh", "/example-app"); fs.dir("tmp", 0o1777) }},
+			extra: func(fs debian.Rootfs) { fs.Dir("bin", 0o755); fs.Link("bin/sh", "/example-app"); fs.Dir("tmp", 0o1777) }},
 		{name: "pause", tag: o.Version, binary: "/pause", build: goProgram("./cmd/pause", false)},
 	}
 	sidecars, err := readSidecars(filepath.Join(o.Repo, "hack", "sidecars.txt"))

@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/strata-gitops/strata/hack/debian"
 )
 
 // notable are the packages whose versions the notes name: the tools
@@ -21,7 +23,7 @@ var notable = []string{"lvm2", "btrfs-progs", "e2fsprogs", "xfsprogs", "util-lin
 
 // writeNotes writes RELEASE_NOTES.md: the versions of what the release
 // holds, what changed since the previous tag, and how to upgrade.
-func writeNotes(o Options, built []builtComponent, pkgs []Package) error {
+func writeNotes(o Options, built []builtComponent, pkgs []debian.Package) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# strata %s\n\n", o.Version)
 	fmt.Fprintf(&b, "Built from commit %s of %s.\n\n", commitOf(o.Repo), o.Epoch.Format(time.DateOnly))
@@ -33,7 +35,7 @@ func writeNotes(o Options, built []builtComponent, pkgs []Package) error {
 	if info, err := buildinfo.Read(bytes.NewReader(built[0].amd64)); err == nil {
 		fmt.Fprintf(&b, "| strata, built with | %s |\n", info.GoVersion)
 	}
-	amd64 := forArch(pkgs, "amd64")
+	amd64 := debian.ForArch(pkgs, "amd64")
 	for _, name := range notable {
 		for _, p := range amd64 {
 			if p.Name == name {

@@ -11,6 +11,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 
+	"github.com/strata-gitops/strata/hack/debian"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 )
 
@@ -107,8 +108,8 @@ func TestTwoBuildsOfOneCommitAreTheSame(t *testing.T) {
 		t.Fatalf("two builds of one commit: index %s, then %s", first, again)
 	}
 	for _, f := range []string{"strata-0.0.0-test.tgz", "SHA256SUMS"} {
-		a, errA := fileSHA256(filepath.Join(built.dir, f))
-		b, errB := fileSHA256(filepath.Join(o.Out, f))
+		a, errA := debian.FileSHA256(filepath.Join(built.dir, f))
+		b, errB := debian.FileSHA256(filepath.Join(o.Out, f))
 		if errA != nil || errB != nil || a != b {
 			t.Fatalf("two builds of one commit: %s is %s, then %s (%v, %v)", f, a, b, errA, errB)
 		}

@@ -9,6 +9,7 @@ import (
 
 	cdx "github.com/CycloneDX/cyclonedx-go"
 	"github.com/google/uuid"
+	"github.com/strata-gitops/strata/hack/debian"
 )
 
 // sbomMediaType is a CycloneDX SBOM's, as an OCI artifact's layer.
@@ -19,7 +20,7 @@ const sbomMediaType = "application/vnd.cyclonedx+json"
 // packages the image was built from, if any, each with its package URL; the Debian ones with
 // the SHA-256 of their file. Its serial number and time come from what it
 // describes, so that one commit gives one SBOM.
-func sbom(name, version, arch string, binary []byte, pkgs []Package, epoch time.Time) ([]byte, error) {
+func sbom(name, version, arch string, binary []byte, pkgs []debian.Package, epoch time.Time) ([]byte, error) {
 	info, err := buildinfo.Read(bytes.NewReader(binary))
 	if err != nil {
 		return nil, fmt.Errorf("the build information of %s: %w", name, err)
@@ -53,7 +54,7 @@ func sbom(name, version, arch string, binary []byte, pkgs []Package, epoch time.
 }
 
 // debArch is the architecture a package's file is built for.
-func debArch(p Package) string {
+func debArch(p debian.Package) string {
 	if len(p.Filename) > len("_all.deb") && p.Filename[len(p.Filename)-len("_all.deb"):] == "_all.deb" {
 		return "all"
 	}

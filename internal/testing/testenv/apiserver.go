@@ -28,6 +28,31 @@ type Env struct {
 	Config *rest.Config
 	Client client.Client
 	cp     *controlplane.ControlPlane
+	// kubeconfig is an administrator's kubeconfig of an API server
+	// another process started (KubeconfigVar).
+	kubeconfig []byte
+}
+
+// KubeconfigVar names a kubeconfig file of an API server with strata's
+// CRDs that Get returns instead of starting one: a test in a guest
+// (internal/testing/guest) is given the host's.
+const KubeconfigVar = "STRATA_TEST_KUBECONFIG"
+
+// fromKubeconfig is the API server a kubeconfig file names.
+func fromKubeconfig(path string) (*Env, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		return nil, err
+	}
+	return &Env{Config: cfg, Client: c, kubeconfig: data}, nil
 }
 
 // InCI reports whether the tests run in CI, where nothing may be skipped.
@@ -80,8 +105,21 @@ func StartAPIServerWithCRDs(apiserverFlags map[string]string, crdDirs ...string)
 	return &Env{Config: cp.Config, Client: c, cp: cp}, nil
 }
 
-// Stop stops the API server and etcd.
-func (e *Env) Stop() error { return e.cp.Stop() }
+// Stop stops the API server and etcd, if this process started them.
+func (e *Env) Stop() error {
+	if e.cp == nil {
+		return nil
+	}
+	return e.cp.Stop()
+}
+
+// adminKubeconfig is an administrator's kubeconfig of the API server.
+func (e *Env) adminKubeconfig() ([]byte, error) {
+	if e.cp == nil {
+		return e.kubeconfig, nil
+	}
+	return e.cp.Kubeconfig()
+}
 
 // The package's API server, started by the first test that asks for it.
 var (
@@ -112,7 +150,13 @@ func Main(m *testing.M) int {
 // the binaries the test skips, and fails in CI.
 func Get(t testing.TB) *Env {
 	t.Helper()
-	sharedOnce.Do(func() { shared, sharedErr = StartAPIServer(nil) })
+	sharedOnce.Do(func() {
+		if path := os.Getenv(KubeconfigVar); path != "" {
+			shared, sharedErr = fromKubeconfig(path)
+			return
+		}
+		shared, sharedErr = StartAPIServer(nil)
+	})
 	if shared == nil {
 		Unavailable(t, fmt.Sprintf("starting the API server: %v", sharedErr))
 	}
@@ -141,7 +185,7 @@ func (e *Env) Clientset() *kubernetes.Clientset {
 // is.
 func (e *Env) KubeconfigFileAs(t testing.TB, user string, groups ...string) string {
 	t.Helper()
-	data, err := e.cp.Kubeconfig()
+	data, err := e.adminKubeconfig()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +207,7 @@ func (e *Env) KubeconfigFileAs(t testing.TB, user string, groups ...string) stri
 // to a file of the test's, for commands that take --kubeconfig.
 func (e *Env) KubeconfigFile(t testing.TB) string {
 	t.Helper()
-	data, err := e.cp.Kubeconfig()
+	data, err := e.adminKubeconfig()
 	if err != nil {
 		t.Fatal(err)
 	}

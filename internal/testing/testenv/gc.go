@@ -37,7 +37,7 @@ func (e *Env) startGarbageCollector() (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	kubeconfig, err := e.cp.Kubeconfig()
+	kubeconfig, err := e.adminKubeconfig()
 	if err != nil {
 		return nil, err
 	}

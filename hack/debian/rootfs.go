@@ -1,4 +1,4 @@
-package main
+package debian
 
 import (
 	"archive/tar"
@@ -13,20 +13,20 @@ import (
 	"time"
 )
 
-// entry is one file of a root filesystem being assembled.
-type entry struct {
+// Entry is one file of a root filesystem being assembled.
+type Entry struct {
 	hdr  tar.Header
 	data []byte
 }
 
-// rootfs is a root filesystem assembled from Debian packages' files, as
+// Rootfs is a root filesystem assembled from Debian packages' files, as
 // dpkg would unpack them, without running their maintainer scripts.
-type rootfs map[string]*entry
+type Rootfs map[string]*Entry
 
-// unpack adds a .deb's files (dpkg-deb --fsys-tarfile). A directory
+// Unpack adds a .deb's files (dpkg-deb --fsys-tarfile). A directory
 // another package already made is kept; any other path is the later
 // package's.
-func (fs rootfs) unpack(ctx context.Context, deb string) error {
+func (fs Rootfs) Unpack(ctx context.Context, deb string) error {
 	cmd := exec.CommandContext(ctx, "dpkg-deb", "--fsys-tarfile", deb)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -47,7 +47,7 @@ func (fs rootfs) unpack(ctx context.Context, deb string) error {
 	return nil
 }
 
-func (fs rootfs) add(tr *tar.Reader) error {
+func (fs Rootfs) add(tr *tar.Reader) error {
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
@@ -67,7 +67,7 @@ func (fs rootfs) add(tr *tar.Reader) error {
 		if err != nil {
 			return err
 		}
-		e := &entry{hdr: *hdr, data: data}
+		e := &Entry{hdr: *hdr, data: data}
 		e.hdr.Name = name
 		if hdr.Typeflag == tar.TypeLink {
 			e.hdr.Linkname = strings.TrimPrefix(path.Clean("/"+hdr.Linkname), "/")
@@ -88,23 +88,23 @@ func leftOut(name string, dir bool) bool {
 	return strings.HasPrefix(name, "usr/share/doc/") && !dir && path.Base(name) != "copyright"
 }
 
-// put sets a regular file's contents, replacing what a package put there.
-func (fs rootfs) put(name string, mode int64, data []byte) {
-	fs[name] = &entry{hdr: tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: mode, Size: int64(len(data))}, data: data}
+// Put sets a regular file's contents, replacing what a package put there.
+func (fs Rootfs) Put(name string, mode int64, data []byte) {
+	fs[name] = &Entry{hdr: tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: mode, Size: int64(len(data))}, data: data}
 }
 
-// dir adds a directory.
-func (fs rootfs) dir(name string, mode int64) {
-	fs[name] = &entry{hdr: tar.Header{Name: name, Typeflag: tar.TypeDir, Mode: mode}}
+// Dir adds a directory.
+func (fs Rootfs) Dir(name string, mode int64) {
+	fs[name] = &Entry{hdr: tar.Header{Name: name, Typeflag: tar.TypeDir, Mode: mode}}
 }
 
-// link adds a symbolic link.
-func (fs rootfs) link(name, target string) {
-	fs[name] = &entry{hdr: tar.Header{Name: name, Typeflag: tar.TypeSymlink, Mode: 0o777, Linkname: target}}
+// Link adds a symbolic link.
+func (fs Rootfs) Link(name, target string) {
+	fs[name] = &Entry{hdr: tar.Header{Name: name, Typeflag: tar.TypeSymlink, Mode: 0o777, Linkname: target}}
 }
 
-// edit rewrites a packaged file's contents; a missing file is an error.
-func (fs rootfs) edit(name string, change func([]byte) []byte) error {
+// Edit rewrites a packaged file's contents; a missing file is an error.
+func (fs Rootfs) Edit(name string, change func([]byte) []byte) error {
 	e, ok := fs[name]
 	if !ok || e.hdr.Typeflag != tar.TypeReg {
 		return fmt.Errorf("%s is not a file of the image's packages", name)
@@ -114,10 +114,10 @@ func (fs rootfs) edit(name string, change func([]byte) []byte) error {
 	return nil
 }
 
-// tarball writes the files as one layer: sorted by path, parents first,
+// Tarball writes the files as one layer: sorted by path, parents first,
 // owned by root, every time at epoch, so that the same packages make the
 // same bytes.
-func (fs rootfs) tarball(epoch time.Time) ([]byte, error) {
+func (fs Rootfs) Tarball(epoch time.Time) ([]byte, error) {
 	names := make([]string, 0, len(fs))
 	for n := range fs {
 		names = append(names, n)
@@ -149,3 +149,6 @@ func (fs rootfs) tarball(epoch time.Time) ([]byte, error) {
 	}
 	return buf.Bytes(), nil
 }
+
+// Data is a regular file's contents.
+func (e *Entry) Data() []byte { return e.data }

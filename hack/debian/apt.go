@@ -1,4 +1,9 @@
-package main
+// Package debian locks, fetches and unpacks Debian packages: a lock file
+// pins each package of a set by version and SHA-256, apt (with a state of
+// its own) resolves and downloads them, and a Rootfs holds their files as
+// dpkg would unpack them. The release's images (hack/release) and the
+// test guest (hack/guest) are both built from locks this way.
+package debian
 
 import (
 	"bufio"
@@ -15,35 +20,35 @@ import (
 	"strings"
 )
 
-// apt runs apt-get and apt-cache for one architecture with a state of its
-// own under dir: the host's sources, but none of its installed packages
+// APT runs apt-get and apt-cache for one architecture with a state of its
+// own under Dir: the host's sources, but none of its installed packages
 // and none of its configured architectures, so nothing of the host's apt
 // state changes and any architecture Debian builds can be locked.
-type apt struct {
-	arch, dir string
+type APT struct {
+	Arch, Dir string
 }
 
-func (a apt) options() []string {
-	return []string{"-q", "-o", "APT::Architecture=" + a.arch, "-o", "APT::Architectures::=" + a.arch,
-		"-o", "Dir::State::Lists=" + filepath.Join(a.dir, "lists"), "-o", "Dir::Cache=" + filepath.Join(a.dir, "cache"),
+func (a APT) options() []string {
+	return []string{"-q", "-o", "APT::Architecture=" + a.Arch, "-o", "APT::Architectures::=" + a.Arch,
+		"-o", "Dir::State::Lists=" + filepath.Join(a.Dir, "lists"), "-o", "Dir::Cache=" + filepath.Join(a.Dir, "cache"),
 		"-o", "Dir::State::status=/dev/null"}
 }
 
-func (a apt) run(ctx context.Context, tool string, args ...string) ([]byte, error) {
+func (a APT) run(ctx context.Context, tool string, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, tool, append(a.options(), args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("%s %s (%s): %w: %s", tool, strings.Join(args, " "), a.arch, err, strings.TrimSpace(stderr.String()))
+		return nil, fmt.Errorf("%s %s (%s): %w: %s", tool, strings.Join(args, " "), a.Arch, err, strings.TrimSpace(stderr.String()))
 	}
 	return out, nil
 }
 
-// update reads the sources' package lists for the architecture.
-func (a apt) update(ctx context.Context) error {
+// Update reads the sources' package lists for the architecture.
+func (a APT) Update(ctx context.Context) error {
 	for _, d := range []string{"lists/partial", "cache/archives/partial"} {
-		if err := os.MkdirAll(filepath.Join(a.dir, d), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(a.Dir, d), 0o755); err != nil {
 			return err
 		}
 	}
@@ -51,9 +56,9 @@ func (a apt) update(ctx context.Context) error {
 	return err
 }
 
-// closure is the roots and every package they depend on, pre-depend on
+// Closure is the roots and every package they depend on, pre-depend on
 // included, recommendations and suggestions left out, sorted.
-func (a apt) closure(ctx context.Context, roots []string) ([]string, error) {
+func (a APT) Closure(ctx context.Context, roots []string) ([]string, error) {
 	out, err := a.run(ctx, "apt-cache", append([]string{"depends", "--recurse", "--no-recommends", "--no-suggests",
 		"--no-conflicts", "--no-breaks", "--no-replaces", "--no-enhances"}, roots...)...)
 	if err != nil {
@@ -66,7 +71,7 @@ func (a apt) closure(ctx context.Context, roots []string) ([]string, error) {
 		if line == "" || strings.HasPrefix(line, " ") || strings.HasPrefix(line, "<") {
 			continue
 		}
-		seen[strings.TrimSuffix(line, ":"+a.arch)] = true
+		seen[strings.TrimSuffix(line, ":"+a.Arch)] = true
 	}
 	names := make([]string, 0, len(seen))
 	for n := range seen {
@@ -76,9 +81,9 @@ func (a apt) closure(ctx context.Context, roots []string) ([]string, error) {
 	return names, nil
 }
 
-// show is what the sources hold of each package: the candidate version,
+// Show is what the sources hold of each package: the candidate version,
 // its file in the archive and the file's SHA-256.
-func (a apt) show(ctx context.Context, names []string) ([]Package, error) {
+func (a APT) Show(ctx context.Context, names []string) ([]Package, error) {
 	out, err := a.run(ctx, "apt-cache", append([]string{"show", "--no-all-versions"}, names...)...)
 	if err != nil {
 		return nil, err
@@ -113,18 +118,18 @@ func (a apt) show(ctx context.Context, names []string) ([]Package, error) {
 	return pkgs, nil
 }
 
-// download fetches the locked packages into dir, in one apt-get run, and
+// Download fetches the locked packages into dir, in one apt-get run, and
 // checks each file's SHA-256 against the lock; it returns the .debs'
 // paths by package name. Files already there with the locked SHA-256 are
 // not fetched again.
-func (a apt) download(ctx context.Context, pkgs []Package, dir string) (map[string]string, error) {
+func (a APT) Download(ctx context.Context, pkgs []Package, dir string) (map[string]string, error) {
 	paths := map[string]string{}
 	bySum := map[string]Package{}
 	var specs []string
 	for _, p := range pkgs {
 		path := filepath.Join(dir, filepath.Base(p.Filename))
 		paths[p.Name] = path
-		if sum, err := fileSHA256(path); err == nil && sum == p.SHA256 {
+		if sum, err := FileSHA256(path); err == nil && sum == p.SHA256 {
 			continue
 		}
 		bySum[p.SHA256] = p
@@ -137,7 +142,7 @@ func (a apt) download(ctx context.Context, pkgs []Package, dir string) (map[stri
 	if len(specs) == 0 {
 		return paths, nil
 	}
-	if err := a.update(ctx); err != nil {
+	if err := a.Update(ctx); err != nil {
 		return nil, err
 	}
 	// apt names a file after the version with its epoch escaped
@@ -151,15 +156,15 @@ func (a apt) download(ctx context.Context, pkgs []Package, dir string) (map[stri
 	cmd := exec.CommandContext(ctx, "apt-get", append(a.options(), append([]string{"download"}, specs...)...)...)
 	cmd.Dir = tmp
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("apt-get download (%s): %w: %s; if the archive no longer has a locked version, refresh the lock (make release-lock)",
-			a.arch, err, strings.TrimSpace(string(out)))
+		return nil, fmt.Errorf("apt-get download (%s): %w: %s; if the archive no longer has a locked version, refresh the lock",
+			a.Arch, err, strings.TrimSpace(string(out)))
 	}
 	got, err := filepath.Glob(filepath.Join(tmp, "*.deb"))
 	if err != nil {
 		return nil, err
 	}
 	for _, f := range got {
-		sum, err := fileSHA256(f)
+		sum, err := FileSHA256(f)
 		if err != nil {
 			return nil, err
 		}
@@ -173,12 +178,13 @@ func (a apt) download(ctx context.Context, pkgs []Package, dir string) (map[stri
 		delete(bySum, sum)
 	}
 	for _, p := range bySum {
-		return nil, fmt.Errorf("%s %s (%s): not fetched with its locked SHA-256 %s", p.Name, p.Version, a.arch, p.SHA256)
+		return nil, fmt.Errorf("%s %s (%s): not fetched with its locked SHA-256 %s", p.Name, p.Version, a.Arch, p.SHA256)
 	}
 	return paths, nil
 }
 
-func fileSHA256(path string) (string, error) {
+// FileSHA256 is the hex SHA-256 of a file's bytes.
+func FileSHA256(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", err
