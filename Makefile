@@ -8,7 +8,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 RELEASE_VERSION := $(if $(filter command line,$(origin VERSION)),$(VERSION))
 export KUBEBUILDER_ASSETS := $(BIN)/k8s
 
-.PHONY: all build test screenshots e2e conformance lint generate bench up sanity tools control-plane control-plane-cluster kubelet packages sidecars helm registry minio clean release release-lock verify-release
+.PHONY: all build test kernel-test screenshots e2e conformance lint generate bench up sanity tools control-plane control-plane-cluster kubelet packages sidecars helm registry minio clean release release-lock verify-release
 
 all: build
 
@@ -35,12 +35,21 @@ generate:
 	@bash hack/generate.sh
 
 # Every test, against a real kube-apiserver and etcd and real git servers.
-# Packages run one after another: each starts its own API server.
+# Packages run one after another: each starts its own API server. The
+# guest suites (hack/kernel-tests.txt) run first, on their own.
 test: control-plane packages sidecars
 	@bash hack/tools.sh csi-sanity helm minio registry cosign sops flux-cli flux-controllers
 	@bash hack/flux.sh
+	@bash hack/kernel-test.sh
 	@echo "► running tests"
-	$(GO) test -count=1 -p 1 -timeout 20m ./...
+	$(GO) test -count=1 -p 1 -timeout 20m -skip '$(shell bash hack/kernel-test.sh skip)' ./...
+
+# The tests that need device-mapper, dm-thin-pool or the kernel's NFS
+# server, each in a qemu guest on Debian's kernel built from
+# hack/guest/packages.lock (internal/testing/guest), with a summary.
+kernel-test: control-plane packages
+	@bash hack/tools.sh csi-sanity
+	@bash hack/kernel-test.sh
 
 # Screenshots of every dashboard view, taken by the browser test in
 # headless Chromium, into docs/dashboard/ (docs/dashboard.md shows them).
@@ -64,10 +73,16 @@ conformance: control-plane packages sidecars
 
 # csi-sanity against the CSI driver on its own; SANITY_ARGS go to csi-sanity,
 # e.g. SANITY_ARGS=-ginkgo.focus=NodeExpandVolume.
+# BACKEND=lvm2 runs it in the test guest, on lvm2 and device-mapper
+# (TestSanityLVM2).
 BACKEND ?= lvm
 sanity: control-plane packages
 	@bash hack/tools.sh csi-sanity
+ifeq ($(BACKEND),lvm2)
+	SANITY_ARGS='$(SANITY_ARGS)' $(GO) test -count=1 -v -run '^TestSanityLVM2$$' ./storage/csi
+else
 	$(GO) run ./hack/sanity -backend $(BACKEND) -- $(SANITY_ARGS)
+endif
 
 # The release under bin/release/$(VERSION): an OCI image index for amd64
 # and arm64 of strata on the locked Debian packages and of each image the

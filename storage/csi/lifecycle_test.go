@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -22,6 +23,7 @@ import (
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"github.com/strata-gitops/strata/internal/testing/csienv"
+	"github.com/strata-gitops/strata/internal/testing/guest"
 )
 
 // services are CSI clients of one environment.
@@ -125,7 +127,21 @@ func filesystemSize(t *testing.T, path string) int64 {
 // snapshot holds, what a restored volume reads, how big the grown
 // filesystem is, and that deleting leaves no object and no volume behind.
 func TestVolumeLifecycle(t *testing.T) {
-	s := connect(t, startCSI(t, "life"))
+	volumeLifecycle(t, connect(t, startCSI(t, "life")))
+}
+
+// TestVolumeLifecycleLVM2 is the same on lvm2's thin volumes on
+// device-mapper, the devices every node stages, in the test guest
+// (internal/testing/guest), as root with every capability: ext4 and xfs
+// grow online there.
+func TestVolumeLifecycleLVM2(t *testing.T) {
+	if guest.Delegate(t, guest.Options{APIServer: true, MemoryMiB: 3072}) {
+		return
+	}
+	volumeLifecycle(t, connect(t, startCSI(t, "life-lvm2", func(o *csienv.Options) { o.Backend = "lvm2" })))
+}
+
+func volumeLifecycle(t *testing.T, s *services) {
 	for _, fstype := range []string{"xfs", "ext4"} {
 		t.Run(fstype, func(t *testing.T) {
 			s.capability = mountCapability(fstype)
@@ -133,6 +149,40 @@ func TestVolumeLifecycle(t *testing.T) {
 		})
 	}
 	t.Run("block", func(t *testing.T) { blockVolume(t, s) })
+	t.Run("held open", func(t *testing.T) { heldOpen(t, s) })
+}
+
+// heldOpen: a staged volume whose filesystem a process still holds open
+// is not unstaged. The call fails naming the staging path, the mount and
+// what was written stay, and once the file is closed unstaging succeeds.
+func heldOpen(t *testing.T, s *services) {
+	ctx := context.Background()
+	s.capability = mountCapability("ext4")
+	vol := s.create(t, "held-pvc", 64<<20, nil)
+	s.mount(t, vol)
+	last := s.mounted[len(s.mounted)-1]
+	id, staging, target := last[0], last[1], last[2]
+	f, err := os.Create(filepath.Join(staging, "open"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString("kept"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: target}); err != nil {
+		t.Fatalf("NodeUnpublishVolume: %v", err)
+	}
+	_, err = s.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: staging})
+	if err == nil || !strings.Contains(err.Error(), staging) || !strings.Contains(err.Error(), "busy") {
+		t.Fatalf("NodeUnstageVolume with a file held open = %v; want a refusal naming %s as busy", err, staging)
+	}
+	if got, err := os.ReadFile(filepath.Join(staging, "open")); err != nil || string(got) != "kept" {
+		t.Fatalf("after the refused unstage the staged volume reads %q, %v", got, err)
+	}
+	f.Close()
+	s.unmountAll(t)
+	s.deleteAll(t, []string{id}, nil)
 }
 
 // blockVolume publishes a raw block volume: the target is the device, and
@@ -295,6 +345,17 @@ func (s *services) deleteAll(t *testing.T, volumes, snapshots []string) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(s.env.Dir, "loopback", s.env.Class, "*.img")); len(left) > 0 {
 		t.Errorf("volume files left after every volume and snapshot was deleted: %v", left)
+	}
+	if guest.InGuest() {
+		out, err := exec.Command("lvs", "--noheadings", "-o", "lv_name,lv_tags").CombinedOutput()
+		if err != nil {
+			t.Fatalf("lvs: %v: %s", err, out)
+		}
+		for _, id := range append(slices.Clone(volumes), snapshots...) {
+			if tag := storagev1alpha1.LogicalVolumeTag(objectOf(t, id)); strings.Contains(string(out), tag) {
+				t.Errorf("a logical volume tagged %s is left after its delete returned:\n%s", tag, out)
+			}
+		}
 	}
 }
 

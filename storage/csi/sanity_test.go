@@ -7,10 +7,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/rest"
 
 	"github.com/strata-gitops/strata/internal/testing/csienv"
+	"github.com/strata-gitops/strata/internal/testing/guest"
 	"github.com/strata-gitops/strata/internal/testing/junit"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 )
@@ -61,6 +63,22 @@ func TestSanity(t *testing.T) {
 	runSanity(t, sanity, startCSI(t, "sanity", func(o *csienv.Options) { o.DiskSize = 32 << 30 }))
 }
 
+// TestSanityLVM2 runs csi-sanity against the LVM backend with the lvm2
+// volume manager, the one every node runs, in a guest on Debian's kernel
+// (internal/testing/guest): the agent makes a volume group and a thin
+// pool on a loop disk with lvm2, and the node service formats and mounts
+// device-mapper volumes. The API server is the host's. SANITY_ARGS, when
+// set, are added to csi-sanity's (make sanity BACKEND=lvm2).
+func TestSanityLVM2(t *testing.T) {
+	if guest.Delegate(t, guest.Options{APIServer: true, MemoryMiB: 3072, Timeout: 20 * time.Minute,
+		Files: []string{"bin/csi-sanity", "docs/csi.md"}, Env: []string{"SANITY_ARGS=" + os.Getenv("SANITY_ARGS")}}) {
+		return
+	}
+	sanity := sanityBinary(t)
+	e := startCSI(t, "sanity-lvm2", func(o *csienv.Options) { o.DiskSize, o.Backend = 32<<30, "lvm2" })
+	runSanity(t, sanity, e, strings.Fields(os.Getenv("SANITY_ARGS"))...)
+}
+
 // TestSanityBtrfs runs csi-sanity against the btrfs backend: a btrfs
 // class whose agent is on this node, so volumes are staged by bind mount.
 // The agent serves TLS with a certificate its CA issued at start, and the
@@ -89,10 +107,11 @@ func sanityBinary(t *testing.T) string {
 	return sanity
 }
 
-func runSanity(t *testing.T, sanity string, e *csienv.Env) {
+func runSanity(t *testing.T, sanity string, e *csienv.Env, extra ...string) {
 	t.Helper()
 	report := filepath.Join(t.TempDir(), "junit.xml")
-	out, err := exec.Command(sanity, append(e.SanityArgs(), "-csi.junitfile", report, "-ginkgo.fail-fast", "-ginkgo.no-color")...).CombinedOutput()
+	args := append(e.SanityArgs(), "-csi.junitfile", report, "-ginkgo.fail-fast", "-ginkgo.no-color")
+	out, err := exec.Command(sanity, append(args, extra...)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("csi-sanity failed: %v\n%s", err, out)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-gitops/strata/internal/testing/guest"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/storage/btrfs"
 	"github.com/strata-gitops/strata/storage/nfs"
@@ -191,12 +192,17 @@ func TestGanesha(t *testing.T) {
 	}})
 }
 
+// TestKernel runs the contract on the kernel's NFS server, in the test
+// guest (internal/testing/guest), whose kernel has nfsd whatever the
+// host's has; its client is the guest's own kernel.
 func TestKernel(t *testing.T) {
-	testenv.NeedRoot(t, "the kernel's NFS server")
-	if !kernelHasNFS() {
-		t.Skip("kernel has no NFS (no nfsd and nfs4 in /proc/filesystems)")
+	if guest.Delegate(t, guest.Options{}) {
+		return
 	}
-	testenv.NeedTools(t, "exportfs")
+	if !kernelHasNFS() {
+		t.Fatal("the guest's kernel has no NFS (no nfsd and nfs4 in /proc/filesystems)")
+	}
+	guest.StartNFSServer(t)
 	testExporter(t, testenv.BtrfsDisk(t, 512<<20), server{Exporter: nfs.NewKernel("/tmp"), read: func(ctx context.Context, path, file string) (string, error) {
 		dir := t.TempDir()
 		if out, err := exec.CommandContext(ctx, "mount", "-t", "nfs4", "127.0.0.1:"+path, dir).CombinedOutput(); err != nil {

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -92,7 +91,7 @@ func packageDir() (string, error) {
 // archive after the guest's own (the kernel unpacks one after the other)
 // holding the test binary, /guest/run, which runs it, and the
 // repository's files the test reads.
-func initrdFor(img, dir, bin, test string, o Options, extra map[string][]byte) (string, error) {
+func initrdFor(img, dir, bin string, o Options, extra map[string][]byte) (string, error) {
 	rel, err := packageDir()
 	if err != nil {
 		return "", err
@@ -103,7 +102,7 @@ func initrdFor(img, dir, bin, test string, o Options, extra map[string][]byte) (
 		return "", err
 	}
 	files.Put("guest/test", 0o755, data)
-	files.Put("guest/run", 0o755, []byte(runScript(rel, test, o)))
+	files.Put("guest/run", 0o755, []byte(runScript(rel, o)))
 	files.Dir(strings.TrimPrefix(repoInGuest, "/")+"/"+rel, 0o755)
 	for name, data := range extra {
 		files.Put(name, 0o600, data)
@@ -129,10 +128,9 @@ func initrdFor(img, dir, bin, test string, o Options, extra map[string][]byte) (
 	return initrd, out.Close()
 }
 
-// runScript runs the test in its package's folder of the repository's
-// copy, in the guest: only the one test, verbose, so that its results
-// can be read back.
-func runScript(rel, test string, o Options) string {
+// runScript runs the tests in their package's folder of the repository's
+// copy, in the guest, verbose, so that their results can be read back.
+func runScript(rel string, o Options) string {
 	var b strings.Builder
 	b.WriteString("#!/bin/sh\n")
 	fmt.Fprintf(&b, "cd %s/%s || exit 125\n", repoInGuest, rel)
@@ -141,7 +139,7 @@ func runScript(rel, test string, o Options) string {
 		fmt.Fprintf(&b, "export %s\n", shellQuote(e))
 	}
 	fmt.Fprintf(&b, "exec /guest/test -test.v -test.run %s -test.timeout %s\n",
-		shellQuote("^"+regexp.QuoteMeta(test)+"$"), o.Timeout)
+		shellQuote(o.Run), o.Timeout)
 	return b.String()
 }
 

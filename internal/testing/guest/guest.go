@@ -10,6 +10,7 @@ package guest
 import (
 	"context"
 	"os"
+	"regexp"
 	"strings"
 	"path/filepath"
 	"testing"
@@ -39,6 +40,10 @@ type Options struct {
 	// guest, where testenv.Get returns it: the guest reaches the host's
 	// loopback at 10.0.2.2.
 	APIServer bool
+	// Run, when set, is the pattern of the package's tests the guest
+	// runs (go test -run), each reported as a subtest of the calling
+	// test; by default the guest runs the calling test alone.
+	Run string
 	// Peer, when set, starts a second guest on a network of their own
 	// (10.0.3.1 this one, 10.0.3.2 the peer) that serves commands to the
 	// test (PeerRun).
@@ -75,13 +80,19 @@ func Delegate(t *testing.T, o Options) bool {
 	if o.Timeout == 0 {
 		o.Timeout = 10 * time.Minute
 	}
+	top := t.Name()
+	if o.Run == "" {
+		o.Run = "^" + regexp.QuoteMeta(t.Name()) + "$"
+	} else {
+		top = ""
+	}
 	img, bin, dir := image(t), testBinary(t), t.TempDir()
 	extra := map[string][]byte{}
 	if o.APIServer {
 		extra[strings.TrimPrefix(kubeconfigInGuest, "/")] = kubeconfigForGuest(t)
 		o.Env = append(o.Env, testenv.KubeconfigVar+"="+kubeconfigInGuest)
 	}
-	initrd, err := initrdFor(img, dir, bin, t.Name(), o, extra)
+	initrd, err := initrdFor(img, dir, bin, o, extra)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,17 +107,17 @@ func Delegate(t *testing.T, o Options) bool {
 		defer peer.stop()
 	}
 	out, err := m.run(ctx, t)
-	report(t, out, err, m, peer)
+	report(t, top, out, err, m, peer)
 	return true
 }
 
 // report replays the guest's -test.v output as t's results, and on a
 // failure adds the guests' kernel logs.
-func report(t *testing.T, out []byte, runErr error, guests ...*machine) {
+func report(t *testing.T, top string, out []byte, runErr error, guests ...*machine) {
 	t.Helper()
-	r := parse(out, t.Name())
-	r.replay(t, t.Name())
-	if top := r.byName[t.Name()]; top != nil && top.status == "SKIP" {
+	r := parse(out, top)
+	r.replay(t, top)
+	if res := r.byName[top]; top != "" && res != nil && res.status == "SKIP" {
 		t.Skip("skipped in the guest")
 	}
 	switch {

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/strata-gitops/strata/internal/testing/testenv"
 )
 
 // machine is one qemu guest.
@@ -72,6 +74,12 @@ func (m *machine) start(ctx context.Context, t *testing.T) error {
 	}
 	m.cmd = exec.CommandContext(ctx, "qemu-system-x86_64", args...)
 	m.cmd.Stdout = &m.out
+	// What the test writes is also in bin/guest/logs as it comes, for
+	// a person to follow (tail -f) a long run.
+	if log, err := os.Create(logPath(t, m.name)); err == nil {
+		m.cmd.Stdout = io.MultiWriter(&m.out, log)
+		t.Cleanup(func() { log.Close() })
+	}
 	var stderr bytes.Buffer
 	m.cmd.Stderr = &stderr
 	m.cmd.WaitDelay = 5 * time.Second
@@ -167,4 +175,11 @@ func probeKVM(kernel, initrd string) string {
 		return "kvm"
 	}
 	return "tcg"
+}
+
+// logPath is where a machine's test output is copied while it runs.
+func logPath(t *testing.T, name string) string {
+	dir := filepath.Join(testenv.RepoRoot(), "bin", "guest", "logs")
+	_ = os.MkdirAll(dir, 0o755)
+	return filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "-")+"-"+name+".log")
 }

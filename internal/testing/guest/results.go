@@ -77,17 +77,21 @@ func parentOf(name, top string) string {
 }
 
 // replay logs name's output and runs its subtests as t's, each passing,
-// failing or skipping as it did in the guest.
+// failing or skipping as it did in the guest. Name "" is the test
+// binary: its tests are t's subtests.
 func (r *results) replay(t *testing.T, name string) {
 	t.Helper()
 	res := r.byName[name]
 	if res == nil {
-		return
+		res = &result{}
 	}
 	if len(res.output) > 0 {
 		t.Log("in the guest:\n" + strings.Join(res.output, "\n"))
 	}
 	for _, child := range r.childrenOf(name) {
+		if child == t.Name() {
+			continue
+		}
 		t.Run(strings.TrimPrefix(child, name+"/"), func(t *testing.T) {
 			r.replay(t, child)
 			switch r.byName[child].status {
@@ -107,7 +111,11 @@ func (r *results) replay(t *testing.T, name string) {
 func (r *results) childrenOf(name string) []string {
 	var out []string
 	for _, n := range r.order {
-		if rest, ok := strings.CutPrefix(n, name+"/"); ok && !strings.Contains(rest, "/") {
+		rest, ok := strings.CutPrefix(n, name+"/")
+		if name == "" {
+			rest, ok = n, true
+		}
+		if ok && n != "" && !strings.Contains(rest, "/") {
 			out = append(out, n)
 		}
 	}

@@ -1,10 +1,11 @@
-// Package lvmtest gives tests a loopback volume manager of their own. It
-// is apart from testenv because storage/lvm's own tests use testenv.
+// Package lvmtest gives tests a volume manager of their own. It is apart
+// from testenv because storage/lvm's own tests use testenv.
 package lvmtest
 
 import (
 	"testing"
 
+	"github.com/strata-gitops/strata/internal/testing/guest"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/storage/lvm"
 )
@@ -18,4 +19,16 @@ func Loopback(t testing.TB) *lvm.Loopback {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// Manager is the volume manager a test makes its volume groups with:
+// lvm2 in the test guest (internal/testing/guest), where device-mapper
+// is, and the loopback stand-in elsewhere. A package's tests that run in
+// the guest as well thus run on both.
+func Manager(t testing.TB) lvm.Manager {
+	t.Helper()
+	if guest.InGuest() {
+		return lvm.NewLVM2()
+	}
+	return Loopback(t)
 }

@@ -132,7 +132,7 @@ func (n *node) deleteAndWait(obj *storagev1alpha1.LogicalVolume) {
 // A volume's whole life through its LogicalVolume: created, grown,
 // snapshotted, refused for space, removed with its object.
 func TestLogicalVolumeLifecycle(t *testing.T) {
-	m := lvmtest.Loopback(t)
+	m := lvmtest.Manager(t)
 	n := newNode(t, m)
 	n.start()
 	ctx := context.Background()
@@ -197,7 +197,7 @@ func (c *crashing) CreateVolume(ctx context.Context, vg string, spec lvm.VolumeS
 // A crash between making the volume and recording it neither loses nor
 // duplicates it: the retry finds it and records it.
 func TestLogicalVolumeCreationSurvivesACrash(t *testing.T) {
-	m := &crashing{Manager: lvmtest.Loopback(t)}
+	m := &crashing{Manager: lvmtest.Manager(t)}
 	n := newNode(t, m)
 	n.start()
 	v := n.wait(n.volume(n.thick, "16Mi", ""), "True", meta.SucceededReason)
@@ -215,7 +215,7 @@ func TestLogicalVolumeCreationSurvivesACrash(t *testing.T) {
 
 // The agent leaves other nodes' LogicalVolumes alone.
 func TestOtherNodesVolumesAreLeftAlone(t *testing.T) {
-	n := newNode(t, lvmtest.Loopback(t))
+	n := newNode(t, lvmtest.Manager(t))
 	n.start()
 	name := fmt.Sprintf("%s-elsewhere", n.name)
 	foreign := &storagev1alpha1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -241,7 +241,7 @@ func TestOtherNodesVolumesAreLeftAlone(t *testing.T) {
 // for another LogicalVolume, is never adopted, grown or removed, even
 // when its colliding object is deleted.
 func TestVolumesNotTaggedForTheObjectAreNeverTouched(t *testing.T) {
-	m := lvmtest.Loopback(t)
+	m := lvmtest.Manager(t)
 	n := newNode(t, m)
 	n.start()
 	ctx := context.Background()

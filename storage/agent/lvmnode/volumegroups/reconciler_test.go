@@ -302,8 +302,8 @@ func waitRetained(t *testing.T, c client.Client, node, group, want string) {
 }
 
 // vgNode is a node of one volume-group test's own: a Node and a namespace
-// of its name, and a loopback volume manager.
-func vgNode(t *testing.T, prefix string) (*testenv.Env, *lvm.Loopback, string) {
+// of its name, and a volume manager (lvmtest.Manager).
+func vgNode(t *testing.T, prefix string) (*testenv.Env, lvm.Manager, string) {
 	t.Helper()
 	testenv.NeedRoot(t, "volume groups")
 	testenv.NeedTools(t, "lvm", "losetup", "lsblk", "wipefs", "mkfs.ext4")
@@ -315,7 +315,7 @@ func vgNode(t *testing.T, prefix string) (*testenv.Env, *lvm.Loopback, string) {
 	if err := env.Client.Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
 		t.Fatal(err)
 	}
-	return env, lvmtest.Loopback(t), name
+	return env, lvmtest.Manager(t), name
 }
 
 // runVolumeGroups runs the node's volume-group reconciler, as tweak sets it.
