@@ -10,9 +10,9 @@ package guest
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
-	"path/filepath"
 	"testing"
 	"time"
 

@@ -20,13 +20,14 @@ type results struct {
 
 // result is one test's or subtest's outcome and output.
 type result struct {
-	status string // PASS, FAIL or SKIP; "" if it never ended
-	output []string
+	status   string // PASS, FAIL or SKIP; "" if it never ended
+	duration string // as the guest's go test wrote it
+	output   []string
 }
 
 var (
 	runLine = regexp.MustCompile(`^=== (RUN|CONT|PAUSE|NAME)\s+(\S+)$`)
-	endLine = regexp.MustCompile(`^\s*--- (PASS|FAIL|SKIP): (\S+) \(`)
+	endLine = regexp.MustCompile(`^\s*--- (PASS|FAIL|SKIP): (\S+) \(([^)]*)\)`)
 )
 
 // parse reads -test.v output: each test's lines (after its === line, up
@@ -49,7 +50,7 @@ func parse(out []byte, top string) *results {
 			continue
 		}
 		if m := endLine.FindStringSubmatch(line); m != nil {
-			r.get(m[2]).status = m[1]
+			r.get(m[2]).status, r.get(m[2]).duration = m[1], m[3]
 			current = parentOf(m[2], top)
 			continue
 		}
@@ -93,6 +94,9 @@ func (r *results) replay(t *testing.T, name string) {
 			continue
 		}
 		t.Run(strings.TrimPrefix(child, name+"/"), func(t *testing.T) {
+			if d := r.byName[child].duration; d != "" {
+				t.Logf("took %s in the guest", d)
+			}
 			r.replay(t, child)
 			switch r.byName[child].status {
 			case "FAIL", "":

@@ -319,8 +319,8 @@ func vgNode(t *testing.T, prefix string) (*testenv.Env, lvm.Manager, string) {
 }
 
 // runVolumeGroups runs the node's volume-group reconciler, as tweak sets it.
-func runVolumeGroups(t *testing.T, env *testenv.Env, m lvm.Manager, node string, tweak func(*volumegroups.Reconciler)) {
-	testenv.RunManager(t, env, func(mgr manager.Manager) error {
+func runVolumeGroups(t *testing.T, env *testenv.Env, m lvm.Manager, node string, tweak func(*volumegroups.Reconciler)) (stop func()) {
+	return testenv.RunManager(t, env, func(mgr manager.Manager) error {
 		r := &volumegroups.Reconciler{Client: mgr.GetClient(), Node: node, Namespace: node, LVM: m,
 			Disks: disks.NewInspector(m), MinDeviceSize: 64 * mib}
 		if tweak != nil {
