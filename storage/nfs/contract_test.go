@@ -202,8 +202,11 @@ func TestKernel(t *testing.T) {
 	if !kernelHasNFS() {
 		t.Fatal("the guest's kernel has no NFS (no nfsd and nfs4 in /proc/filesystems)")
 	}
+	// The server starts after the disk is mounted, so that it is
+	// stopped, and lets go of the disk, before the disk is unmounted.
+	mnt := testenv.BtrfsDisk(t, 512<<20)
 	guest.StartNFSServer(t)
-	testExporter(t, testenv.BtrfsDisk(t, 512<<20), server{Exporter: nfs.NewKernel("/tmp"), read: func(ctx context.Context, path, file string) (string, error) {
+	testExporter(t, mnt, server{Exporter: nfs.NewKernel("/tmp"), read: func(ctx context.Context, path, file string) (string, error) {
 		dir := t.TempDir()
 		if out, err := exec.CommandContext(ctx, "mount", "-t", "nfs4", "127.0.0.1:"+path, dir).CombinedOutput(); err != nil {
 			return "", fmt.Errorf("mount -t nfs4 127.0.0.1:%s: %v: %s", path, err, out)

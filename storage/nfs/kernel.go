@@ -43,6 +43,13 @@ func (k *Kernel) Sync(ctx context.Context, exports []Export) error {
 	}
 	want := clientsByPath(sorted(exports))
 	for _, e := range sorted(exports) {
+		// exportfs takes a path that is not there, with a warning, and
+		// the server then serves whatever is mounted there later.
+		if err := isDir(e.Path); err != nil {
+			refused[e.Path] = err
+			delete(want, e.Path)
+			continue
+		}
 		for _, c := range e.Clients {
 			if slices.Contains(clientsByPath(have)[e.Path], c) {
 				continue
@@ -104,8 +111,12 @@ func (k *Kernel) Exported(ctx context.Context) ([]Export, error) {
 			}
 		}
 	}
+	// In the order of their paths, as every Exporter lists them; the
+	// export table's own order is the order exports were made in.
+	slices.Sort(order)
 	var exports []Export
 	for _, p := range order {
+		slices.Sort(byPath[p].Clients)
 		exports = append(exports, *byPath[p])
 	}
 	return exports, nil
@@ -114,3 +125,15 @@ func (k *Kernel) Exported(ctx context.Context) ([]Export, error) {
 // MountPath implements Exporter: the kernel's NFSv4 server shows exports
 // at their own paths.
 func (k *Kernel) MountPath(e Export) string { return e.Path }
+
+// isDir says why path cannot be exported unless it is a directory.
+func isDir(path string) error {
+	info, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("export of %s: %w", path, err)
+	}
+	if !info.IsDir() {
+		return fmt.Errorf("export of %s: not a directory", path)
+	}
+	return nil
+}

@@ -2,6 +2,8 @@ package nfs
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -25,31 +27,50 @@ func (r *recorder) Run(_ context.Context, name string, args ...string) ([]byte, 
 }
 
 func TestKernelSyncCommandLines(t *testing.T) {
-	r := &recorder{table: `/srv/strata/a/one  127.0.0.1(sync,wdelay,hide,no_subtree_check,fsid=3,sec=sys,rw,secure,no_root_squash,no_all_squash)
+	// Sync exports only folders that are there.
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "a", "one"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := &recorder{table: strings.ReplaceAll(`/srv/strata/a/one  127.0.0.1(sync,wdelay,hide,no_subtree_check,fsid=3,sec=sys,rw,secure,no_root_squash,no_all_squash)
 /srv/strata/a/one  10.0.0.9(sync,wdelay,hide,no_subtree_check,fsid=3,sec=sys,rw,secure,no_root_squash,no_all_squash)
 /srv/strata/a/gone  10.0.0.9(sync,fsid=4,rw)
 /home/other  10.0.0.1(rw)
-`}
-	k := &Kernel{Root: "/srv/strata", Runner: r}
+`, "/srv/strata", root)}
+	k := &Kernel{Root: root, Runner: r}
 	have, err := k.Exported(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(have) != 2 || have[0].ID != 3 || !slices.Equal(have[0].Clients, []string{"127.0.0.1", "10.0.0.9"}) {
-		t.Fatalf("Exported = %+v, want the two exports under /srv/strata", have)
+	if len(have) != 2 || have[1].ID != 3 || !slices.Equal(have[1].Clients, []string{"10.0.0.9", "127.0.0.1"}) || have[0].ID != 4 {
+		t.Fatalf("Exported = %+v, want the two exports under the root, by path, each client sorted", have)
 	}
 	err = k.Sync(context.Background(), []Export{
-		{ID: 3, Path: "/srv/strata/a/one", Pseudo: "/a/one", Clients: []string{"127.0.0.1", "10.0.0.7"}, UID: 1000, GID: 2000},
+		{ID: 3, Path: root + "/a/one", Pseudo: "/a/one", Clients: []string{"127.0.0.1", "10.0.0.7"}, UID: 1000, GID: 2000},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
-		"exportfs -i -o rw,sync,secure,no_subtree_check,all_squash,anonuid=1000,anongid=2000,fsid=3 10.0.0.7:/srv/strata/a/one",
-		"exportfs -u 10.0.0.9:/srv/strata/a/one",
-		"exportfs -u 10.0.0.9:/srv/strata/a/gone",
+		"exportfs -i -o rw,sync,secure,no_subtree_check,all_squash,anonuid=1000,anongid=2000,fsid=3 10.0.0.7:" + root + "/a/one",
+		"exportfs -u 10.0.0.9:" + root + "/a/one",
+		"exportfs -u 10.0.0.9:" + root + "/a/gone",
 	}
 	if !slices.Equal(r.ran, want) {
 		t.Fatalf("ran\n%s\nwant\n%s", strings.Join(r.ran, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// exportfs takes a path that is not there (with a warning) and the
+// server would then serve whatever is mounted there later: such an
+// export is refused before exportfs runs.
+func TestKernelRefusesAnExportThatIsNotThere(t *testing.T) {
+	root := t.TempDir()
+	r := &recorder{}
+	k := &Kernel{Root: root, Runner: r}
+	missing := filepath.Join(root, "a", "missing")
+	err := k.Sync(context.Background(), []Export{{ID: 3, Path: missing, Pseudo: "/a/missing", Clients: []string{"127.0.0.1"}}})
+	if RefusedFor(err, missing) == nil || len(r.ran) != 0 {
+		t.Fatalf("Sync of a missing path = %v, ran %q; want it refused and no exportfs", err, r.ran)
 	}
 }

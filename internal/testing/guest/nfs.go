@@ -10,7 +10,8 @@ import (
 // StartNFSServer starts the kernel's NFS server in the guest, NFSv4 only
 // (no rpcbind), as a node's nfs-server service would, with the shortest
 // grace period the kernel takes so that a client's first open need not
-// wait 90 seconds. It is stopped when the test ends.
+// wait 90 seconds. It is stopped when the test ends: start it after what
+// it exports is mounted, so that it lets go of that first.
 func StartNFSServer(t testing.TB) {
 	t.Helper()
 	if !InGuest() {
@@ -28,11 +29,14 @@ func StartNFSServer(t testing.TB) {
 			t.Fatal(err)
 		}
 	}
-	mountd := exec.Command("rpc.mountd", "--foreground", "--no-nfs-version", "2", "--no-nfs-version", "3", "--no-udp")
+	// As nfs-server.service does: the export table is made from
+	// /etc/exports (empty here) before the server starts.
+	run("exportfs", "-r")
+	mountd := exec.Command("rpc.mountd", "--foreground", "--no-nfs-version", "3", "--no-udp")
 	if err := mountd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	run("rpc.nfsd", "--no-nfs-version", "2", "--no-nfs-version", "3", "--no-udp", "4")
+	run("rpc.nfsd", "--no-nfs-version", "3", "--no-udp", "4")
 	t.Cleanup(func() {
 		_ = exec.Command("rpc.nfsd", "0").Run()
 		_ = exec.Command("exportfs", "-ua").Run()
