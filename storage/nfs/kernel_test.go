@@ -53,8 +53,8 @@ func TestKernelSyncCommandLines(t *testing.T) {
 	}
 	want := []string{
 		"exportfs -i -o rw,sync,secure,no_subtree_check,all_squash,anonuid=1000,anongid=2000,fsid=3 10.0.0.7:" + root + "/a/one",
-		"exportfs -u 10.0.0.9:" + root + "/a/one",
 		"exportfs -u 10.0.0.9:" + root + "/a/gone",
+		"exportfs -u 10.0.0.9:" + root + "/a/one",
 	}
 	if !slices.Equal(r.ran, want) {
 		t.Fatalf("ran\n%s\nwant\n%s", strings.Join(r.ran, "\n"), strings.Join(want, "\n"))
