@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -91,39 +92,67 @@ func freeUDPPorts(n int) ([]int, error) {
 const PeerAddress = "10.0.3.2"
 
 // PeerRun runs a shell command on the peer guest, from the test in the
-// guest (Options.Peer), and returns its output and exit code. It waits
-// for the peer to serve, up to a minute.
+// guest (Options.Peer), and returns its output and exit code. The first
+// call waits for the peer to serve, up to a minute.
 func PeerRun(t testing.TB, command string) (string, int) {
 	t.Helper()
-	var conn net.Conn
-	var err error
-	for deadline := time.Now().Add(time.Minute); ; {
-		if conn, err = net.DialTimeout("tcp", peerAddr, 2*time.Second); err == nil {
-			break
+	peerReady.Do(func() { waitForPeer(t) })
+	out, code, err := peerCall(command)
+	if err != nil {
+		t.Fatalf("the peer guest, running %q: %v", command, err)
+	}
+	return out, code
+}
+
+var peerReady sync.Once
+
+// waitForPeer waits, up to a minute, until the peer runs a command: its
+// command server starts last when it boots, and a connection made as it
+// starts can end before the command is read.
+func waitForPeer(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		_, code, err := peerCall("true")
+		if err == nil && code == 0 {
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the peer guest does not serve at %s: %v", peerAddr, err)
+			t.Fatalf("the peer guest does not run commands at %s: %v", peerAddr, err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// peerCall runs one command on the peer.
+func peerCall(command string) (string, int, error) {
+	conn, err := net.DialTimeout("tcp", peerAddr, 2*time.Second)
+	if err != nil {
+		return "", 0, err
+	}
 	defer conn.Close()
 	if _, err := fmt.Fprintln(conn, command); err != nil {
-		t.Fatal(err)
+		return "", 0, err
 	}
 	var lines []string
 	code := -1
 	sc := bufio.NewScanner(conn)
 	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), peerExitMark); ok {
+		// Output that does not end its last line has the mark after it.
+		line := sc.Text()
+		if before, rest, ok := strings.Cut(line, peerExitMark); ok {
 			fmt.Sscan(rest, &code)
-			continue
+			line = before
+			if line == "" {
+				continue
+			}
 		}
-		lines = append(lines, sc.Text())
+		lines = append(lines, line)
 	}
 	if code < 0 {
-		t.Fatalf("the peer guest ended %q without an exit code: %v", command, sc.Err())
+		return "", 0, fmt.Errorf("it ended without an exit code (%v)", sc.Err())
 	}
-	return strings.Join(lines, "\n"), code
+	return strings.Join(lines, "\n"), code, nil
 }
 
 // kubeconfigForGuest is the package's API server's administrator

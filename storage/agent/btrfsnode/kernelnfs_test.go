@@ -30,9 +30,9 @@ func TestKernelExportsToAnotherNode(t *testing.T) {
 	if guest.Delegate(t, guest.Options{Peer: true}) {
 		return
 	}
-	guest.StartNFSServer(t)
 	ctx := context.Background()
 	mnt := testenv.BtrfsDisk(t, 1<<30)
+	guest.StartNFSServer(t) // after the disk: stopped before it is unmounted
 	base := filepath.Join(mnt, "strata")
 	s, err := btrfsnode.Open(ctx, base, nfs.NewKernel(base), "node-a")
 	if err != nil {
@@ -76,7 +76,8 @@ func TestKernelExportsToAnotherNode(t *testing.T) {
 	t.Run("an agent started again removes an export its records do not hold", func(t *testing.T) {
 		// As if the agent stopped after recording the removal and before
 		// the server heard of it.
-		if out, err := exec.Command("exportfs", "-i", "-o", "rw,no_subtree_check,fsid=77", client+":"+shared.Path).CombinedOutput(); err != nil {
+		opts := fmt.Sprintf("rw,no_subtree_check,all_squash,anonuid=%d,anongid=%d,fsid=77", owner, owner)
+		if out, err := exec.Command("exportfs", "-i", "-o", opts, client+":"+shared.Path).CombinedOutput(); err != nil {
 			t.Fatalf("exportfs: %v: %s", err, out)
 		}
 		peerMount(t, shared.ExportPath, "/mnt/shared", 0)
