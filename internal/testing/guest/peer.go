@@ -141,7 +141,9 @@ func peerCall(command string) (string, int, error) {
 		// Output that does not end its last line has the mark after it.
 		line := sc.Text()
 		if before, rest, ok := strings.Cut(line, peerExitMark); ok {
-			fmt.Sscan(rest, &code)
+			if _, err := fmt.Sscan(rest, &code); err != nil {
+				return "", 0, fmt.Errorf("its exit line %q: %w", line, err)
+			}
 			line = before
 			if line == "" {
 				continue

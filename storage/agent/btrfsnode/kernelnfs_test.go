@@ -39,10 +39,11 @@ func TestKernelExportsToAnotherNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	owner := 1234
-	shared := createWith(t, s, "shared", owner, "from the server")
+	createWith(t, s, "shared", owner, "from the server")
 	private := createWith(t, s, "private", owner, "secret")
 	client := guest.PeerAddress
-	if shared, err = s.AddExport(ctx, "t", "shared", client); err != nil {
+	shared, err := s.AddExport(ctx, "t", "shared", client)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err = s.AddExport(ctx, "t", "private", "10.0.3.99"); err != nil {
