@@ -16,65 +16,59 @@ import (
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 )
 
-var (
-	imageOnce sync.Once
-	imageDir  string
-	imageErr  error
-)
-
 // image is the folder of the guest's kernel and initramfs, built from
 // hack/guest/packages.lock into bin/guest the first time (a few seconds;
 // the packages' files are kept) and again only when the lock or the
 // builder changes.
 func image(t *testing.T) string {
 	t.Helper()
-	imageOnce.Do(func() {
-		root := testenv.RepoRoot()
-		cmd := exec.Command("go", "run", "./hack/guest", "build", "-out", filepath.Join(root, "bin", "guest"))
-		cmd.Dir = root
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			imageErr = fmt.Errorf("building the guest (go run ./hack/guest build): %w: %s", err, stderr.String())
-			return
-		}
-		imageDir = strings.TrimSpace(string(out))
-	})
-	if imageErr != nil {
-		t.Fatal(imageErr)
-	}
-	return imageDir
+	return onceOrFatal(t, buildImage)
 }
 
-var (
-	binaryOnce sync.Once
-	binaryPath string
-	binaryErr  error
-)
+var buildImage = sync.OnceValues(func() (string, error) {
+	root := testenv.RepoRoot()
+	cmd := exec.Command("go", "run", "./hack/guest", "build", "-out", filepath.Join(root, "bin", "guest"))
+	cmd.Dir = root
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("building the guest (go run ./hack/guest build): %w: %s", err, stderr.String())
+	}
+	return strings.TrimSpace(string(out)), nil
+})
 
 // testBinary is the test binary of the package under test, built static
 // (the guest has no Go toolchain, and only Debian's libraries) into
 // bin/guest/tests.
 func testBinary(t *testing.T) string {
 	t.Helper()
-	binaryOnce.Do(func() {
-		rel, err := packageDir()
-		if err != nil {
-			binaryErr = err
-			return
-		}
-		binaryPath = filepath.Join(testenv.RepoRoot(), "bin", "guest", "tests", strings.ReplaceAll(rel, "/", "-")+".test")
-		cmd := exec.Command("go", "test", "-c", "-o", binaryPath, ".")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binaryErr = fmt.Errorf("go test -c for the guest: %w: %s", err, out)
-		}
-	})
-	if binaryErr != nil {
-		t.Fatal(binaryErr)
+	return onceOrFatal(t, buildTestBinary)
+}
+
+var buildTestBinary = sync.OnceValues(func() (string, error) {
+	rel, err := packageDir()
+	if err != nil {
+		return "", err
 	}
-	return binaryPath
+	path := filepath.Join(testenv.RepoRoot(), "bin", "guest", "tests", strings.ReplaceAll(rel, "/", "-")+".test")
+	cmd := exec.Command("go", "test", "-c", "-o", path, ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go test -c for the guest: %w: %s", err, out)
+	}
+	return path, nil
+})
+
+// onceOrFatal is what a build done once per test process made, or the
+// test's end if it failed.
+func onceOrFatal(t *testing.T, build func() (string, error)) string {
+	t.Helper()
+	path, err := build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // packageDir is the package under test's folder, from the repository's

@@ -22,6 +22,7 @@ import (
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"github.com/strata-gitops/strata/failover/lvmagents"
+	"github.com/strata-gitops/strata/internal/testing/lvmtest"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/internal/testing/thingroup"
 	"github.com/strata-gitops/strata/storage/agent/lvmnode"
@@ -152,13 +153,5 @@ func (a Agent) Read(t testing.TB, volume string, off int64, size int) []byte {
 
 func (a Agent) device(t testing.TB, volume string, flag int) *os.File {
 	t.Helper()
-	dev, err := a.LVM.DevicePath(context.Background(), a.Group, volume)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.OpenFile(dev, flag, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
+	return lvmtest.Open(t, a.LVM, a.Group, volume, flag)
 }

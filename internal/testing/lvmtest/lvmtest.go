@@ -3,6 +3,8 @@
 package lvmtest
 
 import (
+	"context"
+	"os"
 	"testing"
 
 	"github.com/strata-gitops/strata/internal/testing/guest"
@@ -31,4 +33,18 @@ func Manager(t testing.TB) lvm.Manager {
 		return lvm.NewLVM2()
 	}
 	return Loopback(t)
+}
+
+// Open opens a volume's block device, closed by the caller.
+func Open(t testing.TB, m lvm.Manager, vg, name string, flag int) *os.File {
+	t.Helper()
+	dev, err := m.DevicePath(context.Background(), vg, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(dev, flag, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
+	"github.com/strata-gitops/strata/internal/testing/lvmtest"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/storage/lvm"
 )
@@ -96,7 +97,7 @@ func fill(t *testing.T, m lvm.Manager, vg, name string, size int64) []byte {
 	for i := 0; i+8 <= len(data); i += 8 {
 		copy(data[i:], fmt.Sprintf("%08x", i/8))
 	}
-	f := openVolume(t, m, vg, name, os.O_WRONLY)
+	f := lvmtest.Open(t, m, vg, name, os.O_WRONLY)
 	defer f.Close()
 	if _, err := f.Write(data); err != nil {
 		t.Fatal(err)
@@ -109,24 +110,11 @@ func fill(t *testing.T, m lvm.Manager, vg, name string, size int64) []byte {
 
 func read(t *testing.T, m lvm.Manager, vg, name string, size int64) []byte {
 	t.Helper()
-	f := openVolume(t, m, vg, name, os.O_RDONLY)
+	f := lvmtest.Open(t, m, vg, name, os.O_RDONLY)
 	defer f.Close()
 	data := make([]byte, size)
 	if _, err := f.ReadAt(data, 0); err != nil {
 		t.Fatal(err)
 	}
 	return data
-}
-
-func openVolume(t *testing.T, m lvm.Manager, vg, name string, flag int) *os.File {
-	t.Helper()
-	dev, err := m.DevicePath(context.Background(), vg, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.OpenFile(dev, flag, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
 }
