@@ -6,6 +6,7 @@
 //
 //	go run ./hack/guest lock    refresh hack/guest/packages.lock
 //	go run ./hack/guest build   build bin/guest/<lock digest>/ and print the folder
+//	go run ./hack/guest shell   build it and boot it with a shell on this terminal
 package main
 
 import (
@@ -30,11 +31,12 @@ func main() {
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("give a command: lock or build")
+		return fmt.Errorf("give a command: lock, build or shell")
 	}
 	fl := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	lock := fl.String("lock", "hack/guest/packages.lock", "the package lock")
 	out := fl.String("out", "bin/guest", "where guests are built, one folder per lock")
+	disk := fl.String("disk", "", "shell: a sparse file of this size (such as 1G) the guest sees as /dev/vda")
 	if err := fl.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -45,13 +47,16 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 		return debian.WriteLock(*lock, lockHeader, pkgs)
-	case "build":
+	case "build", "shell":
 		dir, err := Build(ctx, *lock, *out)
 		if err != nil {
 			return err
 		}
+		if args[0] == "shell" {
+			return shell(ctx, dir, *disk)
+		}
 		fmt.Println(dir)
 		return nil
 	}
-	return fmt.Errorf("%q: the commands are lock and build", args[0])
+	return fmt.Errorf("%q: the commands are lock, build and shell", args[0])
 }
