@@ -1,12 +1,12 @@
 package main
 
 import (
-	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
 	"time"
 
+	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
+	"github.com/strata-gitops/strata/cmd/internal/cli"
+
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/strata-gitops/strata/engine/guardwebhook"
@@ -22,8 +22,8 @@ func controllerCommand() *cobra.Command {
 		Use:   "controller",
 		Short: "Run the GitOps controllers (GitRepository, Kustomization, Receiver)",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctrl.SetLogger(newLogger())
-			cfg, err := restConfig(kubeconfig)
+			ctrl.SetLogger(cli.NewLogger())
+			cfg, err := cli.RestConfig(kubeconfig)
 			if err != nil {
 				return err
 			}
@@ -104,11 +104,4 @@ func controllerCommand() *cobra.Command {
 	f.DurationVar(&o.SelfFenceAfter, "self-fence-after", o.SelfFenceAfter, "how long after a node's last Lease renewal a Failover with fencing AgentSelfFence counts the node fenced: more than the agents' --self-fence-after, their check interval and the clock skew between nodes")
 	f.StringVar(&o.WatchLabelSelector, "watch-label-selector", o.WatchLabelSelector, "reconcile only objects matching this label selector (sharding, e.g. sharding.fluxcd.io/key=shard1)")
 	return cmd
-}
-
-func restConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig == "" {
-		return ctrl.GetConfig()
-	}
-	return clientcmd.BuildConfigFromFlags("", kubeconfig)
 }

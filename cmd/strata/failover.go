@@ -7,6 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	failoverv1alpha1 "github.com/strata-gitops/strata/api/failover/v1alpha1"
+	"github.com/strata-gitops/strata/cmd/internal/cli"
 	"github.com/strata-gitops/strata/failover/controller"
 	"github.com/strata-gitops/strata/internal/scheme"
 )
@@ -26,7 +27,7 @@ func failoverBackCommand() *cobra.Command {
 		Short: "Move a failed-over app back to its primary once the primary node is back",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := restConfig(kubeconfig)
+			cfg, err := cli.RestConfig(kubeconfig)
 			if err != nil {
 				return err
 			}

@@ -1,5 +1,6 @@
-// Command strata is the one binary of strata: the controller, the local
-// development environment and the developer tools are its subcommands.
+// Command strata is strata's binary: the controller, the local
+// development environment and the developer tools are its subcommands,
+// and the node's commands too (cmd/strata-node is those alone).
 package main
 
 import (
@@ -7,7 +8,12 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+	"github.com/strata-gitops/strata/cmd/internal/cli"
+	"github.com/strata-gitops/strata/cmd/internal/nodecmd"
 )
+
+// version is set at link time (make build, the release).
+var version = "dev"
 
 func main() {
 	root := &cobra.Command{
@@ -16,7 +22,8 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(controllerCommand(), agentCommand(), csiCommand(), upCommand(), buildCommand(), planCommand(), failoverCommand(), imageCommand(), versionCommand())
+	root.AddCommand(controllerCommand(), nodecmd.Agent(), nodecmd.CSI(version), upCommand(), buildCommand(), planCommand(), failoverCommand(), nodecmd.Image(),
+		cli.VersionCommand("strata", version))
 	if err := root.Execute(); err != nil {
 		if msg := err.Error(); msg != "" {
 			fmt.Fprintln(os.Stderr, "strata:", msg)

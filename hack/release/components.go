@@ -43,13 +43,16 @@ var strataTools = []string{
 	"blockdev", "qemu-img", "mount.nfs",
 }
 
-// components are the release's images: strata; the CSI sidecars and the
+// components are the release's images: strata and strata-node; the CSI sidecars and the
 // snapshot controller the chart runs (hack/sidecars.txt); the example
 // app the docs and the end-to-end suite run; and the pods' sandbox image
 // the local cluster's nodes run. One registry serves a whole cluster.
 func components(o Options) ([]component, error) {
 	out := []component{
 		{name: "strata", tag: o.Version, onDebian: true, binary: "/usr/local/bin/strata", build: goProgram("./cmd/strata", true)},
+		// What every node pulls: the agent, the CSI driver, the image
+		// jobs' client, without the controller's libraries.
+		{name: "strata-node", tag: o.Version, onDebian: true, binary: "/usr/local/bin/strata-node", build: goProgram("./cmd/strata-node", true)},
 		{name: "example-app", tag: o.Version, binary: "/example-app", build: goProgram("./cmd/example-app", false),
 			// Buildbarn's volume-init runs a shell: the example app
 			// stands in for it (cmd/example-app/buildbarn.go).

@@ -44,6 +44,7 @@ func writeNotes(o Options, built []builtComponent, pkgs []debian.Package) error 
 		}
 	}
 	fmt.Fprintf(&b, "\nEvery Debian package of each image is in hack/release/packages.lock (%d per architecture) and in the image's SBOM.\n\n", len(amd64))
+	b.WriteString(sizesSection(built))
 	b.WriteString("## What changed\n\n")
 	b.WriteString(changes(o.Repo))
 	b.WriteString("\n## Upgrading\n\nVerify the release first (`make verify-release VERSION=" + o.Version + "`, or `cosign verify --key cosign.pub` once it is in a registry).\n" +

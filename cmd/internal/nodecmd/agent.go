@@ -1,24 +1,29 @@
-package main
+// Package nodecmd holds the commands a node runs, which both strata and
+// the lean strata-node binary serve: the storage agent, the CSI driver's
+// services and the image jobs' client.
+package nodecmd
 
 import (
 	"github.com/spf13/cobra"
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
+	"github.com/strata-gitops/strata/cmd/internal/cli"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/strata-gitops/strata/internal/app/agent"
 	"github.com/strata-gitops/strata/storage/images/provision"
 )
 
-func agentCommand() *cobra.Command {
+// Agent runs a node's storage agent.
+func Agent() *cobra.Command {
 	o := agent.Defaults()
 	var kubeconfig string
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run a node's storage agent: volume groups and logical volumes (LVM), and the btrfs volume API with NFS exports",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctrl.SetLogger(newLogger())
+			ctrl.SetLogger(cli.NewLogger())
 			ctx := ctrl.SetupSignalHandler()
-			cfg, err := restConfig(kubeconfig)
+			cfg, err := cli.RestConfig(kubeconfig)
 			if err != nil && (o.LVM.Enabled || o.API.TenantsSecret != "") {
 				return err
 			}

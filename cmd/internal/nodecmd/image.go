@@ -1,4 +1,4 @@
-package main
+package nodecmd
 
 import (
 	"fmt"
@@ -57,7 +57,8 @@ func (f *agentFlags) client() (*volumeapi.Client, error) {
 	return c, nil
 }
 
-func imageCommand() *cobra.Command {
+// Image calls an agent's image jobs as a tenant.
+func Image() *cobra.Command {
 	cmd := &cobra.Command{Use: "image", Short: "Fill volumes from VM images through an agent's image jobs (docs/images.md)"}
 	cmd.AddCommand(imageProvisionCommand(), imageStatusCommand(), imageCancelCommand(), imageJobsCommand(), imageFillCommand())
 	return cmd

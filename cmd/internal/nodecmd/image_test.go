@@ -1,4 +1,4 @@
-package main
+package nodecmd
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ func TestImageCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	image := func(args ...string) (string, error) {
-		cmd := imageCommand()
+		cmd := Image()
 		var out bytes.Buffer
 		cmd.SetArgs(args)
 		cmd.SetOut(&out)

@@ -1,24 +1,26 @@
-package main
+package nodecmd
 
 import (
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/strata-gitops/strata/cmd/internal/cli"
 	"github.com/strata-gitops/strata/storage/csi"
 )
 
-func csiCommand() *cobra.Command {
+// CSI runs the CSI driver's services; version is the driver's.
+func CSI(version string) *cobra.Command {
 	o := csi.Defaults()
 	var kubeconfig string
 	cmd := &cobra.Command{
 		Use:   "csi",
 		Short: "Run the CSI driver " + csi.DriverName + " (--mode controller once per cluster, --mode node on every node)",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctrl.SetLogger(newLogger())
+			ctrl.SetLogger(cli.NewLogger())
 			o.Version = version
 			// The node service reads pods' fsGroupChangePolicy through the
 			// API when it can; the controller service cannot do without it.
-			cfg, err := restConfig(kubeconfig)
+			cfg, err := cli.RestConfig(kubeconfig)
 			if err != nil && o.Mode == "controller" {
 				return err
 			}
