@@ -18,8 +18,8 @@ import (
 
 // packageChart writes the chart of the release as Helm's package
 // (strata-VERSION.tgz under out): Chart.yaml's version and appVersion the
-// release's, values naming strata's image by the version's tag and its
-// index's digest, and each CSI sidecar by the release's name, tag and
+// release's, values naming strata's and strata-node's images by the
+// version's tag and their indexes' digests, and each CSI sidecar by the release's name, tag and
 // digest. Entries are sorted, owned by root, every time at epoch, so that
 // one commit gives one package.
 func packageChart(chartDir, out, version string, built []builtComponent, epoch time.Time) (chartPackage, error) {
@@ -46,6 +46,10 @@ func packageChart(chartDir, out, version string, built []builtComponent, epoch t
 		{"values.yaml", `(?m)^  digest: "".*$`, fmt.Sprintf("  digest: %q", built[0].digest.String())},
 	}
 	for _, b := range built {
+		if b.name == "strata-node" {
+			edits = append(edits, edit{"values.yaml", `(?m)^nodeImage: \{.*\}$`,
+				fmt.Sprintf("nodeImage: {repository: \"\", tag: %q, digest: %q}", b.tag, b.digest.String())})
+		}
 		if b.chartValue != "" {
 			edits = append(edits, edit{"values.yaml", `(?m)^  ` + regexp.QuoteMeta(b.chartValue) + `: \{.*\}$`,
 				fmt.Sprintf("  %s: {name: %s, tag: %s, digest: %q}", b.chartValue, b.name, b.tag, b.digest.String())})

@@ -43,7 +43,11 @@ func TestTheChartNamesTheRelease(t *testing.T) {
 	if err != nil {
 		t.Fatalf("helm template: %v: %s", err, rendered)
 	}
-	want := map[string]bool{"registry.test/strata:0.0.0-test@" + digest.String(): true}
+	node, err := indexNamed(t, dir, "strata-node:0.0.0-test").Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"registry.test/strata:0.0.0-test@" + digest.String(): true, "registry.test/strata-node:0.0.0-test@" + node.String(): true}
 	sidecars, err := readSidecars(filepath.Join(testenv.RepoRoot(), "hack", "sidecars.txt"))
 	if err != nil {
 		t.Fatal(err)

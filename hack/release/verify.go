@@ -100,8 +100,9 @@ func (l *layoutReader) verifyChart(d v1.Descriptor, indexes []v1.Descriptor, sig
 	return chartNamesImages(tgz, indexes)
 }
 
-// chartNamesImages checks that the chart's values name strata's image and
-// each CSI sidecar by the digest of the release's index of that name.
+// chartNamesImages checks that the chart's values name strata's and
+// strata-node's images and each CSI sidecar by the digest of the
+// release's index of that name.
 func chartNamesImages(tgz []byte, indexes []v1.Descriptor) error {
 	values, err := fileOfChart(tgz, "strata/values.yaml")
 	if err != nil {
@@ -109,7 +110,8 @@ func chartNamesImages(tgz []byte, indexes []v1.Descriptor) error {
 	}
 	var v struct {
 		Image       struct{ Digest string }
-		CSISidecars map[string]any `json:"csiSidecars"`
+		NodeImage   struct{ Digest string } `json:"nodeImage"`
+		CSISidecars map[string]any          `json:"csiSidecars"`
 	}
 	if err := yaml.Unmarshal(values, &v); err != nil {
 		return fmt.Errorf("the chart's values.yaml: %w", err)
@@ -119,7 +121,7 @@ func chartNamesImages(tgz []byte, indexes []v1.Descriptor) error {
 		name, _, _ := strings.Cut(d.Annotations[refName], ":")
 		digests[name] = d.Digest.String()
 	}
-	named := map[string]string{"strata": v.Image.Digest}
+	named := map[string]string{"strata": v.Image.Digest, "strata-node": v.NodeImage.Digest}
 	for value, s := range v.CSISidecars {
 		if m, ok := s.(map[string]any); ok {
 			n, _ := m["name"].(string)

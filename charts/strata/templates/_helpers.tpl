@@ -23,6 +23,14 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- $ref -}}
 {{- end }}
 
+{{/* strata.nodeImage is strata-node's image: the agents and the CSI driver. */}}
+{{- define "strata.nodeImage" -}}
+{{- $repo := .Values.nodeImage.repository | default (printf "%s-node" (required "image.repository is required: the registry path of strata's image (docs/install.md)" .Values.image.repository)) -}}
+{{- $ref := printf "%s:%s" $repo (.Values.nodeImage.tag | default .Values.image.tag | default .Chart.AppVersion) -}}
+{{- with .Values.nodeImage.digest }}{{ $ref = printf "%s@%s" $ref . }}{{ end -}}
+{{- $ref -}}
+{{- end }}
+
 {{/* strata.sidecar takes (list . .Values.csiSidecars.provisioner). */}}
 {{- define "strata.sidecar" -}}
 {{- $root := index . 0 -}}
