@@ -89,7 +89,7 @@ func controllerCommand() *cobra.Command {
 		"hosts (host or host:port) whose artifacts Kustomizations may download when another controller serves their source, such as Flux's source-controller or an ExternalArtifact's producer")
 	f.BoolVar(&o.AllowInsecureHTTPAuth, "insecure-allow-http-auth", o.AllowInsecureHTTPAuth, "let GitRepositories send credentials to plain http:// URLs (they cross the network in clear)")
 	f.StringVar(&o.LeaseNamespace, "lease-namespace", o.LeaseNamespace, "namespace of the agents' node Leases, which failover reads")
-	f.StringVar(&o.Populator.Image, "populator-image", "", "strata's image, which the image populator's pods run; empty turns the populator off (docs/images.md)")
+	f.StringVar(&o.Populator.Image, "populator-image", "", "strata-node's image (or strata's), which the image populator's pods run (strata-node image fill); empty turns the populator off (docs/images.md)")
 	f.StringVar(&o.Populator.Namespace, "populator-namespace", "strata-system", "namespace of the image populator's prime claims, pods and credential copies")
 	f.StringVar(&o.AgentCA.Secret, "agent-ca-secret", "", "namespace/name of the agents' CA Secret (kubernetes.io/tls): the controller signs the agents' serving certificates (CertificateSigningRequests of signer "+storagev1alpha1.AgentSigner+"), each for its own node, and the key stays here; empty signs none")
 	f.StringSliceVar(&o.AgentCA.Agents, "agent-ca-agents", nil, "user names of the agents' service accounts (system:serviceaccount:NAMESPACE:NAME) whose certificate requests --agent-ca-secret signs")
