@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -40,6 +41,24 @@ type Options struct {
 	// Key signs the index (PEM, PKCS#8 ECDSA P-256); made, with
 	// cosign.pub beside it, when missing.
 	Key string
+	// Architectures are those the images are built for: every one of
+	// Architectures when empty, as a release is; the local cluster's
+	// releases are built for the host's alone.
+	Architectures []string
+}
+
+// architectures are the ones to build, checked against those a release
+// can hold.
+func (o Options) architectures() ([]string, error) {
+	if len(o.Architectures) == 0 {
+		return Architectures, nil
+	}
+	for _, a := range o.Architectures {
+		if !slices.Contains(Architectures, a) {
+			return nil, fmt.Errorf("architecture %q: a release is built for %v", a, Architectures)
+		}
+	}
+	return o.Architectures, nil
 }
 
 var versionPattern = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$`)
@@ -113,7 +132,11 @@ type builtComponent struct {
 // SBOMs and the index's signature.
 func buildComponent(ctx context.Context, o Options, c component, pkgs []debian.Package, key *ecdsa.PrivateKey) (builtComponent, error) {
 	b := builtComponent{component: c, index: mutate.IndexMediaType(empty.Index, types.OCIImageIndex)}
-	for _, arch := range Architectures {
+	archs, err := o.architectures()
+	if err != nil {
+		return b, err
+	}
+	for _, arch := range archs {
 		var base []debian.Package
 		if c.onDebian {
 			base = debian.ForArch(pkgs, arch)
@@ -142,7 +165,6 @@ func buildComponent(ctx context.Context, o Options, c component, pkgs []debian.P
 		}
 		b.referrers = append(b.referrers, att)
 	}
-	var err error
 	if b.digest, err = b.index.Digest(); err != nil {
 		return b, err
 	}

@@ -45,6 +45,7 @@ func run(ctx context.Context, args []string) error {
 	key := fl.String("key", "bin/release/signing/cosign.key", "the signing key (PEM, PKCS#8 ECDSA P-256); made with cosign.pub beside it when missing")
 	registry := fl.String("registry", "", "with push: the registry, HOST[:PORT]")
 	pub := fl.String("pub", "bin/release/signing/cosign.pub", "with verify: the public key the release must be signed with")
+	arch := fl.String("arch", strings.Join(Architectures, ","), "with build: the architectures to build images for, comma-separated (the local cluster's releases: the host's)")
 	if err := fl.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -78,7 +79,8 @@ func run(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		digest, err := Build(ctx, Options{Version: *version, Repo: *repo, Lock: *lock, Cache: *cache, Out: *out, Epoch: epoch, Key: *key})
+		digest, err := Build(ctx, Options{Version: *version, Repo: *repo, Lock: *lock, Cache: *cache, Out: *out, Epoch: epoch, Key: *key,
+			Architectures: strings.Split(*arch, ",")})
 		if err != nil {
 			return err
 		}

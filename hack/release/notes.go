@@ -27,10 +27,14 @@ func writeNotes(o Options, built []builtComponent, pkgs []debian.Package) error 
 	var b strings.Builder
 	fmt.Fprintf(&b, "# strata %s\n\n", o.Version)
 	fmt.Fprintf(&b, "Built from commit %s of %s.\n\n", commitOf(o.Repo), o.Epoch.Format(time.DateOnly))
+	archs, err := o.architectures()
+	if err != nil {
+		return err
+	}
 	b.WriteString("## What it holds\n\n| component | version |\n|---|---|\n")
 	fmt.Fprintf(&b, "| chart `strata` | %s, appVersion %s |\n", o.Version, o.Version)
 	for _, c := range built {
-		fmt.Fprintf(&b, "| image `%s:%s` (amd64, arm64) | `%s` |\n", c.name, c.tag, c.digest)
+		fmt.Fprintf(&b, "| image `%s:%s` (%s) | `%s` |\n", c.name, c.tag, strings.Join(archs, ", "), c.digest)
 	}
 	if info, err := buildinfo.Read(bytes.NewReader(built[0].amd64)); err == nil {
 		fmt.Fprintf(&b, "| strata, built with | %s |\n", info.GoVersion)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 
@@ -23,6 +24,10 @@ type Built struct {
 	// root is the source tree it was built from, by its own hack/release;
 	// tool is the tree whose hack/release pushes it: strata's as it runs.
 	root, tool string
+	// hostOnly builds images for this machine's architecture alone: the
+	// source tree's own release, whose tool takes -arch. (An earlier
+	// tree's tool may not.)
+	hostOnly bool
 }
 
 // refName is the OCI layout's annotation naming each index NAME:TAG.
@@ -37,7 +42,7 @@ func BuildLocal(ctx context.Context, root string) (*Built, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Built{Version: devPrefix + tree[:12], root: root, tool: root}
+	b := &Built{Version: devPrefix + tree[:12], root: root, tool: root, hostOnly: true}
 	b.Dir = filepath.Join(root, "bin", "release", b.Version)
 	if _, err := os.Stat(filepath.Join(b.Dir, "SHA256SUMS")); err == nil {
 		return b, nil
@@ -99,7 +104,14 @@ func (b *Built) build(ctx context.Context) error {
 	if err := os.RemoveAll(partial); err != nil {
 		return err
 	}
-	if err := releaseTool(ctx, b.root, "build", "-version", b.Version, "-out", partial); err != nil {
+	args := []string{"build", "-version", b.Version, "-out", partial}
+	if b.hostOnly {
+		// The local cluster runs on this machine's architecture: the
+		// other's images would never be pulled (make release and the
+		// release's own tests build both).
+		args = append(args, "-arch", runtime.GOARCH)
+	}
+	if err := releaseTool(ctx, b.root, args...); err != nil {
 		return err
 	}
 	_ = os.RemoveAll(b.Dir)
