@@ -69,7 +69,11 @@ func Run(ctx context.Context, o Options) error {
 		return errors.New("strata up needs root: its nodes have their own network namespaces, cgroups and loop-device disks (run it as root, e.g. sudo make up)")
 	}
 	began := time.Now()
-	say := func(format string, args ...any) { fmt.Fprintf(o.Out, "► "+format+"\n", args...) }
+	// Each step says when it starts, how long after start, so that the
+	// time each took reads off the lines.
+	say := func(format string, args ...any) {
+		fmt.Fprintf(o.Out, "► %5s  "+format+"\n", append([]any{sinceStart(began)}, args...)...)
+	}
 
 	built, err := buildRelease(ctx, o, say)
 	if err != nil {
@@ -193,4 +197,10 @@ func notify(ctx context.Context, cl client.Client, path string) {
 			resp.Body.Close()
 		}
 	}()
+}
+
+// sinceStart is the time since began as m:ss.
+func sinceStart(began time.Time) string {
+	d := time.Since(began).Round(time.Second)
+	return fmt.Sprintf("%d:%02d", int(d.Minutes()), int(d.Seconds())%60)
 }
