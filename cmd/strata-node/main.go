@@ -5,11 +5,6 @@
 package main
 
 import (
-	"fmt"
-	"os"
-
-	"github.com/spf13/cobra"
-
 	"github.com/strata-gitops/strata/cmd/internal/cli"
 	"github.com/strata-gitops/strata/cmd/internal/nodecmd"
 )
@@ -18,15 +13,6 @@ import (
 var version = "dev"
 
 func main() {
-	root := &cobra.Command{
-		Use:           "strata-node",
-		Short:         "strata's node binary: the storage agent and the CSI driver",
-		SilenceUsage:  true,
-		SilenceErrors: true,
-	}
-	root.AddCommand(nodecmd.Agent(), nodecmd.CSI(version), nodecmd.Image(), cli.VersionCommand("strata-node", version))
-	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "strata-node:", err)
-		os.Exit(1)
-	}
+	cli.Run("strata-node", "strata's node binary: the storage agent and the CSI driver", func(error) int { return 1 },
+		nodecmd.Agent(), nodecmd.CSI(version), nodecmd.Image(), cli.VersionCommand("strata-node", version))
 }

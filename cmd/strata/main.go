@@ -4,10 +4,6 @@
 package main
 
 import (
-	"fmt"
-	"os"
-
-	"github.com/spf13/cobra"
 	"github.com/strata-gitops/strata/cmd/internal/cli"
 	"github.com/strata-gitops/strata/cmd/internal/nodecmd"
 )
@@ -16,18 +12,7 @@ import (
 var version = "dev"
 
 func main() {
-	root := &cobra.Command{
-		Use:           "strata",
-		Short:         "GitOps control plane for node-local storage",
-		SilenceUsage:  true,
-		SilenceErrors: true,
-	}
-	root.AddCommand(controllerCommand(), nodecmd.Agent(), nodecmd.CSI(version), upCommand(), buildCommand(), planCommand(), failoverCommand(), nodecmd.Image(),
+	cli.Run("strata", "GitOps control plane for node-local storage", exitCode,
+		controllerCommand(), nodecmd.Agent(), nodecmd.CSI(version), upCommand(), buildCommand(), planCommand(), failoverCommand(), nodecmd.Image(),
 		cli.VersionCommand("strata", version))
-	if err := root.Execute(); err != nil {
-		if msg := err.Error(); msg != "" {
-			fmt.Fprintln(os.Stderr, "strata:", msg)
-		}
-		os.Exit(exitCode(err))
-	}
 }

@@ -5,6 +5,7 @@ package cli
 
 import (
 	"fmt"
+	"os"
 	"runtime/debug"
 
 	"github.com/go-logr/logr"
@@ -15,6 +16,21 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 )
+
+// Run runs a binary's root command, named name, with its commands: an
+// error is printed after the binary's name (unless it says nothing, as
+// one carrying only an exit code does) and ends the process with
+// exitCode's code for it.
+func Run(name, short string, exitCode func(error) int, commands ...*cobra.Command) {
+	root := &cobra.Command{Use: name, Short: short, SilenceUsage: true, SilenceErrors: true}
+	root.AddCommand(commands...)
+	if err := root.Execute(); err != nil {
+		if msg := err.Error(); msg != "" {
+			fmt.Fprintln(os.Stderr, name+":", msg)
+		}
+		os.Exit(exitCode(err))
+	}
+}
 
 // NewLogger logs JSON lines with millisecond timestamps, as Flux's
 // controllers do: events on a busy controller are milliseconds apart.
