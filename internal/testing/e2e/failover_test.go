@@ -101,7 +101,7 @@ func (l *ledger) agentDownOnALiveNode(before []line) {
 	l.t.Helper()
 	// Both of A's agents renew its Lease: the node agent and the btrfs
 	// host.
-	agents := l.processes(l.a, "strata", "agent")
+	agents := l.processes(l.a, "strata-node", "agent")
 	if len(agents) < 2 {
 		l.t.Fatalf("found %d strata agents on %s, want the node agent and the btrfs host", len(agents), l.a.Name())
 	}
