@@ -10,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/strata-gitops/strata/hack/debian"
@@ -76,7 +77,10 @@ func digest(lock string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	for _, f := range append([]string{lock}, files...) {
+	if !slices.Contains(files, lock) {
+		files = append([]string{lock}, files...)
+	}
+	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
 			return "", fmt.Errorf("the guest's sources: %w; write the lock with go run ./hack/guest lock", err)

@@ -43,9 +43,10 @@ func (k *Kernel) Sync(ctx context.Context, exports []Export) error {
 	}
 	want := clientsByPath(sorted(exports))
 	for _, e := range sorted(exports) {
-		// exportfs takes a path that is not there, with a warning, and
-		// the server then serves whatever is mounted there later.
-		if err := isDir(e.Path); err != nil {
+		// exportfs takes a path that is not there, with a warning (the
+		// server then serves whatever is mounted there later), and
+		// follows links.
+		if err := k.servablePath(e.Path); err != nil {
 			refused[e.Path] = err
 			delete(want, e.Path)
 			continue
@@ -126,14 +127,28 @@ func (k *Kernel) Exported(ctx context.Context) ([]Export, error) {
 // at their own paths.
 func (k *Kernel) MountPath(e Export) string { return e.Path }
 
-// isDir says why path cannot be exported unless it is a directory.
-func isDir(path string) error {
-	info, err := os.Stat(path)
-	if err != nil {
-		return fmt.Errorf("export of %s: %w", path, err)
+// servablePath says why path cannot be exported unless it is a folder
+// below the exporter's root reached through no link: exportfs follows
+// links, and a volume's folder replaced by one would export what it
+// points to.
+func (k *Kernel) servablePath(path string) error {
+	rel, err := filepath.Rel(k.Root, path)
+	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+		return fmt.Errorf("export of %s: not below the exporter's root %s", path, k.Root)
 	}
-	if !info.IsDir() {
-		return fmt.Errorf("export of %s: not a directory", path)
+	p := k.Root
+	for _, part := range strings.Split(rel, string(os.PathSeparator)) {
+		p = filepath.Join(p, part)
+		info, err := os.Lstat(p)
+		if err != nil {
+			return fmt.Errorf("export of %s: %w", path, err)
+		}
+		if info.Mode()&os.ModeSymlink != 0 {
+			return fmt.Errorf("export of %s: %s is a link; only a volume's own folder is exported", path, p)
+		}
+		if !info.IsDir() {
+			return fmt.Errorf("export of %s: %s is not a directory", path, p)
+		}
 	}
 	return nil
 }

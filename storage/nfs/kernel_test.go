@@ -61,16 +61,35 @@ func TestKernelSyncCommandLines(t *testing.T) {
 	}
 }
 
-// exportfs takes a path that is not there (with a warning) and the
-// server would then serve whatever is mounted there later: such an
-// export is refused before exportfs runs.
-func TestKernelRefusesAnExportThatIsNotThere(t *testing.T) {
+// exportfs takes a path that is not there (with a warning), and the
+// server would then serve whatever is mounted there later; it follows a
+// link, so a volume's folder replaced by one would export what it points
+// to. Each such export is refused before exportfs runs: a missing path,
+// a link to the host's /etc, a folder below a link, a file, a path
+// outside the root.
+func TestKernelRefusesAnExportThatIsNotAFolderOfItsOwn(t *testing.T) {
 	root := t.TempDir()
-	r := &recorder{}
-	k := &Kernel{Root: root, Runner: r}
-	missing := filepath.Join(root, "a", "missing")
-	err := k.Sync(context.Background(), []Export{{ID: 3, Path: missing, Pseudo: "/a/missing", Clients: []string{"127.0.0.1"}}})
-	if RefusedFor(err, missing) == nil || len(r.ran) != 0 {
-		t.Fatalf("Sync of a missing path = %v, ran %q; want it refused and no exportfs", err, r.ran)
+	for _, dir := range []string{"a/real", "b"} {
+		if err := os.MkdirAll(filepath.Join(root, dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("/etc", filepath.Join(root, "a", "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(root, "a"), filepath.Join(root, "b", "up")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "a", "file"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{filepath.Join(root, "a", "missing"), filepath.Join(root, "a", "link"),
+		filepath.Join(root, "b", "up", "real"), filepath.Join(root, "a", "file"), t.TempDir()} {
+		r := &recorder{}
+		k := &Kernel{Root: root, Runner: r}
+		err := k.Sync(context.Background(), []Export{{ID: 3, Path: bad, Pseudo: "/x", Clients: []string{"127.0.0.1"}}})
+		if RefusedFor(err, bad) == nil || len(r.ran) != 0 {
+			t.Fatalf("Sync of %s = %v, ran %q; want it refused and no exportfs", bad, err, r.ran)
+		}
 	}
 }

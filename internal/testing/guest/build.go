@@ -90,7 +90,7 @@ func initrdFor(img, dir, bin string, o Options, extra map[string][]byte) (string
 	if err != nil {
 		return "", err
 	}
-	files := newFiles()
+	files := debian.Rootfs{}
 	data, err := os.ReadFile(bin)
 	if err != nil {
 		return "", err
@@ -161,8 +161,6 @@ func addTree(files debian.Rootfs, root, rel string) error {
 		return nil
 	})
 }
-
-func newFiles() debian.Rootfs { return debian.Rootfs{} }
 
 // copyFile appends a file's bytes to w.
 func copyFile(w io.Writer, path string) error {

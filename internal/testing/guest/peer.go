@@ -14,6 +14,7 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/strata-gitops/strata/hack/debian"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 )
 
@@ -60,7 +61,7 @@ func peerInitrd(img, path string) error {
 	if err := copyFile(out, filepath.Join(img, "initrd.cpio")); err != nil {
 		return err
 	}
-	files := newFiles()
+	files := debian.Rootfs{}
 	files.Put("guest/serve", 0o755, []byte(peerServe))
 	files.Put("guest/run", 0o755, []byte("#!/bin/sh\nexec busybox nc -ll -p 7000 -e /guest/serve\n"))
 	if err := files.Cpio(out); err != nil {
