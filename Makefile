@@ -12,9 +12,11 @@ export KUBEBUILDER_ASSETS := $(BIN)/k8s
 
 all: build
 
+# strata and strata-node, with the flags every build of strata's programs
+# shares (hack/build-flags): the local release's compile is this one's.
 build:
-	@echo "► building bin/strata"
-	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/strata ./cmd/strata
+	@echo "► building bin/strata and bin/strata-node"
+	CGO_ENABLED=0 $(GO) build $(shell grep -v '^#' hack/build-flags) -ldflags "-s -w -buildid= -X main.version=$(VERSION)" -o $(BIN)/ ./cmd/strata ./cmd/strata-node
 
 control-plane:
 	@bash hack/control-plane.sh nodes >/dev/null

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/strata-gitops/strata/hack/debian"
+	"github.com/strata-gitops/strata/internal/buildflags"
 )
 
 // component is one image of the release, built for every architecture:
@@ -98,7 +99,12 @@ func goProgram(pkg string, version bool) func(context.Context, Options, string) 
 		if version {
 			ldflags += " -X main.version=" + o.Version
 		}
-		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", ldflags, "-o", out, pkg)
+		flags, err := buildflags.Read(o.Repo)
+		if err != nil {
+			return nil, err
+		}
+		args := append(append([]string{"build"}, flags...), "-ldflags", ldflags, "-o", out, pkg)
+		cmd := exec.CommandContext(ctx, "go", args...)
 		cmd.Dir = o.Repo
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch, "GOFLAGS=-mod=readonly")
 		if b, err := cmd.CombinedOutput(); err != nil {

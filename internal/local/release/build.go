@@ -15,6 +15,8 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/strata-gitops/strata/internal/buildflags"
 )
 
 // Built is a release built by hack/release (docs/release.md): its folder
@@ -151,8 +153,16 @@ const LocalTag = "local"
 // releaseTool runs hack/release of the source tree at root, in it: its
 // package cache and signing key are those under its bin/.
 func releaseTool(ctx context.Context, root string, args ...string) error {
-	cmd := exec.CommandContext(ctx, "go", append([]string{"run", "./hack/release"}, args...)...)
+	// Run with the flags its images are built with, so that the packages
+	// they share (the standard library among them) compile once.
+	flags, err := buildflags.Read(root)
+	if err != nil {
+		return err
+	}
+	run := append(append([]string{"run"}, flags...), "./hack/release")
+	cmd := exec.CommandContext(ctx, "go", append(run, args...)...)
 	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("hack/release %s in %s: %w: %s", args[0], root, err, strings.TrimSpace(string(out)))
 	}
