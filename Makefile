@@ -8,7 +8,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 RELEASE_VERSION := $(if $(filter command line,$(origin VERSION)),$(VERSION))
 export KUBEBUILDER_ASSETS := $(BIN)/k8s
 
-.PHONY: all build test kernel-test sidecars-host screenshots e2e conformance lint generate bench up sanity tools control-plane control-plane-cluster kubelet packages sidecars helm registry minio clean release release-lock verify-release
+.PHONY: all build test kernel-test screenshots e2e conformance lint generate bench up sanity tools control-plane packages sidecars clean release release-lock verify-release
 
 all: build
 
@@ -28,11 +28,6 @@ packages:
 # module proxy (hack/sidecars.txt).
 sidecars:
 	@bash hack/sidecars.sh >/dev/null
-
-# The sidecars for this machine's architecture alone: what the local
-# cluster's release holds (make up).
-sidecars-host:
-	@bash hack/sidecars.sh $$($(GO) env GOARCH) >/dev/null
 
 tools:
 	@bash hack/tools.sh controller-gen golangci-lint
@@ -120,29 +115,13 @@ bench: control-plane build
 	@bash hack/bench.sh
 
 # A two-node cluster with strata installed by its chart; the state is kept
-# in .strata for the next run (make clean starts afresh). The first run
-# builds Kubernetes, the sidecars (for this machine's architecture only:
-# the local release holds no other), strata and helm side by side: on two
-# cores that fills the gaps each build leaves (downloads, links) and takes
-# minutes off a fresh machine's first run.
+# in .strata for the next run (make clean starts afresh). The build plan
+# (hack/up-build.sh) builds, for this machine's architecture only, what
+# the cluster runs, in two lanes, each step timed; a second run builds
+# nothing.
 up: packages
-	@$(MAKE) --no-print-directory -j5 control-plane-cluster kubelet sidecars-host build helm registry minio
+	@bash hack/up-build.sh
 	$(BIN)/strata up
-
-control-plane-cluster:
-	@bash hack/control-plane.sh cluster >/dev/null
-
-kubelet:
-	@bash hack/control-plane.sh kubelet >/dev/null
-
-helm:
-	@bash hack/tools.sh helm
-
-registry:
-	@bash hack/tools.sh registry
-
-minio:
-	@bash hack/tools.sh minio
 
 clean:
 	rm -rf .strata $(BIN)/strata

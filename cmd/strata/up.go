@@ -14,6 +14,7 @@ import (
 func upCommand() *cobra.Command {
 	root, _ := os.Getwd()
 	o := up.Defaults(root)
+	releaseOnly := false
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run strata locally: a two-node cluster, strata installed with its chart, a git server and the example repository",
@@ -36,6 +37,9 @@ Run it from strata's source tree (make up); the state is kept for the next run.`
 			if err := os.MkdirAll(o.StateDir, 0o755); err != nil {
 				return err
 			}
+			if releaseOnly {
+				return up.BuildRelease(ctrl.SetupSignalHandler(), o)
+			}
 			return up.Run(ctrl.SetupSignalHandler(), o)
 		},
 	}
@@ -45,6 +49,7 @@ Run it from strata's source tree (make up); the state is kept for the next run.`
 	f.StringVar(&o.Root, "source-dir", o.Root, "strata's source tree: its release is built from it (hack/release), and the example repository copied")
 	f.StringVar(&o.Bin, "bin-dir", o.Bin, "the built binaries: strata, k8s/, sidecars/, helm")
 	f.IntVar(&o.GitPort, "git-port", o.GitPort, "port of the git server, on the host's address on the nodes' network")
+	f.BoolVar(&releaseOnly, "release-only", false, "build the local release of the source tree and stop (make up's build plan runs this beside the Kubernetes builds)")
 	f.IntVar(&o.DashboardPort, "dashboard-port", o.DashboardPort, "port on 127.0.0.1 forwarded to the controller's dashboard (0: any free one)")
 	return cmd
 }

@@ -69,11 +69,7 @@ func Run(ctx context.Context, o Options) error {
 		return errors.New("strata up needs root: its nodes have their own network namespaces, cgroups and loop-device disks (run it as root, e.g. sudo make up)")
 	}
 	began := time.Now()
-	// Each step says when it starts, how long after start, so that the
-	// time each took reads off the lines.
-	say := func(format string, args ...any) {
-		fmt.Fprintf(o.Out, "► %5s  "+format+"\n", append([]any{sinceStart(began)}, args...)...)
-	}
+	say := sayer(o.Out, began)
 
 	built, err := buildRelease(ctx, o, say)
 	if err != nil {
@@ -152,6 +148,22 @@ func Run(ctx context.Context, o Options) error {
 	printNextSteps(o.Out, repo.work, c.KubeconfigPath(), filepath.Join(o.Bin, "k8s"), dashboardURL)
 	<-ctx.Done()
 	return nil
+}
+
+// BuildRelease builds the local release of the source tree and nothing
+// else: `make up` runs it while Kubernetes is still being built, and Run
+// then finds it.
+func BuildRelease(ctx context.Context, o Options) error {
+	_, err := buildRelease(ctx, o, sayer(o.Out, time.Now()))
+	return err
+}
+
+// sayer prints a step as it starts, with how long after began: the time
+// each step took reads off the lines.
+func sayer(out io.Writer, began time.Time) func(string, ...any) {
+	return func(format string, args ...any) {
+		fmt.Fprintf(out, "► %5s  "+format+"\n", append([]any{sinceStart(began)}, args...)...)
+	}
 }
 
 // buildRelease builds the release of the source tree, as `make release`
