@@ -16,7 +16,7 @@ all: build
 # shares (hack/build-flags): the local release's compile is this one's.
 build:
 	@echo "► building bin/strata and bin/strata-node"
-	CGO_ENABLED=0 $(GO) build $(shell grep -v '^#' hack/build-flags) -ldflags "-s -w -buildid= -X main.version=$(VERSION)" -o $(BIN)/ ./cmd/strata ./cmd/strata-node
+	CGO_ENABLED=0 $(GO) build $(shell grep -v '^#' hack/build-flags) -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN)/ ./cmd/strata ./cmd/strata-node
 
 control-plane:
 	@bash hack/control-plane.sh nodes >/dev/null

@@ -5,10 +5,14 @@
 # through the gaps one leaves (downloads, single-threaded links) without
 # the dozen compilers at once of building everything together.
 #   Kubernetes: etcd, kube-apiserver, the controller manager, the
-#     scheduler, kube-proxy and kubectl in one module; the kubelet.
+#     scheduler, kube-proxy and kubectl in one module; the kubelet. (The
+#     chart is installed with Helm's SDK: no helm program.)
 #   strata: bin/strata and bin/strata-node; the CSI sidecars; the local
 #     release (which links strata again from the same compile); the
-#     registry, MinIO and helm.
+#     registry.
+# MinIO, which the cluster does not need to become Ready (only the
+# example's Bucket does), is left to strata up, which builds it while the
+# nodes start strata.
 # Every step is skipped when its result is there, so a second make up
 # builds nothing. Each step's output goes to bin/build-logs/STEP.log; its
 # time is printed as it ends.
@@ -40,7 +44,6 @@ step() {
 kubernetes_lane() {
   step control-plane bash "$ROOT/hack/control-plane.sh" cluster
   step kubelet bash "$ROOT/hack/control-plane.sh" kubelet
-  step helm bash "$ROOT/hack/tools.sh" helm
 }
 
 strata_lane() {
@@ -48,7 +51,6 @@ strata_lane() {
   step sidecars bash "$ROOT/hack/sidecars.sh" "$(go env GOARCH)"
   step release "$ROOT/bin/strata" up --release-only --source-dir "$ROOT" --bin-dir "$ROOT/bin"
   step registry bash "$ROOT/hack/tools.sh" registry
-  step minio bash "$ROOT/hack/tools.sh" minio
 }
 
 echo "► build  0:00  two lanes: Kubernetes, then strata and its tools (logs in $LOGS)"

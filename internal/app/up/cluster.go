@@ -81,7 +81,7 @@ func install(ctx context.Context, o Options, c *cluster.Cluster, cl client.Clien
 	say("pushing release %s to the cluster's registry %s (the nodes' %s) and installing it with helm from oci://%s/charts/strata into %s (controller, agents, CSI driver, btrfs storage hosts on %s); waiting for its pods",
 		built.Version, c.Registry(), cluster.RegistryName, c.Registry(), namespace, strings.Join(host.Nodes, ", "))
 	err = release.Install(ctx, cl, release.Options{Release: built, Registry: c.Registry(), RegistryName: cluster.RegistryName,
-		Helm: filepath.Join(o.Bin, "helm"), Kubectl: filepath.Join(o.Bin, "k8s", "kubectl"), Kubeconfig: c.KubeconfigPath(), Namespace: namespace,
+		Kubectl: filepath.Join(o.Bin, "k8s", "kubectl"), Kubeconfig: c.KubeconfigPath(), Namespace: namespace,
 		Set: append(host.Values(), release.ControllersOn(c.Nodes[1].Name())...), Objects: host.Secrets(namespace)}, 10*time.Minute)
 	if err != nil {
 		return err

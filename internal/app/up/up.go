@@ -75,6 +75,9 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	// The cluster becomes Ready without MinIO, which only the example's
+	// Bucket needs: it builds while the nodes start strata.
+	minio := buildLater(ctx, o, "minio")
 	c, err := startCluster(ctx, o, built, say)
 	if err != nil {
 		return err
@@ -115,6 +118,9 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	if err := demoDecryptionKey(ctx, cl, o); err != nil {
+		return err
+	}
+	if err := minio.wait(ctx, say); err != nil {
 		return err
 	}
 	stopSources, err := demoSources(ctx, cl, o, c)

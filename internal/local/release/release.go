@@ -1,7 +1,8 @@
 // Package release builds strata's release from the source tree (with
 // hack/release, as `make release` does), pushes it to the local cluster's
-// registry, and installs it the way a user does: `helm install` of the
-// chart from the registry, every image pulled by digest. `strata up` and
+// registry, and installs it the way a user does: `helm upgrade --install`
+// of the chart from the registry (with Helm's SDK, the CLI's library),
+// every image pulled by digest. `strata up` and
 // the end-to-end suite use it.
 package release
 
@@ -10,7 +11,6 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
-	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -27,8 +27,9 @@ type Options struct {
 	// nodes know as RegistryName.
 	Release                *Built
 	Registry, RegistryName string
-	// Helm is bin/helm; Kubectl is bin/k8s/kubectl.
-	Helm, Kubectl string
+	// Kubectl is bin/k8s/kubectl. The chart is installed with Helm's SDK
+	// (helm.go): there is no helm program to build.
+	Kubectl string
 	// Kubeconfig is an administrator's kubeconfig file.
 	Kubeconfig string
 	Namespace  string
@@ -87,17 +88,16 @@ func Install(ctx context.Context, c client.Client, o Options, timeout time.Durat
 	if err := prepare(ctx, c, o); err != nil {
 		return err
 	}
-	if err := applyCRDs(ctx, o); err != nil {
+	h, err := pullChart(o)
+	if err != nil {
+		return err
+	}
+	if err := applyCRDs(ctx, o, h.crds()); err != nil {
 		return err
 	}
 	progress("CRDs applied")
-	args := []string{"upgrade", "--install", "strata", chartRef(o), "--version", o.Release.Version,
-		"--plain-http", "--kubeconfig", o.Kubeconfig, "--namespace", o.Namespace, "--create-namespace"}
-	for _, s := range append(Values(o.RegistryName), o.Set...) {
-		args = append(args, "--set", s)
-	}
-	if out, err := exec.CommandContext(ctx, o.Helm, args...).CombinedOutput(); err != nil {
-		return fmt.Errorf("helm %s: %v: %s", strings.Join(args[:3], " "), err, out)
+	if err := h.upgradeInstall(ctx, o, append(Values(o.RegistryName), o.Set...)); err != nil {
+		return err
 	}
 	progress("chart installed")
 	if err := waitAvailable(ctx, c, o.Namespace, timeout); err != nil {
@@ -111,13 +111,9 @@ func Install(ctx context.Context, c client.Client, o Options, timeout time.Durat
 func chartRef(o Options) string { return "oci://" + o.Registry + "/charts/strata" }
 
 // applyCRDs applies the release's CRDs server-side, as docs/install.md
-// says: `helm show crds` of the chart into `kubectl apply --server-side`.
-func applyCRDs(ctx context.Context, o Options) error {
-	show := exec.CommandContext(ctx, o.Helm, "show", "crds", chartRef(o), "--version", o.Release.Version, "--plain-http")
-	crds, err := show.Output()
-	if err != nil {
-		return fmt.Errorf("helm show crds %s --version %s: %w", chartRef(o), o.Release.Version, err)
-	}
+// says (`helm show crds` of the chart into `kubectl apply --server-side`):
+// Helm installs CRDs only once and never upgrades them.
+func applyCRDs(ctx context.Context, o Options, crds []byte) error {
 	apply := exec.CommandContext(ctx, o.Kubectl, "--kubeconfig", o.Kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", "-")
 	apply.Stdin = bytes.NewReader(crds)
 	if out, err := apply.CombinedOutput(); err != nil {

@@ -189,9 +189,8 @@ const populatorEndpoints = "populator.endpoints={*}"
 // install installs or upgrades to built, as docs/install.md says, with
 // the suite's values; progress hears each step as it ends.
 func install(ctx context.Context, c *cluster.Cluster, cl client.Client, built *release.Built, hosts release.BtrfsHost, progress func(string)) error {
-	bin := filepath.Join(testenv.RepoRoot(), "bin")
 	err := release.Install(ctx, cl, release.Options{Release: built, Registry: c.Registry(), RegistryName: cluster.RegistryName,
-		Helm: filepath.Join(bin, "helm"), Kubectl: filepath.Join(testenv.AssetsDir(), "kubectl"), Kubeconfig: c.KubeconfigPath(), Namespace: namespace,
+		Kubectl: filepath.Join(testenv.AssetsDir(), "kubectl"), Kubeconfig: c.KubeconfigPath(), Namespace: namespace,
 		Set: append(append(hosts.Values(), release.ControllersOn(c.Nodes[1].Name())...), alertsToTheHost(), populatorEndpoints), Objects: hosts.Secrets(namespace), Progress: progress}, 4*time.Minute)
 	if err != nil {
 		return fmt.Errorf("%w\n%s", err, c.Nodes[0].Logs(20))
