@@ -12,11 +12,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
+	"github.com/fluxcd/pkg/apis/meta"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -38,12 +42,15 @@ const (
 )
 
 // demoSources serves the example repository's OCIRepository and Bucket:
-// it pushes clusters/homelab-sources/oci as a Flux artifact, starts MinIO
-// on the host with clusters/homelab-sources/bucket in a bucket, and
-// writes the Secret of the bucket's keys and the ConfigMap of both
-// addresses, which the sources Kustomization substitutes. stop ends
-// MinIO.
-func demoSources(ctx context.Context, cl client.Client, o Options, c *cluster.Cluster) (stop func(), err error) {
+// it pushes clusters/homelab-sources/oci as a Flux artifact and writes
+// the Secret of the bucket's keys and the ConfigMap of both addresses,
+// which the sources Kustomization substitutes; both are known before
+// MinIO runs. MinIO itself starts once built (make up leaves its build
+// to strata up, beside the cluster's start), in the background: it gets
+// clusters/homelab-sources/bucket in a bucket, and the Bucket source is
+// asked to fetch again. A failure there is said, and the Bucket stays
+// not Ready. stop ends MinIO.
+func demoSources(ctx context.Context, cl client.Client, o Options, c *cluster.Cluster, built *laterBuild, say func(string, ...any)) (stop func(), err error) {
 	root := filepath.Join(o.Root, sourcesDir)
 	if _, err := ociartifact.PushDir(ctx, c.Registry()+"/"+ociRepository+":latest", filepath.Join(root, "oci"), "strata up", "local"); err != nil {
 		return nil, fmt.Errorf("pushing %s/oci to the cluster's registry: %w", sourcesDir, err)
@@ -53,21 +60,54 @@ func demoSources(ctx context.Context, cl client.Client, o Options, c *cluster.Cl
 	if err != nil {
 		return nil, err
 	}
-	host := c.HostIP().String()
-	srv, err := objectstore.Start(ctx, filepath.Join(o.Bin, "minio"), dir, net.JoinHostPort(host, minioPort),
+	endpoint := net.JoinHostPort(c.HostIP().String(), minioPort)
+	if err := sourceSettings(ctx, cl, c.Registry(), endpoint, secret); err != nil {
+		return nil, err
+	}
+	var srv *objectstore.Server
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var err error
+		if srv, err = serveBucket(ctx, cl, o, built, endpoint, secret, say); err != nil {
+			say("the example's Bucket: %v", err)
+		}
+	}()
+	return func() {
+		<-done
+		if srv != nil {
+			srv.Stop()
+		}
+	}, nil
+}
+
+// serveBucket starts MinIO once it is built, fills the bucket and asks
+// the Bucket source to fetch it.
+func serveBucket(ctx context.Context, cl client.Client, o Options, built *laterBuild, endpoint, secret string, say func(string, ...any)) (*objectstore.Server, error) {
+	if err := built.wait(ctx, say); err != nil {
+		return nil, err
+	}
+	host, _, _ := net.SplitHostPort(endpoint)
+	dir := filepath.Join(o.StateDir, "minio")
+	srv, err := objectstore.Start(ctx, filepath.Join(o.Bin, "minio"), dir, endpoint,
 		net.JoinHostPort(host, minioConsole), filepath.Join(dir, "minio.log"), bucketAccess, secret)
 	if err != nil {
 		return nil, err
 	}
-	if err := fillBucket(ctx, srv, filepath.Join(root, "bucket")); err != nil {
+	if err := fillBucket(ctx, srv, filepath.Join(o.Root, sourcesDir, "bucket")); err != nil {
 		srv.Stop()
 		return nil, err
 	}
-	if err := sourceSettings(ctx, cl, c.Registry(), srv); err != nil {
+	// Its fetches failed while MinIO was not there, and its next retry
+	// may be minutes away: ask, as `flux reconcile source bucket` does.
+	bucket := &sourcev1.Bucket{ObjectMeta: metav1.ObjectMeta{Name: "homelab-settings", Namespace: fluxNamespace}}
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, meta.ReconcileRequestAnnotation, time.Now().Format(time.RFC3339Nano))
+	if err := cl.Patch(ctx, bucket, client.RawPatch(types.MergePatchType, []byte(patch))); client.IgnoreNotFound(err) != nil {
 		srv.Stop()
 		return nil, err
 	}
-	return srv.Stop, nil
+	say("MinIO serves the example's bucket at %s", endpoint)
+	return srv, nil
 }
 
 // bucketSecret is MinIO's root secret, made once and kept with the state.
@@ -121,17 +161,17 @@ func fillBucket(ctx context.Context, srv *objectstore.Server, dir string) error 
 // sourceSettings writes flux-system/homelab-bucket (the bucket's keys, as
 // a Bucket's secretRef takes them) and flux-system/homelab-sources (the
 // registry's and MinIO's addresses, for postBuild substitution).
-func sourceSettings(ctx context.Context, cl client.Client, registry string, srv *objectstore.Server) error {
+func sourceSettings(ctx context.Context, cl client.Client, registry, bucketEndpoint, secret string) error {
 	keys := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "homelab-bucket", Namespace: fluxNamespace}}
 	if _, err := controllerutil.CreateOrUpdate(ctx, cl, keys, func() error {
-		keys.Data = map[string][]byte{"accesskey": []byte(srv.AccessKey), "secretkey": []byte(srv.SecretKey)}
+		keys.Data = map[string][]byte{"accesskey": []byte(bucketAccess), "secretkey": []byte(secret)}
 		return nil
 	}); err != nil {
 		return err
 	}
 	addrs := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "homelab-sources", Namespace: fluxNamespace}}
 	_, err := controllerutil.CreateOrUpdate(ctx, cl, addrs, func() error {
-		addrs.Data = map[string]string{"registry": registry, "bucket_endpoint": strings.TrimPrefix(srv.Endpoint, "http://")}
+		addrs.Data = map[string]string{"registry": registry, "bucket_endpoint": bucketEndpoint}
 		return nil
 	})
 	return err

@@ -120,10 +120,7 @@ func Run(ctx context.Context, o Options) error {
 	if err := demoDecryptionKey(ctx, cl, o); err != nil {
 		return err
 	}
-	if err := minio.wait(ctx, say); err != nil {
-		return err
-	}
-	stopSources, err := demoSources(ctx, cl, o, c)
+	stopSources, err := demoSources(ctx, cl, o, c, minio, say)
 	if err != nil {
 		return err
 	}
