@@ -22,9 +22,6 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 LOGS="$ROOT/bin/build-logs"
 mkdir -p "$LOGS"
 start=$SECONDS
-# The compilers collect garbage less often: on 2 cores the builds are
-# bound by CPU, not by the machine's memory.
-export GOGC="${GOGC:-400}"
 
 clock() {
   local s=$((SECONDS - start))

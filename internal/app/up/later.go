@@ -49,9 +49,6 @@ func runLogged(ctx context.Context, log, name string, args ...string) error {
 	defer f.Close()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Stdout, cmd.Stderr = f, f
-	// As make up's build plan: fewer garbage collections in the
-	// compilers, which are bound by CPU, not memory.
-	cmd.Env = append(os.Environ(), "GOGC=400")
 	return cmd.Run()
 }
 
