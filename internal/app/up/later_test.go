@@ -1,0 +1,57 @@
+package up
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// laterTree is a source tree whose hack/tools.sh runs script, and its
+// bin/ folder.
+func laterTree(t *testing.T, script string) Options {
+	t.Helper()
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "hack"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "hack", "tools.sh"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return Options{Root: root, Bin: filepath.Join(root, "bin")}
+}
+
+// A tool that is missing is built by hack/tools.sh in the background,
+// with its output in bin/build-logs; waiting for it says how long it
+// took. One already there is not built again.
+func TestALaterBuildRunsTheToolsScriptOnce(t *testing.T) {
+	o := laterTree(t, "mkdir -p \"$(dirname \"$0\")/../bin\"\necho building \"$1\"\necho x >> \"$(dirname \"$0\")/../bin/$1\"\n")
+	var said []string
+	say := func(format string, args ...any) { said = append(said, format) }
+	if err := buildLater(context.Background(), o, "minio").wait(context.Background(), say); err != nil {
+		t.Fatal(err)
+	}
+	log, err := os.ReadFile(filepath.Join(o.Bin, "build-logs", "minio.log"))
+	if err != nil || strings.TrimSpace(string(log)) != "building minio" {
+		t.Fatalf("the build's log: %q, %v", log, err)
+	}
+	if len(said) != 1 || !strings.Contains(said[0], "built beside the cluster's start") {
+		t.Fatalf("said %q; want the build's time", said)
+	}
+	if err := buildLater(context.Background(), o, "minio").wait(context.Background(), say); err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := os.ReadFile(filepath.Join(o.Bin, "minio")); string(data) != "x\n" || len(said) != 1 {
+		t.Fatalf("a tool already built was built again: %q, said %q", data, said)
+	}
+}
+
+// A build that fails is an error naming the tool and its log.
+func TestALaterBuildThatFailsNamesItsLog(t *testing.T) {
+	o := laterTree(t, "echo 'no module' >&2\nexit 1\n")
+	err := buildLater(context.Background(), o, "minio").wait(context.Background(), func(string, ...any) {})
+	if err == nil || !strings.Contains(err.Error(), "building minio") || !strings.Contains(err.Error(), filepath.Join(o.Bin, "build-logs", "minio.log")) {
+		t.Fatalf("%v; want an error naming minio and its log", err)
+	}
+}
