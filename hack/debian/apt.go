@@ -81,10 +81,12 @@ func (a APT) Closure(ctx context.Context, roots []string) ([]string, error) {
 	return names, nil
 }
 
-// Show is what the sources hold of each package: the candidate version,
-// its file in the archive and the file's SHA-256.
-func (a APT) Show(ctx context.Context, names []string) ([]Package, error) {
-	out, err := a.run(ctx, "apt-cache", append([]string{"show", "--no-all-versions"}, names...)...)
+// Show is what the sources hold of each package, given by name for its
+// candidate version or as name=version: the version, its file in the
+// archive and the file's SHA-256. A version the sources do not hold is
+// left out.
+func (a APT) Show(ctx context.Context, specs []string) ([]Package, error) {
+	out, err := a.run(ctx, "apt-cache", append([]string{"show", "--no-all-versions"}, specs...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -118,29 +120,96 @@ func (a APT) Show(ctx context.Context, names []string) ([]Package, error) {
 	return pkgs, nil
 }
 
-// Download fetches the locked packages into dir, in one apt-get run, and
-// checks each file's SHA-256 against the lock; it returns the .debs'
-// paths by package name. Files already there with the locked SHA-256 are
-// not fetched again.
+// Fetch fetches one architecture's locked packages into dir and returns
+// the packages it fetched and their .debs' paths by package name. Debian's
+// security suite keeps only the newest version of a package, so a lock
+// goes stale whenever a security update lands: then Fetch resolves the
+// roots anew from the archive as it is now (apt checks every file against
+// the archive's signed index), fetches those, and says on w which locked
+// packages the archive no longer serves and how to refresh the lock
+// (refresh, a command). The lock file itself is left as it is.
+func (a APT) Fetch(ctx context.Context, locked []Package, roots []string, dir string, w io.Writer, refresh string) ([]Package, map[string]string, error) {
+	pkgs := locked
+	if len(a.notFetched(locked, dir)) > 0 {
+		stale, err := a.stale(ctx, locked)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(stale) > 0 {
+			fmt.Fprintf(w, "the archive no longer serves %s (%s) at the locked version: building from the archive's current packages; refresh the lock with %s\n",
+				strings.Join(stale, ", "), a.Arch, refresh)
+			if pkgs, err = a.Resolve(ctx, roots); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	paths, err := a.Download(ctx, pkgs, dir)
+	return pkgs, paths, err
+}
+
+// stale is the locked packages the archive no longer serves at their
+// locked version and SHA-256, as name=version.
+func (a APT) stale(ctx context.Context, locked []Package) ([]string, error) {
+	if err := a.Update(ctx); err != nil {
+		return nil, err
+	}
+	specs := make([]string, len(locked))
+	for i, p := range locked {
+		specs[i] = p.Name + "=" + p.Version
+	}
+	served, err := a.Show(ctx, specs)
+	if err != nil {
+		return nil, err
+	}
+	have := map[string]bool{}
+	for _, p := range served {
+		have[p.SHA256] = true
+	}
+	var stale []string
+	for _, p := range locked {
+		if !have[p.SHA256] {
+			stale = append(stale, p.Name+"="+p.Version)
+		}
+	}
+	return stale, nil
+}
+
+// notFetched is the packages whose .deb is not in dir with its locked
+// SHA-256.
+func (a APT) notFetched(pkgs []Package, dir string) []Package {
+	var missing []Package
+	for _, p := range pkgs {
+		if sum, err := FileSHA256(debPath(dir, p)); err != nil || sum != p.SHA256 {
+			missing = append(missing, p)
+		}
+	}
+	return missing
+}
+
+func debPath(dir string, p Package) string { return filepath.Join(dir, filepath.Base(p.Filename)) }
+
+// Download fetches the packages into dir, in one apt-get run, and checks
+// each file's SHA-256 against the lock; it returns the .debs' paths by
+// package name. Files already there with the locked SHA-256 are not
+// fetched again.
 func (a APT) Download(ctx context.Context, pkgs []Package, dir string) (map[string]string, error) {
 	paths := map[string]string{}
+	for _, p := range pkgs {
+		paths[p.Name] = debPath(dir, p)
+	}
+	missing := a.notFetched(pkgs, dir)
+	if len(missing) == 0 {
+		return paths, nil
+	}
 	bySum := map[string]Package{}
 	var specs []string
-	for _, p := range pkgs {
-		path := filepath.Join(dir, filepath.Base(p.Filename))
-		paths[p.Name] = path
-		if sum, err := FileSHA256(path); err == nil && sum == p.SHA256 {
-			continue
-		}
+	for _, p := range missing {
 		bySum[p.SHA256] = p
 		if strings.HasSuffix(p.Filename, "_all.deb") { // Architecture: all
 			specs = append(specs, p.Name+"="+p.Version)
 		} else {
 			specs = append(specs, p.Name+":"+p.Arch+"="+p.Version)
 		}
-	}
-	if len(specs) == 0 {
-		return paths, nil
 	}
 	if err := a.Update(ctx); err != nil {
 		return nil, err
@@ -156,8 +225,7 @@ func (a APT) Download(ctx context.Context, pkgs []Package, dir string) (map[stri
 	cmd := exec.CommandContext(ctx, "apt-get", append(a.options(), append([]string{"download"}, specs...)...)...)
 	cmd.Dir = tmp
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("apt-get download (%s): %w: %s; if the archive no longer has a locked version, refresh the lock",
-			a.Arch, err, strings.TrimSpace(string(out)))
+		return nil, fmt.Errorf("apt-get download (%s): %w: %s", a.Arch, err, strings.TrimSpace(string(out)))
 	}
 	got, err := filepath.Glob(filepath.Join(tmp, "*.deb"))
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 )
@@ -59,11 +58,10 @@ func WriteLock(path, header string, pkgs []Package) error {
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
-// Resolve is the roots' closure for one architecture from the archive as
-// it is now, each package with its file and SHA-256. An Architecture: all
-// package is given the architecture it is fetched for.
-func Resolve(ctx context.Context, arch, stateDir string, roots []string) ([]Package, error) {
-	a := APT{Arch: arch, Dir: filepath.Join(stateDir, "apt", arch)}
+// Resolve is the roots' closure from the archive as it is now, each
+// package with its file and SHA-256. An Architecture: all package is
+// given the architecture it is fetched for.
+func (a APT) Resolve(ctx context.Context, roots []string) ([]Package, error) {
 	if err := a.Update(ctx); err != nil {
 		return nil, err
 	}
@@ -77,9 +75,9 @@ func Resolve(ctx context.Context, arch, stateDir string, roots []string) ([]Pack
 	}
 	for i, p := range pkgs {
 		if p.SHA256 == "" || p.Filename == "" {
-			return nil, fmt.Errorf("apt-cache show %s (%s) gave no file and SHA-256", p.Name, arch)
+			return nil, fmt.Errorf("apt-cache show %s (%s) gave no file and SHA-256", p.Name, a.Arch)
 		}
-		pkgs[i].Arch = arch
+		pkgs[i].Arch = a.Arch
 	}
 	return pkgs, nil
 }

@@ -33,7 +33,7 @@ func Build(ctx context.Context, lock, out string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	fs, err := unpack(ctx, pkgs, filepath.Join(out, "cache"))
+	fs, pkgs, err := unpack(ctx, pkgs, filepath.Join(out, "cache"))
 	if err != nil {
 		return "", err
 	}
@@ -60,6 +60,9 @@ func Build(ctx context.Context, lock, out string) (string, error) {
 		return "", err
 	}
 	if err := os.WriteFile(filepath.Join(tmp, "initrd.cpio"), initrd.Bytes(), 0o644); err != nil {
+		return "", err
+	}
+	if err := debian.WriteLock(filepath.Join(tmp, "packages.lock"), builtFromHeader, pkgs); err != nil {
 		return "", err
 	}
 	if err := os.Rename(tmp, dir); err != nil && !os.IsExist(err) {
@@ -96,15 +99,23 @@ func digest(lock string) (string, error) {
 // no test calls. They stay in the lock, since apt resolves them.
 var notAtRunTime = regexp.MustCompile(`^(dracut.*|initramfs-tools.*|tiny-initramfs.*|klibc-utils|libklibc|perl.*|libperl.*|python3.*|libpython3.*|libicu72|usrmerge|udev|dpkg|install-info|cdebconf|debconf|libdebian-installer4)$`)
 
-// unpack fetches the locked packages and unpacks those the guest runs.
-func unpack(ctx context.Context, pkgs []debian.Package, cache string) (debian.Rootfs, error) {
+// builtFromHeader heads the list of packages a guest was built from,
+// which differs from the lock when the archive had moved on from it.
+const builtFromHeader = `# The Debian packages this guest was built from (go run ./hack/guest build).
+`
+
+// unpack fetches the locked packages (or, when the archive no longer
+// serves them, its current ones) and unpacks those the guest runs; it
+// returns the packages fetched.
+func unpack(ctx context.Context, locked []debian.Package, cache string) (debian.Rootfs, []debian.Package, error) {
 	debs := filepath.Join(cache, "debs")
 	if err := os.MkdirAll(debs, 0o755); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	paths, err := debian.APT{Arch: Arch, Dir: filepath.Join(cache, "apt", Arch)}.Download(ctx, pkgs, debs)
+	a := debian.APT{Arch: Arch, Dir: filepath.Join(cache, "apt", Arch)}
+	pkgs, paths, err := a.Fetch(ctx, locked, Roots, debs, os.Stderr, "go run ./hack/guest lock")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	fs := debian.Rootfs{}
 	for _, p := range pkgs {
@@ -112,10 +123,10 @@ func unpack(ctx context.Context, pkgs []debian.Package, cache string) (debian.Ro
 			continue
 		}
 		if err := fs.Unpack(ctx, paths[p.Name]); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return fs, nil
+	return fs, pkgs, nil
 }
 
 // takeKernel removes the kernel image from the tree and returns it, and

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/strata-gitops/strata/hack/debian"
@@ -42,7 +43,7 @@ func run(ctx context.Context, args []string) error {
 	}
 	switch args[0] {
 	case "lock":
-		pkgs, err := debian.Resolve(ctx, Arch, *out+"/cache", Roots)
+		pkgs, err := debian.APT{Arch: Arch, Dir: filepath.Join(*out, "cache", "apt", Arch)}.Resolve(ctx, Roots)
 		if err != nil {
 			return err
 		}

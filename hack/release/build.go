@@ -77,9 +77,9 @@ func Build(ctx context.Context, o Options) (v1.Hash, error) {
 	if !versionPattern.MatchString(o.Version) {
 		return v1.Hash{}, fmt.Errorf("version %q: give a semantic version such as 0.3.0", o.Version)
 	}
-	pkgs, err := debian.ReadLock(o.Lock)
+	pkgs, err := fetchPackages(ctx, o)
 	if err != nil {
-		return v1.Hash{}, fmt.Errorf("%w; write it with make release-lock", err)
+		return v1.Hash{}, err
 	}
 	key, err := loadOrMakeKey(o.Key)
 	if err != nil {
@@ -270,11 +270,45 @@ func buildImage(ctx context.Context, o Options, c component, arch string, pkgs [
 	return img, binary, err
 }
 
-// baseLayer is the locked packages' files, unpacked.
-func baseLayer(ctx context.Context, o Options, arch string, pkgs []debian.Package) (v1.Layer, error) {
-	a := debian.APT{Arch: arch, Dir: filepath.Join(o.Cache, "apt", arch)}
+// fetchPackages fetches the images' Debian packages for each architecture
+// built: those of the lock, or the archive's current ones where it no
+// longer serves a locked version (debian.APT.Fetch says so). The notes
+// and SBOMs list what was fetched.
+func fetchPackages(ctx context.Context, o Options) ([]debian.Package, error) {
+	locked, err := debian.ReadLock(o.Lock)
+	if err != nil {
+		return nil, fmt.Errorf("%w; write it with make release-lock", err)
+	}
+	archs, err := o.architectures()
+	if err != nil {
+		return nil, err
+	}
+	var all []debian.Package
+	for _, arch := range archs {
+		a, debs, err := aptFor(o, arch)
+		if err != nil {
+			return nil, err
+		}
+		pkgs, _, err := a.Fetch(ctx, debian.ForArch(locked, arch), Roots, debs, os.Stderr, "make release-lock")
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, pkgs...)
+	}
+	return all, nil
+}
+
+// aptFor is apt for one architecture, with its state and its .debs under
+// the cache.
+func aptFor(o Options, arch string) (debian.APT, string, error) {
 	debs := filepath.Join(o.Cache, "debs", arch)
-	if err := os.MkdirAll(debs, 0o755); err != nil {
+	return debian.APT{Arch: arch, Dir: filepath.Join(o.Cache, "apt", arch)}, debs, os.MkdirAll(debs, 0o755)
+}
+
+// baseLayer is the fetched packages' files, unpacked.
+func baseLayer(ctx context.Context, o Options, arch string, pkgs []debian.Package) (v1.Layer, error) {
+	a, debs, err := aptFor(o, arch)
+	if err != nil {
 		return nil, err
 	}
 	paths, err := a.Download(ctx, pkgs, debs)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"path/filepath"
 
 	"github.com/strata-gitops/strata/hack/debian"
 )
@@ -28,7 +29,7 @@ const lockHeader = `# The Debian packages of strata's release image, per archite
 func refreshLock(ctx context.Context, lockPath, stateDir string) error {
 	var all []debian.Package
 	for _, arch := range Architectures {
-		pkgs, err := debian.Resolve(ctx, arch, stateDir, Roots)
+		pkgs, err := debian.APT{Arch: arch, Dir: filepath.Join(stateDir, "apt", arch)}.Resolve(ctx, Roots)
 		if err != nil {
 			return err
 		}
