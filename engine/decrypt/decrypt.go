@@ -1,15 +1,17 @@
 // Package decrypt decrypts what SOPS encrypted in a Kustomization's
 // files, as Flux's kustomize-controller does for spec.decryption
-// (provider sops), with the SOPS project's own library, age's and the
-// OpenPGP library SOPS uses: the keys are the age identities (*.agekey
-// entries) and PGP private keys (*.asc) of the Secret the Kustomization
-// names, held in memory only. Plaintext exists only in the
-// build's memory: never on disk, in an error, a log or an event.
+// (provider sops): YAML, JSON, dotenv and INI files in SOPS's format,
+// read here (SOPS's own packages for them bring in the clients of every
+// cloud key service, which strata does not serve), with SOPS's age and
+// Shamir packages and the OpenPGP library SOPS uses for the data key.
+// The keys are the age identities (*.agekey entries) and PGP private
+// keys (*.asc) of the Secret the Kustomization names, held in memory
+// only. Plaintext exists only in the build's memory: never on disk, in
+// an error, a log or an event.
 package decrypt
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -21,14 +23,7 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/ProtonMail/go-crypto/openpgp/armor"
 
-	"github.com/getsops/sops/v3"
-	"github.com/getsops/sops/v3/aes"
 	sopsage "github.com/getsops/sops/v3/age"
-	"github.com/getsops/sops/v3/cmd/sops/common"
-	"github.com/getsops/sops/v3/cmd/sops/formats"
-	"github.com/getsops/sops/v3/config"
-	"github.com/getsops/sops/v3/keyservice"
-	"google.golang.org/grpc"
 )
 
 // ErrDecryptionFailed marks a failure to decrypt: a wrong or missing key,
@@ -113,137 +108,95 @@ func FromFile(path string) (*Decrypter, error) {
 	return d, nil
 }
 
-// formatOf is the SOPS format of a file by its name, and whether SOPS
-// encrypts files of that kind.
-func formatOf(name string) (formats.Format, bool) {
-	switch strings.ToLower(filepath.Ext(name)) {
-	case ".yaml", ".yml":
-		return formats.Yaml, true
-	case ".json":
-		return formats.Json, true
-	case ".env":
-		return formats.Dotenv, true
-	case ".ini":
-		return formats.Ini, true
+// formats are the kinds of file SOPS encrypts, by extension: a marker
+// each file SOPS encrypted holds, a cheap test before parsing, and the
+// reader, which returns the document and SOPS's entry (nil if none).
+var formats = map[string]struct {
+	marker string
+	read   func([]byte) (document, map[string]any, error)
+}{
+	".yaml": {"sops", readYAML},
+	".yml":  {"sops", readYAML},
+	".json": {"sops", readJSON},
+	".env":  {"sops_mac", readDotenv},
+	".ini":  {"[sops]", readINI},
+}
+
+// read reads a file SOPS may have encrypted: its document and SOPS's
+// entry; ok is false for a file SOPS did not encrypt (no entry with a
+// MAC, or not in a format SOPS writes).
+func read(name string, data []byte) (doc document, md metadata, ok bool, err error) {
+	f, known := formats[strings.ToLower(filepath.Ext(name))]
+	if !known || !bytes.Contains(data, []byte(f.marker)) {
+		return nil, md, false, nil
 	}
-	return formats.Binary, false
+	doc, meta, err := f.read(data)
+	if err != nil || meta == nil || text(meta["mac"]) == "" {
+		return nil, md, false, nil // not SOPS's: a plain file that mentions it
+	}
+	md, err = metadataOf(meta)
+	if err != nil {
+		return nil, md, false, fmt.Errorf("%w: %s: %v", ErrDecryptionFailed, name, err)
+	}
+	return doc, md, true, nil
 }
 
 // Encrypted says whether data is a file SOPS encrypted: it carries SOPS's
 // metadata with a MAC.
 func Encrypted(name string, data []byte) bool {
-	f, ok := formatOf(name)
-	if !ok || !looksEncrypted(f, data) {
-		return false
-	}
-	store := common.StoreForFormat(f, config.NewStoresConfig())
-	tree, err := store.LoadEncryptedFile(data)
-	return err == nil && tree.Metadata.MessageAuthenticationCode != ""
-}
-
-// looksEncrypted is a cheap test before parsing: SOPS's metadata key.
-func looksEncrypted(f formats.Format, data []byte) bool {
-	switch f {
-	case formats.Dotenv:
-		return strings.Contains(string(data), "sops_mac")
-	case formats.Ini:
-		return strings.Contains(string(data), "[sops]")
-	}
-	return strings.Contains(string(data), "sops")
+	_, _, ok, err := read(name, data)
+	return ok || err != nil
 }
 
 // File decrypts a file SOPS encrypted; plain is whether it was one.
 // The error names the file and the recipients it was encrypted for,
 // never a value.
 func (d *Decrypter) File(name string, data []byte) (out []byte, plain bool, err error) {
-	f, ok := formatOf(name)
-	if !ok || !looksEncrypted(f, data) {
+	doc, md, ok, err := read(name, data)
+	if err != nil {
+		return nil, false, err
+	}
+	if !ok {
 		return data, false, nil
 	}
-	store := common.StoreForFormat(f, config.NewStoresConfig())
-	tree, err := store.LoadEncryptedFile(data)
-	if err != nil || tree.Metadata.MessageAuthenticationCode == "" {
-		return data, false, nil // not SOPS's: a plain file that mentions it
-	}
-	encrypted := encryptedLeaves(tree.Branches)
-	if _, err := common.DecryptTree(common.DecryptTreeOpts{Cipher: aes.NewCipher(), Tree: &tree,
-		KeyServices: []keyservice.KeyServiceClient{memoryKeyService{d.ids, d.pgp}}}); err != nil {
+	key, ok := d.dataKey(md)
+	if !ok {
 		return nil, false, fmt.Errorf("%w: %s is encrypted for %s, and no identity of the decryption Secret opens it",
-			ErrDecryptionFailed, name, strings.Join(recipients(tree), ", "))
+			ErrDecryptionFailed, name, strings.Join(md.recipients(), ", "))
+	}
+	leaves, err := doc.leaves(key)
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: %s: %v", ErrDecryptionFailed, name, err)
+	}
+	opened, err := openLeaves(leaves, key, md)
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: %s: %v", ErrDecryptionFailed, name, err)
 	}
 	if d.revealed != nil {
-		d.revealed.add(plaintextsAt(tree.Branches, encrypted))
+		d.revealed.add(opened)
 	}
-	out, err = store.EmitPlainFile(tree.Branches)
+	out, err = doc.emit()
 	if err != nil {
 		return nil, false, fmt.Errorf("%w: %s: writing the decrypted file", ErrDecryptionFailed, name)
 	}
 	return out, true, nil
 }
 
-// recipients are the keys a file was encrypted for, as the error names
-// them.
-func recipients(tree sops.Tree) []string {
-	var out []string
-	for _, group := range tree.Metadata.KeyGroups {
-		for _, k := range group {
-			out = append(out, k.TypeToIdentifier()+":"+k.ToString())
-		}
-	}
-	if len(out) == 0 {
-		out = []string{"no recipient"}
-	}
-	return out
-}
-
-// memoryKeyService decrypts data keys with the keys in memory, in place
-// of SOPS's local key service, which reads them from the environment, the
-// user's files and the gpg program.
-type memoryKeyService struct {
-	ids sopsage.ParsedIdentities
-	pgp openpgp.EntityList
-}
-
 // maxDataKey bounds a decrypted data key: SOPS's are 32 bytes.
 const maxDataKey = 1 << 10
 
-func (s memoryKeyService) Decrypt(_ context.Context, in *keyservice.DecryptRequest, _ ...grpc.CallOption) (*keyservice.DecryptResponse, error) {
-	if k := in.GetKey().GetPgpKey(); k != nil {
-		plain, err := s.decryptPGP(in.GetCiphertext())
-		if err != nil {
-			return nil, err
-		}
-		return &keyservice.DecryptResponse{Plaintext: plain}, nil
-	}
-	k := in.GetKey().GetAgeKey()
-	if k == nil {
-		return nil, errors.New("only age and PGP keys are served")
-	}
-	mk := &sopsage.MasterKey{Recipient: k.GetRecipient(), EncryptedKey: string(in.GetCiphertext())}
-	s.ids.ApplyToMasterKey(mk)
-	plain, err := mk.Decrypt()
-	if err != nil {
-		return nil, err
-	}
-	return &keyservice.DecryptResponse{Plaintext: plain}, nil
-}
-
 // decryptPGP opens an armored PGP message with the private keys.
-func (s memoryKeyService) decryptPGP(ciphertext []byte) ([]byte, error) {
-	if len(s.pgp) == 0 {
+func (d *Decrypter) decryptPGP(ciphertext []byte) ([]byte, error) {
+	if len(d.pgp) == 0 {
 		return nil, errors.New("no PGP private key")
 	}
 	block, err := armor.Decode(bytes.NewReader(ciphertext))
 	if err != nil {
 		return nil, err
 	}
-	md, err := openpgp.ReadMessage(block.Body, s.pgp, nil, nil)
+	md, err := openpgp.ReadMessage(block.Body, d.pgp, nil, nil)
 	if err != nil {
 		return nil, err
 	}
 	return io.ReadAll(io.LimitReader(md.UnverifiedBody, maxDataKey))
-}
-
-func (s memoryKeyService) Encrypt(context.Context, *keyservice.EncryptRequest, ...grpc.CallOption) (*keyservice.EncryptResponse, error) {
-	return nil, errors.New("the decryption key service does not encrypt")
 }

@@ -15,7 +15,7 @@ import (
 const NodeBinaryBound = 60 << 20
 
 // cloudKeyServices are the modules of cloud key services SOPS can use
-// and strata does not serve; the node binary links none.
+// and strata does not serve; no program of strata links them.
 var cloudKeyServices = []string{"cloud.google.com/go/kms", "github.com/aws/aws-sdk-go-v2/service/kms",
 	"github.com/Azure/azure-sdk-for-go/sdk/security/keyvault", "github.com/hashicorp/vault/api", "github.com/huaweicloud"}
 

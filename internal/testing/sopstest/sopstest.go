@@ -115,8 +115,40 @@ func EncryptPGP(t testing.TB, name, content string, key PGPKey) string {
 	return encrypt(t, name, content, []string{"--pgp", key.Fingerprint}, []string{"GNUPGHOME=" + home})
 }
 
+// EncryptWithConfig encrypts a file as sops does with a .sops.yaml of
+// the given content: its creation rules choose the keys, key groups and
+// Shamir threshold, which values are encrypted and what the MAC covers.
+func EncryptWithConfig(t testing.TB, name, content, config string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), ".sops.yaml")
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return encrypt(t, name, content, []string{"--config", path, "--encrypted-regex", ""}, nil)
+}
+
+// Decrypt decrypts a file with the real sops CLI and an age identity, as
+// `sops --decrypt` does: what strata's decryption must agree with.
+func Decrypt(t testing.TB, name, encrypted, identity string) string {
+	t.Helper()
+	return run(t, name, encrypted, []string{"--decrypt"}, []string{"SOPS_AGE_KEY=" + identity})
+}
+
 // encrypt runs sops --encrypt with keyArgs and env on a file.
 func encrypt(t testing.TB, name, content string, keyArgs, env []string) string {
+	t.Helper()
+	args := append([]string{"--encrypt"}, keyArgs...)
+	if ext := filepath.Ext(name); (ext == ".yaml" || ext == ".yml" || ext == ".json") && !slices.Contains(keyArgs, "--encrypted-regex") {
+		args = append(args, "--encrypted-regex", "^(data|stringData)$")
+	}
+	if i := slices.Index(args, "--encrypted-regex"); i >= 0 && args[i+1] == "" {
+		args = slices.Delete(args, i, i+2) // the config's rules decide
+	}
+	return run(t, name, content, args, env)
+}
+
+// run runs sops with args and env on a file of the content.
+func run(t testing.TB, name, content string, args, env []string) string {
 	t.Helper()
 	bin := filepath.Join(testenv.RepoRoot(), "bin", "sops")
 	if _, err := os.Stat(bin); err != nil {
@@ -127,10 +159,6 @@ func encrypt(t testing.TB, name, content string, keyArgs, env []string) string {
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"--encrypt"}, keyArgs...)
-	if ext := filepath.Ext(name); (ext == ".yaml" || ext == ".yml" || ext == ".json") && !slices.Contains(keyArgs, "--encrypted-regex") {
-		args = append(args, "--encrypted-regex", "^(data|stringData)$")
-	}
 	cmd := exec.Command(bin, append(args, path)...)
 	cmd.Env = append(append(os.Environ(), "SOPS_DISABLE_VERSION_CHECK=1"), env...)
 	out, err := cmd.Output()
@@ -139,7 +167,7 @@ func encrypt(t testing.TB, name, content string, keyArgs, env []string) string {
 		if e, ok := err.(*exec.ExitError); ok {
 			stderr = string(e.Stderr)
 		}
-		t.Fatalf("sops --encrypt %s: %v: %s", name, err, strings.TrimSpace(stderr))
+		t.Fatalf("sops %s %s: %v: %s", args[0], name, err, strings.TrimSpace(stderr))
 	}
 	return string(out)
 }
