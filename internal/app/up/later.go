@@ -2,6 +2,7 @@ package up
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -66,4 +67,13 @@ func (b *laterBuild) wait(ctx context.Context, say func(string, ...any)) error {
 		say("%s built beside the cluster's start in %s", b.tool, b.took.Round(time.Second))
 	}
 	return nil
+}
+
+// failedOr is the error of the background step that ended ctx (its
+// cause, given to the cancel function), else err.
+func failedOr(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, ctx.Err()) {
+		return cause
+	}
+	return err
 }

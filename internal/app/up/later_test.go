@@ -2,10 +2,14 @@ package up
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/strata-gitops/strata/internal/local/objectstore"
 )
 
 // laterTree is a source tree whose hack/tools.sh runs script, and its
@@ -53,5 +57,36 @@ func TestALaterBuildThatFailsNamesItsLog(t *testing.T) {
 	err := buildLater(context.Background(), o, "minio").wait(context.Background(), func(string, ...any) {})
 	if err == nil || !strings.Contains(err.Error(), "building minio") || !strings.Contains(err.Error(), filepath.Join(o.Bin, "build-logs", "minio.log")) {
 		t.Fatalf("%v; want an error naming minio and its log", err)
+	}
+}
+
+// MinIO's build failing ends the watch of the example, which would wait
+// for ever on the Bucket, with the build's error: serveLater passes it
+// on, and the watch returns it in place of its cancellation.
+func TestAFailedLaterBuildEndsTheWatch(t *testing.T) {
+	o := laterTree(t, "exit 1\n")
+	watch, fail := context.WithCancelCause(context.Background())
+	defer fail(nil)
+	built := buildLater(watch, o, "minio")
+	stop := serveLater(func() (*objectstore.Server, error) {
+		return nil, built.wait(context.Background(), func(string, ...any) {})
+	}, fail)
+	defer stop()
+	select { // as watchProgress returns when its context ends
+	case <-watch.Done():
+	case <-time.After(time.Minute):
+		t.Fatal("the failed build did not end the watch")
+	}
+	err := failedOr(watch, watch.Err())
+	if err == nil || !strings.Contains(err.Error(), "building minio") {
+		t.Fatalf("the watch ended with %v; want the build's error", err)
+	}
+
+	parent, cancel := context.WithCancel(context.Background())
+	watch, fail = context.WithCancelCause(parent)
+	defer fail(nil)
+	cancel()
+	if err := failedOr(watch, watch.Err()); !errors.Is(err, context.Canceled) {
+		t.Fatalf("strata up stopped: %v; want its cancellation", err)
 	}
 }

@@ -48,9 +48,10 @@ const (
 // MinIO runs. MinIO itself starts once built (make up leaves its build
 // to strata up, beside the cluster's start), in the background: it gets
 // clusters/homelab-sources/bucket in a bucket, and the Bucket source is
-// asked to fetch again. A failure there is said, and the Bucket stays
-// not Ready. stop ends MinIO.
-func demoSources(ctx context.Context, cl client.Client, o Options, c *cluster.Cluster, built *laterBuild, say func(string, ...any)) (stop func(), err error) {
+// asked to fetch again. A failure there is passed to fail, which ends
+// strata up's watch of the example with it: the Bucket would never be
+// Ready. stop ends MinIO.
+func demoSources(ctx context.Context, cl client.Client, o Options, c *cluster.Cluster, built *laterBuild, fail func(error), say func(string, ...any)) (stop func(), err error) {
 	root := filepath.Join(o.Root, sourcesDir)
 	if _, err := ociartifact.PushDir(ctx, c.Registry()+"/"+ociRepository+":latest", filepath.Join(root, "oci"), "strata up", "local"); err != nil {
 		return nil, fmt.Errorf("pushing %s/oci to the cluster's registry: %w", sourcesDir, err)
@@ -64,13 +65,22 @@ func demoSources(ctx context.Context, cl client.Client, o Options, c *cluster.Cl
 	if err := sourceSettings(ctx, cl, c.Registry(), endpoint, secret); err != nil {
 		return nil, err
 	}
+	return serveLater(func() (*objectstore.Server, error) {
+		return serveBucket(ctx, cl, o, built, endpoint, secret, say)
+	}, func(err error) { fail(fmt.Errorf("the example's Bucket: %w", err)) }), nil
+}
+
+// serveLater starts a server in the background once serve can (serve
+// waits for what it needs, such as a later build), and passes serve's
+// error to fail. stop waits for serve and stops the server.
+func serveLater(serve func() (*objectstore.Server, error), fail func(error)) (stop func()) {
 	var srv *objectstore.Server
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		var err error
-		if srv, err = serveBucket(ctx, cl, o, built, endpoint, secret, say); err != nil {
-			say("the example's Bucket: %v", err)
+		if srv, err = serve(); err != nil {
+			fail(err)
 		}
 	}()
 	return func() {
@@ -78,7 +88,7 @@ func demoSources(ctx context.Context, cl client.Client, o Options, c *cluster.Cl
 		if srv != nil {
 			srv.Stop()
 		}
-	}, nil
+	}
 }
 
 // serveBucket starts MinIO once it is built, fills the bucket and asks

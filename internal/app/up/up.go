@@ -120,7 +120,11 @@ func Run(ctx context.Context, o Options) error {
 	if err := demoDecryptionKey(ctx, cl, o); err != nil {
 		return err
 	}
-	stopSources, err := demoSources(ctx, cl, o, c, minio, say)
+	// A step left running in the background (MinIO's) that fails ends
+	// the watch of the example below with its error.
+	watch, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
+	stopSources, err := demoSources(ctx, cl, o, c, minio, fail, say)
 	if err != nil {
 		return err
 	}
@@ -133,11 +137,11 @@ func Run(ctx context.Context, o Options) error {
 	hookPath.Store(path)
 	say("bootstrap applied: GitRepository, root Kustomization and a Receiver (%s on the controller's pod) in flux-system", path)
 
-	if err := watchProgress(ctx, cl, o.Out); err != nil {
-		return err
+	if err := watchProgress(watch, cl, o.Out); err != nil {
+		return failedOr(watch, err)
 	}
-	if err := waitWorkloads(ctx, cl, o.Out, began); err != nil {
-		return err
+	if err := waitWorkloads(watch, cl, o.Out, began); err != nil {
+		return failedOr(watch, err)
 	}
 	say("everything in Git runs, %s after start", time.Since(began).Round(time.Second))
 	kubectl := kubectlFor(o, c)
