@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"k8s.io/client-go/rest"
 
@@ -70,7 +69,7 @@ func TestSanity(t *testing.T) {
 // device-mapper volumes. The API server is the host's. SANITY_ARGS, when
 // set, are added to csi-sanity's (make sanity BACKEND=lvm2).
 func TestSanityLVM2(t *testing.T) {
-	if guest.Delegate(t, guest.Options{APIServer: true, MemoryMiB: 3072, Timeout: 20 * time.Minute,
+	if guest.Delegate(t, guest.Options{APIServer: true, MemoryMiB: 3072,
 		Files: []string{"bin/csi-sanity", "docs/csi.md"}, Env: []string{"SANITY_ARGS=" + os.Getenv("SANITY_ARGS")}}) {
 		return
 	}

@@ -27,8 +27,10 @@ type Options struct {
 	// MemoryMiB is the guest's memory; the initramfs and every file the
 	// test writes under / or /tmp are in it. 2048 when zero.
 	MemoryMiB int
-	// Timeout bounds the whole guest, boot to power-off; 10 minutes
-	// when zero.
+	// Timeout bounds the whole guest, boot to power-off; 25 minutes
+	// when zero: a software-emulated guest on 2 busy cores runs a suite
+	// of many tests (lvmnode's, about 6 minutes alone) twice as slowly,
+	// and the bound is for a guest that hangs, within go test's 40.
 	Timeout time.Duration
 	// Files are paths under the repository (files or folders) the test
 	// reads, copied into the guest at the same place: the test runs in
@@ -78,7 +80,7 @@ func Delegate(t *testing.T, o Options) bool {
 		o.MemoryMiB = 2048
 	}
 	if o.Timeout == 0 {
-		o.Timeout = 10 * time.Minute
+		o.Timeout = 25 * time.Minute
 	}
 	top := t.Name()
 	if o.Run == "" {
