@@ -8,11 +8,10 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BIN="$ROOT/bin/k8s"
+# Every component, the kubelet included, is of this version, built in one
+# module: the kubelet runs on cgroup v1 hosts with failCgroupV1: false
+# (docs/development.md, "The kubelet on cgroup v1 and containerd 1.6").
 K8S_VERSION="${K8S_VERSION:-1.36.3}"
-# The kubelet is three minors behind the API server, within the supported
-# skew: 1.35 and later refuse cgroup v1 hosts, and this machine has only v1
-# (docs/development.md, "The local cluster").
-KUBELET_VERSION="${KUBELET_VERSION:-1.34.4}"
 mkdir -p "$BIN"
 
 say() { echo "control-plane: $*" >&2; }
@@ -103,6 +102,13 @@ k8s_package() {
   if [ "$1" = etcd ]; then echo go.etcd.io/etcd/server/v3; else echo "k8s.io/kubernetes/cmd/$1"; fi
 }
 
+# current NAME VERSION: bin/k8s has the command, and the kubelet is of the
+# version (an older tree built it at 1.34).
+current() {
+  [ -x "$BIN/$1" ] || return 1
+  [ "$1" != kubelet ] || "$BIN/kubelet" --version | grep -qx "Kubernetes v$2"
+}
+
 # build_k8s_set VERSION NAME... builds the commands of k8s.io/kubernetes at
 # VERSION that bin/k8s lacks, and etcd at the version it requires, in one
 # scratch module: one module, one set of dependency versions, so the
@@ -111,7 +117,7 @@ k8s_package() {
 build_k8s_set() {
   local version="$1" name missing=() status=0 work
   shift
-  for name in "$@"; do [ -x "$BIN/$name" ] || missing+=("$name"); done
+  for name in "$@"; do current "$name" "$version" || missing+=("$name"); done
   [ "${#missing[@]}" -gt 0 ] || return 0
   say "building ${missing[*]} of Kubernetes v$version from the Go module proxy (first time only, several minutes on 2 cores)"
   work="$(mktemp -d)"
@@ -160,21 +166,12 @@ go_build_k8s() {
   if [ -e out/server ]; then mv out/server out/etcd; fi
 }
 
-# The kubelet alone (`hack/control-plane.sh kubelet`): a version of its own,
-# so `make up` builds it beside the control plane rather than after it.
-if [ "${1:-}" = kubelet ]; then
-  build_k8s_set "$KUBELET_VERSION" kubelet
-  echo "$BIN"
-  exit 0
-fi
 check_etcd
 case "${1:-}" in
 # The local cluster (`strata up`, the end-to-end suite): `hack/control-plane.sh
 # nodes`; `cluster` is the same without the kubelet.
-nodes | cluster)
-  build_k8s_set "$K8S_VERSION" etcd kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubectl
-  [ "$1" = cluster ] || build_k8s_set "$KUBELET_VERSION" kubelet
-  ;;
+nodes) build_k8s_set "$K8S_VERSION" etcd kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubectl kubelet ;;
+cluster) build_k8s_set "$K8S_VERSION" etcd kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubectl ;;
 *) build_k8s_set "$K8S_VERSION" etcd kube-apiserver ;;
 esac
 # Kubernetes' storage e2e against strata's driver (`make conformance`): the

@@ -5,11 +5,10 @@
 # through the gaps one leaves (downloads, single-threaded links) without
 # the dozen compilers at once of building everything together.
 #   Kubernetes: etcd, kube-apiserver, the controller manager, the
-#     scheduler, kube-proxy and kubectl in one module; the kubelet. (The
-#     chart is installed with Helm's SDK: no helm program.)
+#     scheduler, kube-proxy, kubectl and the kubelet in one module; the
+#     registry. (The chart is installed with Helm's SDK: no helm program.)
 #   strata: bin/strata and bin/strata-node; the CSI sidecars; the local
-#     release (which links strata again from the same compile); the
-#     registry.
+#     release (which links strata again from the same compile).
 # MinIO, which the cluster does not need to become Ready (only the
 # example's Bucket does), is left to strata up, which builds it while the
 # nodes start strata.
@@ -42,18 +41,17 @@ step() {
 }
 
 kubernetes_lane() {
-  step control-plane bash "$ROOT/hack/control-plane.sh" cluster
-  step kubelet bash "$ROOT/hack/control-plane.sh" kubelet
+  step control-plane bash "$ROOT/hack/control-plane.sh" nodes
+  step registry bash "$ROOT/hack/tools.sh" registry
 }
 
 strata_lane() {
   step strata make -C "$ROOT" --no-print-directory build
   step sidecars bash "$ROOT/hack/sidecars.sh" "$(go env GOARCH)"
   step release "$ROOT/bin/strata" up --release-only --source-dir "$ROOT" --bin-dir "$ROOT/bin"
-  step registry bash "$ROOT/hack/tools.sh" registry
 }
 
-echo "► build  0:00  two lanes: Kubernetes, then strata and its tools (logs in $LOGS)"
+echo "► build  0:00  two lanes: Kubernetes and the registry, then strata and its release (logs in $LOGS)"
 kubernetes_lane &
 k8s=$!
 strata_lane &

@@ -78,13 +78,16 @@ var cniConfig = template.Must(template.New("cni").Parse(`{
 // every 4 s so that a lost node is noticed in seconds, and pods are
 // synced every 10 s, so that a grown volume's filesystem is grown soon.
 // Volumes are measured every 10 s (not each minute), so that the
-// dashboard shows what a claim uses soon after its pod starts.
+// dashboard shows what a claim uses soon after its pod starts. The
+// kubelet runs on a cgroup v1 host, which it refuses from 1.35 on unless
+// failCgroupV1 is false.
 var kubeletConfig = template.Must(template.New("kubelet").Parse(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 cgroupDriver: cgroupfs
 cgroupRoot: /{{.Name}}
 containerRuntimeEndpoint: unix://{{.Dir}}/run/containerd/containerd.sock
 failSwapOn: false
+failCgroupV1: false
 oomScoreAdj: 0
 address: {{.IP}}
 port: 10250
