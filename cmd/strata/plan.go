@@ -20,7 +20,7 @@ import (
 	"github.com/strata-gitops/strata/engine/decrypt"
 	"github.com/strata-gitops/strata/engine/graph"
 	"github.com/strata-gitops/strata/engine/plan"
-	"github.com/strata-gitops/strata/engine/plan/render"
+	"github.com/strata-gitops/strata/engine/plan/report"
 	"github.com/strata-gitops/strata/engine/plan/risk"
 	"github.com/strata-gitops/strata/internal/scheme"
 )
@@ -118,7 +118,7 @@ func planCommand() *cobra.Command {
 	f.StringVar(&format, "format", "text", "text, markdown or json")
 	f.StringVar(&failOn, "fail-on", "changes", "never, changes or destructive: what gives a non-zero exit code")
 	f.BoolVar(&o.ChangedOnly, "changed-only", false, "render only Kustomizations whose inputs changed (same changes; unchanged Kustomizations are not counted)")
-	f.IntVar(&limit, "markdown-limit", render.DefaultMarkdownLimit, "largest markdown output in characters; further Kustomizations are folded into a count")
+	f.IntVar(&limit, "markdown-limit", report.DefaultMarkdownLimit, "largest markdown output in characters; further Kustomizations are folded into a count")
 	f.StringVar(&substituteFrom, "substitute-from", "", "YAML file of ConfigMaps and Secrets that postBuild.substituteFrom reads but the repository does not define (made at bootstrap, say)")
 	f.StringVar(&o.Charts.Cache, "chart-cache", "", "where HelmReleases' charts are cached by digest (default ~/.cache/strata/charts)")
 	f.BoolVar(&o.Charts.Offline, "offline", false, "render HelmReleases only from charts in the cache; name those missing")
@@ -173,10 +173,10 @@ func writePlan(w io.Writer, p *plan.Plan, format string, limit int) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(p)
 	case "markdown":
-		return render.WriteMarkdown(w, p, limit)
+		return report.WriteMarkdown(w, p, limit)
 	}
 	f, ok := w.(*os.File)
-	return render.WriteText(w, p, ok && term.IsTerminal(int(f.Fd())))
+	return report.WriteText(w, p, ok && term.IsTerminal(int(f.Fd())))
 }
 
 func parseKey(s string) (graph.Key, error) {

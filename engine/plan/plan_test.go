@@ -13,7 +13,7 @@ import (
 
 	"github.com/strata-gitops/strata/engine/graph"
 	"github.com/strata-gitops/strata/engine/plan"
-	"github.com/strata-gitops/strata/engine/plan/render"
+	"github.com/strata-gitops/strata/engine/plan/report"
 	"github.com/strata-gitops/strata/engine/plan/risk"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 )
@@ -187,7 +187,7 @@ func countChanges(p *plan.Plan) int {
 
 func dump(p *plan.Plan) string {
 	var b bytes.Buffer
-	_ = render.WriteText(&b, p, false)
+	_ = report.WriteText(&b, p, false)
 	return b.String()
 }
 
@@ -366,10 +366,10 @@ func TestGolden(t *testing.T) {
 	r.branch("golden", files)
 	p := run(t, r, "golden", false)
 	var text, md, js bytes.Buffer
-	if err := render.WriteText(&text, p, false); err != nil {
+	if err := report.WriteText(&text, p, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := render.WriteMarkdown(&md, p, 0); err != nil {
+	if err := report.WriteMarkdown(&md, p, 0); err != nil {
 		t.Fatal(err)
 	}
 	enc := json.NewEncoder(&js)
@@ -405,7 +405,7 @@ func TestMarkdownLimit(t *testing.T) {
 	r.branch("two", files)
 	p := run(t, r, "two", false)
 	var full, lean, tiny bytes.Buffer
-	_ = render.WriteMarkdown(&full, p, 0)
+	_ = report.WriteMarkdown(&full, p, 0)
 	diffs := 0
 	for _, ks := range p.Kustomizations {
 		for _, ch := range ks.Changes {
@@ -415,7 +415,7 @@ func TestMarkdownLimit(t *testing.T) {
 		}
 	}
 	limit := full.Len() - diffs + 250 // room for everything but the diffs
-	_ = render.WriteMarkdown(&lean, p, limit)
+	_ = report.WriteMarkdown(&lean, p, limit)
 	if lean.Len() > limit || !strings.Contains(lean.String(), "Diffs left out") || strings.Contains(lean.String(), "… and ") {
 		t.Errorf("at %d characters: %d written; want every Kustomization kept with its diffs left out:\n%s", limit, lean.Len(), lean.String())
 	}
@@ -425,7 +425,7 @@ func TestMarkdownLimit(t *testing.T) {
 		}
 	}
 	limit = strings.Index(full.String(), "### Changes") + 400
-	_ = render.WriteMarkdown(&tiny, p, limit)
+	_ = report.WriteMarkdown(&tiny, p, limit)
 	var folded int
 	if _, err := fmt.Sscanf(tiny.String()[strings.LastIndex(tiny.String(), "… and ")+len("… and "):], "%d more Kustomization(s)", &folded); err != nil {
 		t.Fatalf("folded Kustomizations not counted (%v):\n%s", err, tiny.String())

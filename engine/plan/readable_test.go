@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strata-gitops/strata/engine/plan/render"
+	"github.com/strata-gitops/strata/engine/plan/report"
 )
 
 // A root that fails to render on the head side leaves every Kustomization
@@ -19,10 +19,10 @@ func TestARootFailureIsOneSection(t *testing.T) {
 	r.branch("broken", map[string]string{"clusters/homelab/broken.yaml": "kind: [not yaml\n"})
 	p := run(t, r, "broken", false)
 	var md, text bytes.Buffer
-	if err := render.WriteMarkdown(&md, p, 0); err != nil {
+	if err := report.WriteMarkdown(&md, p, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := render.WriteText(&text, p, false); err != nil {
+	if err := report.WriteText(&text, p, false); err != nil {
 		t.Fatal(err)
 	}
 	out := md.String()
@@ -56,8 +56,8 @@ func TestAClusterOnlySubstitutionIsSaidOnce(t *testing.T) {
 		"  path: ./monitoring\n  postBuild:\n    substituteFrom:\n    - {kind: Secret, name: cluster-secrets}\n"))
 	p := run(t, r, "subst", false)
 	var md, text bytes.Buffer
-	_ = render.WriteMarkdown(&md, p, 0)
-	_ = render.WriteText(&text, p, false)
+	_ = report.WriteMarkdown(&md, p, 0)
+	_ = report.WriteText(&text, p, false)
 	if n := strings.Count(md.String(), "--substitute-from FILE"); n != 1 {
 		t.Errorf("the markdown gives the cluster-only substitution %d times, want once:\n%s", n, md.String())
 	}
@@ -93,7 +93,7 @@ spec:
 	r.branch("patch", head)
 	p := run(t, r, "patch", false)
 	var full bytes.Buffer
-	_ = render.WriteMarkdown(&full, p, 0)
+	_ = report.WriteMarkdown(&full, p, 0)
 	out := full.String()
 	if n := strings.Count(out, "+  level: debug"); n != 1 {
 		t.Errorf("the shared diff is shown %d times, want once:\n%s", n, out)
@@ -108,7 +108,7 @@ spec:
 	}
 	var tight bytes.Buffer
 	limit := strings.Index(out, "### Changes") + 1500
-	_ = render.WriteMarkdown(&tight, p, limit)
+	_ = report.WriteMarkdown(&tight, p, limit)
 	if !strings.Contains(tight.String(), "<b>flux-system/flux-system</b>") {
 		t.Errorf("at %d characters the parent's section is folded:\n%s", limit, tight.String())
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/strata-gitops/strata/engine/graph"
 	"github.com/strata-gitops/strata/engine/plan"
-	"github.com/strata-gitops/strata/engine/plan/render"
+	"github.com/strata-gitops/strata/engine/plan/report"
 	"github.com/strata-gitops/strata/engine/plan/risk"
 )
 
@@ -107,7 +107,7 @@ func TestABrokenParentDeletesNothing(t *testing.T) {
 	}
 	// In the comment the broken Kustomization is an error, not a change.
 	var md bytes.Buffer
-	if err := render.WriteMarkdown(&md, p, 0); err != nil {
+	if err := report.WriteMarkdown(&md, p, 0); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(md.String(), "failed\n") || strings.Contains(md.String(), " changed\n```") {
@@ -231,7 +231,7 @@ func TestKindsOfOneNameInTwoGroupsAreToldApart(t *testing.T) {
 	r.branch("hosts", map[string]string{"apps/cert-a.yaml": cert("cert-manager.io/v1", "b.example"), "apps/cert-b.yaml": cert("certs.example.com/v1", "b.example")})
 	p := run(t, r, "hosts", false)
 	var text bytes.Buffer
-	if err := render.WriteText(&text, p, false); err != nil {
+	if err := report.WriteText(&text, p, false); err != nil {
 		t.Fatal(err)
 	}
 	for _, object := range []string{"Certificate.cert-manager.io/databases/web", "Certificate.certs.example.com/databases/web"} {

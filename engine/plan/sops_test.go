@@ -11,7 +11,7 @@ import (
 
 	"github.com/strata-gitops/strata/engine/decrypt"
 	"github.com/strata-gitops/strata/engine/plan"
-	"github.com/strata-gitops/strata/engine/plan/render"
+	"github.com/strata-gitops/strata/engine/plan/report"
 	"github.com/strata-gitops/strata/internal/testing/sopstest"
 )
 
@@ -46,8 +46,8 @@ spec:
 		t.Fatalf("the re-encrypted Secret is %+v, want changed", ch)
 	}
 	var out bytes.Buffer
-	_ = render.WriteMarkdown(&out, p, 0)
-	_ = render.WriteText(&out, p, false)
+	_ = report.WriteMarkdown(&out, p, 0)
+	_ = report.WriteText(&out, p, false)
 	text := out.String()
 	for _, secret := range []string{"plaintext-value", "ENC[AES256_GCM", "-----BEGIN AGE ENCRYPTED FILE-----"} {
 		if strings.Contains(text, secret) {
@@ -86,8 +86,8 @@ func TestAKeyFileShowsWhichSecretKeysChange(t *testing.T) {
 		t.Errorf("the diff does not say that password changed and user did not:\n%s", ch.Diff)
 	}
 	var out bytes.Buffer
-	_ = render.WriteMarkdown(&out, p, 0)
-	_ = render.WriteText(&out, p, false)
+	_ = report.WriteMarkdown(&out, p, 0)
+	_ = report.WriteText(&out, p, false)
 	for _, v := range []string{"plaintext", "ENC[AES256_GCM"} {
 		if strings.Contains(out.String(), v) {
 			t.Errorf("the plan shows %q", v)
@@ -150,8 +150,8 @@ func TestAKeyFileNeverPrintsADecryptedValue(t *testing.T) {
 		}
 	}
 	var out bytes.Buffer
-	_ = render.WriteMarkdown(&out, p, 0)
-	_ = render.WriteText(&out, p, false)
+	_ = report.WriteMarkdown(&out, p, 0)
+	_ = report.WriteText(&out, p, false)
 	if err := json.NewEncoder(&out).Encode(p); err != nil {
 		t.Fatal(err)
 	}

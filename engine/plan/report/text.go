@@ -1,8 +1,8 @@
-// Package render writes a plan for people: the text a terminal shows and
+// Package report writes a plan for people: the text a terminal shows and
 // the markdown of a pull-request comment. The plan itself (engine/plan)
 // is the comparison of two revisions, with its JSON form; its risk
 // classes are engine/plan/risk's.
-package render
+package report
 
 import (
 	"fmt"
