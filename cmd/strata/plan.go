@@ -19,10 +19,10 @@ import (
 
 	"github.com/strata-gitops/strata/engine/decrypt"
 	"github.com/strata-gitops/strata/engine/graph"
-	"github.com/strata-gitops/strata/engine/plan"
-	"github.com/strata-gitops/strata/engine/plan/report"
-	"github.com/strata-gitops/strata/engine/plan/risk"
 	"github.com/strata-gitops/strata/internal/scheme"
+	"github.com/strata-gitops/strata/plan"
+	"github.com/strata-gitops/strata/plan/report"
+	"github.com/strata-gitops/strata/plan/risk"
 )
 
 // exitCodeError carries a process exit code out of a command.

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/strata-gitops/strata/engine/plan"
+	"github.com/strata-gitops/strata/plan"
 )
 
 // Usage errors exit 3, like every other error: exit 1 means "changes",

@@ -18,9 +18,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/strata-gitops/strata/engine/plan"
 	"github.com/strata-gitops/strata/internal/local/gitserver"
 	"github.com/strata-gitops/strata/internal/testing/benchstat"
+	"github.com/strata-gitops/strata/plan"
 )
 
 type config struct {

@@ -12,10 +12,10 @@ import (
 	"testing"
 
 	"github.com/strata-gitops/strata/engine/graph"
-	"github.com/strata-gitops/strata/engine/plan"
-	"github.com/strata-gitops/strata/engine/plan/report"
-	"github.com/strata-gitops/strata/engine/plan/risk"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
+	"github.com/strata-gitops/strata/plan"
+	"github.com/strata-gitops/strata/plan/report"
+	"github.com/strata-gitops/strata/plan/risk"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -387,7 +387,7 @@ func TestGolden(t *testing.T) {
 		}
 		want, err := os.ReadFile(path)
 		if err != nil {
-			t.Fatalf("%v (run go test ./engine/plan -run TestGolden -update)", err)
+			t.Fatalf("%v (run go test ./plan -run TestGolden -update)", err)
 		}
 		if !bytes.Equal(got, want) {
 			t.Errorf("%s differs from the golden file; got:\n%s", name, got)

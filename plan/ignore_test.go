@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/strata-gitops/strata/engine/graph"
-	"github.com/strata-gitops/strata/engine/plan"
+	"github.com/strata-gitops/strata/plan"
 )
 
 // TestPlanSeesWhatTheArtifactHolds: files a source artifact leaves out

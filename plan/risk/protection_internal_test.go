@@ -12,7 +12,7 @@ import (
 // docs/plan.md's table of data-protection kinds is the code's, row for
 // row.
 func TestTheDocsListEveryDataProtectionKind(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "plan.md"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "plan.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

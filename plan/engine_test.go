@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strata-gitops/strata/engine/plan"
-	"github.com/strata-gitops/strata/engine/plan/risk"
+	"github.com/strata-gitops/strata/plan"
+	"github.com/strata-gitops/strata/plan/risk"
 )
 
 func runFor(t *testing.T, r *repo, head string, engine risk.Engine) *plan.Plan {

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strata-gitops/strata/engine/plan"
-	"github.com/strata-gitops/strata/engine/plan/risk"
+	"github.com/strata-gitops/strata/plan"
+	"github.com/strata-gitops/strata/plan/risk"
 )
 
 // genRepo is a generated repository: a root with an "apps" Kustomization

@@ -13,7 +13,7 @@ import (
 
 	"github.com/strata-gitops/strata/engine/apply"
 	"github.com/strata-gitops/strata/engine/graph"
-	"github.com/strata-gitops/strata/engine/plan/risk"
+	"github.com/strata-gitops/strata/plan/risk"
 )
 
 // compareLive dry-runs the head revision against the cluster and reports,

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strata-gitops/strata/engine/plan/report"
+	"github.com/strata-gitops/strata/plan/report"
 )
 
 // A root that fails to render on the head side leaves every Kustomization

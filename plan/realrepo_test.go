@@ -11,9 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/strata-gitops/strata/engine/graph"
-	"github.com/strata-gitops/strata/engine/plan"
-	"github.com/strata-gitops/strata/engine/plan/report"
-	"github.com/strata-gitops/strata/engine/plan/risk"
+	"github.com/strata-gitops/strata/plan"
+	"github.com/strata-gitops/strata/plan/report"
+	"github.com/strata-gitops/strata/plan/risk"
 )
 
 // TestChangedOnlySkipsPathsWithSchemaComments: most public repositories

@@ -5,8 +5,8 @@ import (
 	"io"
 	"strings"
 
-	"github.com/strata-gitops/strata/engine/plan"
-	"github.com/strata-gitops/strata/engine/plan/risk"
+	"github.com/strata-gitops/strata/plan"
+	"github.com/strata-gitops/strata/plan/risk"
 )
 
 // DefaultMarkdownLimit keeps a comment under the 65536 characters a

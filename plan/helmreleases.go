@@ -20,8 +20,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/strata-gitops/strata/engine/guard"
-	"github.com/strata-gitops/strata/engine/plan/charts"
-	"github.com/strata-gitops/strata/engine/plan/risk"
+	"github.com/strata-gitops/strata/plan/charts"
+	"github.com/strata-gitops/strata/plan/risk"
 )
 
 // ChartOptions say how HelmReleases' charts are fetched (docs/plan.md,

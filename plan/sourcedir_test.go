@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strata-gitops/strata/engine/plan"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
+	"github.com/strata-gitops/strata/plan"
 )
 
 // A Kustomization built from an OCIRepository is listed as not rendered,

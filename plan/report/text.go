@@ -1,7 +1,7 @@
 // Package report writes a plan for people: the text a terminal shows and
-// the markdown of a pull-request comment. The plan itself (engine/plan)
+// the markdown of a pull-request comment. The plan itself (package plan)
 // is the comparison of two revisions, with its JSON form; its risk
-// classes are engine/plan/risk's.
+// classes are plan/risk's.
 package report
 
 import (
@@ -9,8 +9,8 @@ import (
 	"io"
 	"strings"
 
-	"github.com/strata-gitops/strata/engine/plan"
-	"github.com/strata-gitops/strata/engine/plan/risk"
+	"github.com/strata-gitops/strata/plan"
+	"github.com/strata-gitops/strata/plan/risk"
 )
 
 // colours for a terminal; empty when writing to a file or a pipe.

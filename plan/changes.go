@@ -15,7 +15,7 @@ import (
 	"github.com/strata-gitops/strata/engine/apply"
 	"github.com/strata-gitops/strata/engine/graph"
 	"github.com/strata-gitops/strata/engine/guard"
-	"github.com/strata-gitops/strata/engine/plan/risk"
+	"github.com/strata-gitops/strata/plan/risk"
 )
 
 // owners maps each object a side renders to the Kustomization that applies it.

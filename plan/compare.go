@@ -19,8 +19,8 @@ import (
 	"github.com/strata-gitops/strata/engine/build"
 	"github.com/strata-gitops/strata/engine/decrypt"
 	"github.com/strata-gitops/strata/engine/graph"
-	"github.com/strata-gitops/strata/engine/plan/charts"
-	"github.com/strata-gitops/strata/engine/plan/risk"
+	"github.com/strata-gitops/strata/plan/charts"
+	"github.com/strata-gitops/strata/plan/risk"
 )
 
 // Options say what to plan.

@@ -8,8 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/strata-gitops/strata/engine/graph"
-	"github.com/strata-gitops/strata/engine/plan"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
+	"github.com/strata-gitops/strata/plan"
 )
 
 // TestExampleRepository plans the example repository the README points

@@ -18,10 +18,10 @@ import (
 	"helm.sh/helm/v3/pkg/registry"
 	helmrepo "helm.sh/helm/v3/pkg/repo"
 
-	"github.com/strata-gitops/strata/engine/plan"
-	"github.com/strata-gitops/strata/engine/plan/risk"
 	localregistry "github.com/strata-gitops/strata/internal/local/registry"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
+	"github.com/strata-gitops/strata/plan"
+	"github.com/strata-gitops/strata/plan/risk"
 )
 
 // appChart is a chart made in the test: a Deployment of image, and with

@@ -21,9 +21,9 @@ import (
 	"github.com/strata-gitops/strata/engine/apply"
 	"github.com/strata-gitops/strata/engine/build"
 	"github.com/strata-gitops/strata/engine/graph"
-	"github.com/strata-gitops/strata/engine/plan"
-	"github.com/strata-gitops/strata/engine/plan/risk"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
+	"github.com/strata-gitops/strata/plan"
+	"github.com/strata-gitops/strata/plan/risk"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
