@@ -27,9 +27,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	storagev1alpha1 "github.com/strata-gitops/strata/api/storage/v1alpha1"
-	"github.com/strata-gitops/strata/engine/guardwebhook"
 	"github.com/strata-gitops/strata/internal/app/manager"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
+	"github.com/strata-gitops/strata/reconciler/guardwebhook"
 )
 
 // fluxCluster is an API server as Flux leaves it: Flux's own CRDs (its
@@ -190,7 +190,7 @@ func setFlags(set []string) []string {
 	return flags
 }
 
-// The chart's webhook configuration is the one engine/guardwebhook
+// The chart's webhook configuration is the one reconciler/guardwebhook
 // describes and its tests run against Flux: the same rules, the same
 // users; the controller serves it on the port the Service names.
 func TestTheGuardWebhookIsRenderedAsItsPackageDescribes(t *testing.T) {

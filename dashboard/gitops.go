@@ -14,8 +14,8 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/strata-gitops/strata/engine/graph"
-	"github.com/strata-gitops/strata/engine/kustomization"
+	"github.com/strata-gitops/strata/reconciler/graph"
+	"github.com/strata-gitops/strata/reconciler/kustomization"
 )
 
 // GitOps is the engine's page: the Kustomizations' dependency graph,
@@ -95,7 +95,7 @@ func (s *Server) gitOpsOf(ctx context.Context, u User) (GitOps, error) {
 	return out, err
 }
 
-// cyclePrefix begins engine/graph's reason for a Kustomization in a
+// cyclePrefix begins reconciler/graph's reason for a Kustomization in a
 // dependency cycle.
 const cyclePrefix = "dependency cycle"
 

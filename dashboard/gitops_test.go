@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/strata-gitops/strata/dashboard"
-	"github.com/strata-gitops/strata/engine/kustomization"
+	"github.com/strata-gitops/strata/reconciler/kustomization"
 )
 
 // The GitOps page draws the dependsOn graph: states as colours, a cycle

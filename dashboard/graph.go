@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/strata-gitops/strata/engine/graph"
+	"github.com/strata-gitops/strata/reconciler/graph"
 )
 
 // GraphView is the dependency graph laid out for an SVG drawn by the

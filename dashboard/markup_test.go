@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-gitops/strata/engine/graph"
+	"github.com/strata-gitops/strata/reconciler/graph"
 )
 
 // What the cluster says is text on the GitOps page, never markup, in the

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds Flux's kustomize-controller from the Go module proxy into bin/flux: the
 # benchmark's measuring reference, and the Flux that the guard webhook's test
-# (engine/guardwebhook) prunes with; it is never a dependency of strata.
+# (reconciler/guardwebhook) prunes with; it is never a dependency of strata.
 # Same scratch-module trick as kube-apiserver: the controller's go.mod
 # replaces its api submodule with ./api, which does not exist in the module
 # cache, so point it at the published version and keep its other replace

@@ -10,7 +10,7 @@ import (
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	gogit "github.com/go-git/go-git/v5"
 
-	"github.com/strata-gitops/strata/engine/build"
+	"github.com/strata-gitops/strata/reconciler/build"
 )
 
 // unchangedInputs returns, for each side, which Kustomizations need no

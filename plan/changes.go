@@ -12,10 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/strata-gitops/strata/engine/apply"
-	"github.com/strata-gitops/strata/engine/graph"
-	"github.com/strata-gitops/strata/engine/guard"
 	"github.com/strata-gitops/strata/plan/risk"
+	"github.com/strata-gitops/strata/reconciler/apply"
+	"github.com/strata-gitops/strata/reconciler/graph"
+	"github.com/strata-gitops/strata/reconciler/guard"
 )
 
 // owners maps each object a side renders to the Kustomization that applies it.

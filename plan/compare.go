@@ -16,11 +16,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/strata-gitops/strata/engine/build"
-	"github.com/strata-gitops/strata/engine/decrypt"
-	"github.com/strata-gitops/strata/engine/graph"
 	"github.com/strata-gitops/strata/plan/charts"
 	"github.com/strata-gitops/strata/plan/risk"
+	"github.com/strata-gitops/strata/reconciler/build"
+	"github.com/strata-gitops/strata/reconciler/decrypt"
+	"github.com/strata-gitops/strata/reconciler/graph"
 )
 
 // Options say what to plan.

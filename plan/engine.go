@@ -6,8 +6,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/strata-gitops/strata/engine/graph"
 	"github.com/strata-gitops/strata/plan/risk"
+	"github.com/strata-gitops/strata/reconciler/graph"
 )
 
 // chooseEngine is the engine given, or the one the head revision shows:

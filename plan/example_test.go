@@ -7,9 +7,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/strata-gitops/strata/engine/graph"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/plan"
+	"github.com/strata-gitops/strata/reconciler/graph"
 )
 
 // TestExampleRepository plans the example repository the README points

@@ -19,9 +19,9 @@ import (
 	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/yaml"
 
-	"github.com/strata-gitops/strata/engine/guard"
 	"github.com/strata-gitops/strata/plan/charts"
 	"github.com/strata-gitops/strata/plan/risk"
+	"github.com/strata-gitops/strata/reconciler/guard"
 )
 
 // ChartOptions say how HelmReleases' charts are fetched (docs/plan.md,

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strata-gitops/strata/engine/graph"
 	"github.com/strata-gitops/strata/plan"
+	"github.com/strata-gitops/strata/reconciler/graph"
 )
 
 // TestPlanSeesWhatTheArtifactHolds: files a source artifact leaves out

@@ -11,9 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/strata-gitops/strata/engine/apply"
-	"github.com/strata-gitops/strata/engine/graph"
 	"github.com/strata-gitops/strata/plan/risk"
+	"github.com/strata-gitops/strata/reconciler/apply"
+	"github.com/strata-gitops/strata/reconciler/graph"
 )
 
 // compareLive dry-runs the head revision against the cluster and reports,

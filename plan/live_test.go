@@ -18,12 +18,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/strata-gitops/strata/engine/apply"
-	"github.com/strata-gitops/strata/engine/build"
-	"github.com/strata-gitops/strata/engine/graph"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/plan"
 	"github.com/strata-gitops/strata/plan/risk"
+	"github.com/strata-gitops/strata/reconciler/apply"
+	"github.com/strata-gitops/strata/reconciler/build"
+	"github.com/strata-gitops/strata/reconciler/graph"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }

@@ -11,11 +11,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strata-gitops/strata/engine/graph"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
 	"github.com/strata-gitops/strata/plan"
 	"github.com/strata-gitops/strata/plan/report"
 	"github.com/strata-gitops/strata/plan/risk"
+	"github.com/strata-gitops/strata/reconciler/graph"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")

@@ -10,10 +10,10 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/strata-gitops/strata/engine/graph"
 	"github.com/strata-gitops/strata/plan"
 	"github.com/strata-gitops/strata/plan/report"
 	"github.com/strata-gitops/strata/plan/risk"
+	"github.com/strata-gitops/strata/reconciler/graph"
 )
 
 // TestChangedOnlySkipsPathsWithSchemaComments: most public repositories

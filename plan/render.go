@@ -18,9 +18,9 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/strata-gitops/strata/engine/build"
-	"github.com/strata-gitops/strata/engine/decrypt"
-	"github.com/strata-gitops/strata/engine/graph"
+	"github.com/strata-gitops/strata/reconciler/build"
+	"github.com/strata-gitops/strata/reconciler/decrypt"
+	"github.com/strata-gitops/strata/reconciler/graph"
 )
 
 // side is one revision's Kustomizations, found from the start path, and

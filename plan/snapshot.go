@@ -15,7 +15,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 
-	"github.com/strata-gitops/strata/engine/decrypt"
+	"github.com/strata-gitops/strata/reconciler/decrypt"
 	"github.com/strata-gitops/strata/sources/artifact"
 	"github.com/strata-gitops/strata/sources/gittree"
 )

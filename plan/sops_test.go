@@ -9,10 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strata-gitops/strata/engine/decrypt"
 	"github.com/strata-gitops/strata/internal/testing/sopstest"
 	"github.com/strata-gitops/strata/plan"
 	"github.com/strata-gitops/strata/plan/report"
+	"github.com/strata-gitops/strata/reconciler/decrypt"
 )
 
 // A Kustomization that decrypts with SOPS renders in a plan without the

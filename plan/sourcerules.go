@@ -14,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/strata-gitops/strata/engine/build"
-	"github.com/strata-gitops/strata/engine/graph"
+	"github.com/strata-gitops/strata/reconciler/build"
+	"github.com/strata-gitops/strata/reconciler/graph"
 	"github.com/strata-gitops/strata/sources/artifact"
 	"github.com/strata-gitops/strata/sources/gittree"
 )

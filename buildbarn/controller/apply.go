@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/strata-gitops/strata/engine/apply"
+	"github.com/strata-gitops/strata/reconciler/apply"
 )
 
 // apply sends want with server-side apply under strata's field manager,

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/yaml"
 
-	"github.com/strata-gitops/strata/engine/build"
+	"github.com/strata-gitops/strata/reconciler/build"
 )
 
 func buildCommand() *cobra.Command {

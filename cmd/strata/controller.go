@@ -9,8 +9,8 @@ import (
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/strata-gitops/strata/engine/guardwebhook"
 	"github.com/strata-gitops/strata/internal/app/manager"
+	"github.com/strata-gitops/strata/reconciler/guardwebhook"
 )
 
 func controllerCommand() *cobra.Command {

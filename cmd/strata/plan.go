@@ -17,12 +17,12 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/strata-gitops/strata/engine/decrypt"
-	"github.com/strata-gitops/strata/engine/graph"
 	"github.com/strata-gitops/strata/internal/scheme"
 	"github.com/strata-gitops/strata/plan"
 	"github.com/strata-gitops/strata/plan/report"
 	"github.com/strata-gitops/strata/plan/risk"
+	"github.com/strata-gitops/strata/reconciler/decrypt"
+	"github.com/strata-gitops/strata/reconciler/graph"
 )
 
 // exitCodeError carries a process exit code out of a command.

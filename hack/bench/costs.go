@@ -16,8 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/strata-gitops/strata/engine/apply"
 	"github.com/strata-gitops/strata/internal/status"
+	"github.com/strata-gitops/strata/reconciler/apply"
 )
 
 // requestCost is what one kind of request costs the API server and etcd,

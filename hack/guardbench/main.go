@@ -1,5 +1,5 @@
 // Command guardbench measures what the data-loss guard for Flux's prunes
-// (engine/guardwebhook) adds to a prune: Flux's kustomize-controller's
+// (reconciler/guardwebhook) adds to a prune: Flux's kustomize-controller's
 // deletes of 1000 ConfigMaps, with and without the webhook registered,
 // in alternating rounds on one API server; and, where it does apply, its
 // cost on deletes of opted-in claims. Deletes are made as Flux's service
@@ -20,9 +20,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/strata-gitops/strata/engine/guard"
 	"github.com/strata-gitops/strata/internal/testing/guardtest"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
+	"github.com/strata-gitops/strata/reconciler/guard"
 )
 
 func main() {

@@ -11,7 +11,7 @@ import (
 
 	bbv1 "github.com/strata-gitops/strata/api/buildbarn/v1alpha1"
 	"github.com/strata-gitops/strata/buildbarn/config"
-	"github.com/strata-gitops/strata/engine/guard"
+	"github.com/strata-gitops/strata/reconciler/guard"
 	"github.com/strata-gitops/strata/rules"
 )
 

@@ -8,8 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	"github.com/strata-gitops/strata/engine/guard"
 	"github.com/strata-gitops/strata/internal/scheme"
+	"github.com/strata-gitops/strata/reconciler/guard"
 )
 
 func bbStorage(replicas int64, casBlocks string, optIn bool) *unstructured.Unstructured {

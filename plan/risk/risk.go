@@ -20,7 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/strata-gitops/strata/engine/guard"
+	"github.com/strata-gitops/strata/reconciler/guard"
 )
 
 // Risk classes, worst first.

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/strata-gitops/strata/engine/guard"
+	"github.com/strata-gitops/strata/reconciler/guard"
 )
 
 // failingReader answers every read with an error, as a cluster that

@@ -24,10 +24,10 @@ import (
 	"k8s.io/mount-utils"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/strata-gitops/strata/engine/build"
-	"github.com/strata-gitops/strata/engine/decrypt"
 	"github.com/strata-gitops/strata/internal/testing/csienv"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
+	"github.com/strata-gitops/strata/reconciler/build"
+	"github.com/strata-gitops/strata/reconciler/decrypt"
 	"github.com/strata-gitops/strata/rules"
 	"github.com/strata-gitops/strata/storage/agent/volumeapi"
 )

@@ -5,7 +5,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/strata-gitops/strata/engine/guardwebhook"
+	"github.com/strata-gitops/strata/reconciler/guardwebhook"
 )
 
 // GuardWebhook is where the data-loss guard for Flux's prunes is served,

@@ -37,8 +37,6 @@ import (
 	volsyncv1alpha1 "github.com/strata-gitops/strata/api/volsync/v1alpha1"
 	buildbarn "github.com/strata-gitops/strata/buildbarn/controller"
 	"github.com/strata-gitops/strata/dashboard"
-	"github.com/strata-gitops/strata/engine/kustomization"
-	"github.com/strata-gitops/strata/engine/skipapply"
 	failovercontroller "github.com/strata-gitops/strata/failover/controller"
 	"github.com/strata-gitops/strata/failover/lvmagents"
 	"github.com/strata-gitops/strata/failover/replication"
@@ -46,6 +44,8 @@ import (
 	"github.com/strata-gitops/strata/internal/scheme"
 	"github.com/strata-gitops/strata/internal/whenused"
 	"github.com/strata-gitops/strata/notifications/alerts"
+	"github.com/strata-gitops/strata/reconciler/kustomization"
+	"github.com/strata-gitops/strata/reconciler/skipapply"
 	"github.com/strata-gitops/strata/sources/artifact"
 	"github.com/strata-gitops/strata/sources/bucket"
 	"github.com/strata-gitops/strata/sources/git"
@@ -104,7 +104,7 @@ type Options struct {
 	// AlertHosts are the hosts Providers may send to (--alert-hosts).
 	AlertHosts []string
 	// GuardWebhook serves the data-loss guard for Flux's prunes in
-	// storage-only mode (engine/guardwebhook).
+	// storage-only mode (reconciler/guardwebhook).
 	GuardWebhook GuardWebhook
 	// Dashboard serves the read-only web dashboard (package dashboard).
 	Dashboard Dashboard

@@ -7,7 +7,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/strata-gitops/strata/engine/kustomization"
+	"github.com/strata-gitops/strata/reconciler/kustomization"
 )
 
 // withoutFinalizerNameWarning returns a copy of cfg whose clients log the

@@ -13,8 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/strata-gitops/strata/engine/kustomization"
 	"github.com/strata-gitops/strata/internal/testing/testenv"
+	"github.com/strata-gitops/strata/reconciler/kustomization"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }

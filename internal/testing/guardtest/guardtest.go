@@ -1,5 +1,5 @@
 // Package guardtest serves the data-loss guard for Flux's prunes
-// (engine/guardwebhook) to an API server, for its tests and its
+// (reconciler/guardwebhook) to an API server, for its tests and its
 // benchmark: over TLS on loopback, registered with the chart's rules, and
 // acting as Flux's kustomize-controller.
 package guardtest
@@ -19,9 +19,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/strata-gitops/strata/engine/guardwebhook"
 	"github.com/strata-gitops/strata/internal/scheme"
 	"github.com/strata-gitops/strata/internal/testing/agenttls"
+	"github.com/strata-gitops/strata/reconciler/guardwebhook"
 )
 
 // Webhook is the guard served, and its configuration, registered or not.
