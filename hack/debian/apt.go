@@ -129,30 +129,34 @@ func (a APT) Show(ctx context.Context, specs []string) ([]Package, error) {
 // packages the archive no longer serves and how to refresh the lock
 // (refresh, a command). The lock file itself is left as it is.
 func (a APT) Fetch(ctx context.Context, locked []Package, roots []string, dir string, w io.Writer, refresh string) ([]Package, map[string]string, error) {
+	if len(a.notFetched(locked, dir)) == 0 {
+		paths, err := a.download(ctx, locked, dir)
+		return locked, paths, err
+	}
+	// One read of the archive's lists serves the check, a new
+	// resolution and the download.
+	if err := a.Update(ctx); err != nil {
+		return nil, nil, err
+	}
 	pkgs := locked
-	if len(a.notFetched(locked, dir)) > 0 {
-		stale, err := a.stale(ctx, locked)
-		if err != nil {
+	stale, err := a.stale(ctx, locked)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(stale) > 0 {
+		fmt.Fprintf(w, "the archive no longer serves %s (%s) at the locked version: building from the archive's current packages; refresh the lock with %s\n",
+			strings.Join(stale, ", "), a.Arch, refresh)
+		if pkgs, err = a.resolve(ctx, roots); err != nil {
 			return nil, nil, err
 		}
-		if len(stale) > 0 {
-			fmt.Fprintf(w, "the archive no longer serves %s (%s) at the locked version: building from the archive's current packages; refresh the lock with %s\n",
-				strings.Join(stale, ", "), a.Arch, refresh)
-			if pkgs, err = a.Resolve(ctx, roots); err != nil {
-				return nil, nil, err
-			}
-		}
 	}
-	paths, err := a.Download(ctx, pkgs, dir)
+	paths, err := a.download(ctx, pkgs, dir)
 	return pkgs, paths, err
 }
 
 // stale is the locked packages the archive no longer serves at their
-// locked version and SHA-256, as name=version.
+// locked version and SHA-256, as name=version, by the lists as last read.
 func (a APT) stale(ctx context.Context, locked []Package) ([]string, error) {
-	if err := a.Update(ctx); err != nil {
-		return nil, err
-	}
 	specs := make([]string, len(locked))
 	for i, p := range locked {
 		specs[i] = p.Name + "=" + p.Version
@@ -188,11 +192,22 @@ func (a APT) notFetched(pkgs []Package, dir string) []Package {
 
 func debPath(dir string, p Package) string { return filepath.Join(dir, filepath.Base(p.Filename)) }
 
-// Download fetches the packages into dir, in one apt-get run, and checks
-// each file's SHA-256 against the lock; it returns the .debs' paths by
-// package name. Files already there with the locked SHA-256 are not
-// fetched again.
+// Download fetches the packages into dir, in one apt-get run after
+// reading the archive's lists, and checks each file's SHA-256 against the
+// lock; it returns the .debs' paths by package name. Files already there
+// with the locked SHA-256 are not fetched again, and then the archive is
+// not read.
 func (a APT) Download(ctx context.Context, pkgs []Package, dir string) (map[string]string, error) {
+	if len(a.notFetched(pkgs, dir)) > 0 {
+		if err := a.Update(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return a.download(ctx, pkgs, dir)
+}
+
+// download is Download by the lists as last read.
+func (a APT) download(ctx context.Context, pkgs []Package, dir string) (map[string]string, error) {
 	paths := map[string]string{}
 	for _, p := range pkgs {
 		paths[p.Name] = debPath(dir, p)
@@ -210,9 +225,6 @@ func (a APT) Download(ctx context.Context, pkgs []Package, dir string) (map[stri
 		} else {
 			specs = append(specs, p.Name+":"+p.Arch+"="+p.Version)
 		}
-	}
-	if err := a.Update(ctx); err != nil {
-		return nil, err
 	}
 	// apt names a file after the version with its epoch escaped
 	// (name_2%3a1.0_arch.deb); each is kept under the archive's name,

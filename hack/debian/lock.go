@@ -65,6 +65,11 @@ func (a APT) Resolve(ctx context.Context, roots []string) ([]Package, error) {
 	if err := a.Update(ctx); err != nil {
 		return nil, err
 	}
+	return a.resolve(ctx, roots)
+}
+
+// resolve is Resolve by the lists as last read.
+func (a APT) resolve(ctx context.Context, roots []string) ([]Package, error) {
 	names, err := a.Closure(ctx, roots)
 	if err != nil {
 		return nil, err
