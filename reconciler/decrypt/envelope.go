@@ -54,7 +54,7 @@ func open(s string, key []byte, additional string) (any, error) {
 	}
 	plain, err := gcm.Open(nil, iv, append(data, tag...), []byte(additional))
 	if err != nil {
-		return nil, errors.New("an envelope does not open with the data key: the file was changed or a value moved")
+		return nil, errors.New("an envelope does not open with the data key: the file was changed or a value moved; edit it with sops, or encrypt it again")
 	}
 	return typed(plain, m[4])
 }

@@ -317,3 +317,38 @@ func TestHostileFilesAreRefused(t *testing.T) {
 		t.Errorf("JSON nested %d deep: %v, encrypted %v; want it passed through as no SOPS file", depth, err, was)
 	}
 }
+
+// A file naming more keys than a render should try to unwrap is refused
+// before any is tried, naming the file and the bound.
+func TestAFileNamingTooManyKeysIsRefused(t *testing.T) {
+	key := sopstest.NewKey(t)
+	d, err := decrypt.FromSecret("ns/keys", map[string][]byte{"age.agekey": []byte(key.Identity)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := sopstest.EncryptWithConfig(t, "secret.yaml", "stringData: {password: hunter2}\n", "creation_rules:\n  - age: "+key.Recipient+"\n")
+	var doc yaml.Node
+	if err := yaml.Unmarshal([]byte(enc), &doc); err != nil {
+		t.Fatal(err)
+	}
+	root := doc.Content[0]
+	sops := root.Content[len(root.Content)-1]
+	ages := sops.Content[1]
+	if sops.Content[0].Value != "age" || ages.Kind != yaml.SequenceNode {
+		t.Fatalf("no age list first in the sops entry:\n%s", enc)
+	}
+	if _, _, err := d.File("secret.yaml", []byte(enc)); err != nil {
+		t.Fatalf("the file as sops wrote it: %v", err)
+	}
+	for len(ages.Content) <= 64 {
+		ages.Content = append(ages.Content, ages.Content[0])
+	}
+	many, err := yaml.Marshal(&doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = d.File("secret.yaml", many)
+	if !errors.Is(err, decrypt.ErrDecryptionFailed) || !strings.Contains(err.Error(), "secret.yaml") || !strings.Contains(err.Error(), "more than the 64") {
+		t.Fatalf("%v; want DecryptionFailed naming the file and the bound", err)
+	}
+}

@@ -84,7 +84,7 @@ func openLeaves(leaves []leaf, key []byte, md metadata) ([]string, error) {
 	mac, err := open(md.mac, key, md.lastModified)
 	stored, _ := mac.(string)
 	if err != nil || subtle.ConstantTimeCompare([]byte(stored), []byte(fmt.Sprintf("%X", h.Sum(nil)))) != 1 {
-		return nil, fmt.Errorf("its MAC does not match its values: the file was changed after SOPS encrypted it")
+		return nil, fmt.Errorf("its MAC does not match its values: the file was changed after SOPS encrypted it; edit it with sops, or encrypt it again")
 	}
 	return opened, nil
 }

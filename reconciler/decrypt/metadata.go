@@ -30,6 +30,10 @@ type wrappedKey struct {
 	kind, id, enc string
 }
 
+// maxKeys bounds the keys a file names: each is an attempt to unwrap the
+// data key, and a file from Git must not make a render do thousands.
+const maxKeys = 64
+
 // keyKinds are the kinds of key SOPS writes, and the field that names
 // each key.
 var keyKinds = []struct{ kind, id string }{
@@ -62,7 +66,10 @@ func metadataOf(tree map[string]any) (metadata, error) {
 		}
 	}
 	if len(md.groups) == 0 {
-		return md, errors.New("sops names no key")
+		return md, errors.New("its sops entry names no key: encrypt it again with sops for an age or PGP key")
+	}
+	if n := len(md.recipients()); n > maxKeys {
+		return md, fmt.Errorf("its sops entry names %d keys, more than the %d a file may be encrypted for", n, maxKeys)
 	}
 	if md.threshold == 0 {
 		md.threshold = len(md.groups)
